@@ -1,0 +1,1 @@
+"""truva-console: the Textual debugging console and its headless CLI twins."""

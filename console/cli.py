@@ -1,0 +1,184 @@
+"""The `truva-console` command: the TUI by default, and its headless CLI twins as subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import importlib.util
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("console", "executor", "store")
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_CANCELLED = 130
+
+
+class ShadowedPackageError(RuntimeError):
+    """Another distribution's package of the same name is imported instead of ours."""
+
+
+def check_package_origins() -> None:
+    """Fail when `executor` or `store` do not come from the same installation as `console`.
+
+    PyPI has unrelated distributions that install top-level packages named `executor`, `store`
+    and `console`; installed beside ours, they shadow it (SPEC §4).
+    """
+    here = Path(__file__).resolve().parent.parent
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        origin = Path(spec.origin).resolve() if spec and spec.origin else None
+        if origin is None or origin.parent.parent != here:
+            where = str(origin) if origin else "nowhere (not importable)"
+            raise ShadowedPackageError(
+                f"package {name!r} is imported from {where}, not from this truva-console "
+                f"installation ({here}); another distribution named {name!r} shadows it — "
+                f"uninstall it (pip uninstall {name}) or use a separate virtualenv"
+            )
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
+    """Print one line to stderr and return the exit code."""
+    print(f"truva-console: {message}", file=sys.stderr)
+    return code
+
+
+# ------------------------------------------------------------------------ run
+
+
+def add_run_parser(subparsers: Any) -> None:
+    """Register `truva-console run PLAN`."""
+    parser = subparsers.add_parser(
+        "run", help="run a plan file and record it",
+        description="Run a plan file (docs/plan-file.md) against its tools and record every "
+                    "attempt, decision, backoff and LLM call in the debug store.",
+    )
+    parser.add_argument("plan", help="path to the plan JSON file")
+    parser.add_argument("--json", action="store_true", help="print the SPEC §3.2 JSON document")
+    parser.add_argument("--no-store", action="store_true", help="do not record to the store")
+    parser.set_defaults(handler=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Load the plan, run it with the store recorder, and print the outcome."""
+    from executor.plan import PlanError, load_plan
+    from executor.runtime import PlanExecutor
+
+    try:
+        plan = load_plan(args.plan)
+    except PlanError as exc:
+        return fail(str(exc))
+    recorder = None
+    if not args.no_store:
+        from store.errors import StoreError
+        from store.paths import resolve_db_path
+        from store.recorder import StoreRecorder
+
+        try:
+            recorder = StoreRecorder(resolve_db_path(args.db))
+        except StoreError as exc:
+            return fail(str(exc))
+    executor = PlanExecutor(plan, recorder=recorder)
+    try:
+        outcome = asyncio.run(_run_with_sigint(executor))
+    finally:
+        if recorder is not None:
+            recorder.close()
+    if args.json:
+        print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False, default=str))
+    else:
+        print(render_outcome(outcome))
+    if outcome.status == "cancelled":
+        incomplete = ", ".join(outcome.incomplete_steps) or "none"
+        print(f"truva-console: cancelled; incomplete steps: {incomplete}", file=sys.stderr)
+        return EXIT_CANCELLED
+    return EXIT_OK
+
+
+async def _run_with_sigint(executor: Any) -> Any:
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, executor.cancel)
+        loop.add_signal_handler(signal.SIGTERM, executor.cancel)
+    except (NotImplementedError, RuntimeError):
+        pass
+    return await executor.run()
+
+
+def render_outcome(outcome: Any) -> str:
+    """A readable summary of a run: each step, then each attempt's decision and rule."""
+    lines = [f"execution {outcome.execution_id}: {outcome.status}"]
+    if outcome.stop_reason:
+        lines.append(f"  stopped: {outcome.stop_reason}")
+    for step in outcome.steps:
+        counts = (f"{step.dispatch_count} dispatch(es), {step.validation_retries} correction(s)")
+        lines.append(f"  {step.id}: {step.status} — {counts}")
+        if step.skip_reason:
+            lines.append(f"    {step.skip_reason}")
+        for attempt in step.attempts:
+            got = (
+                "not sent" if not attempt.dispatched
+                else f"transport {attempt.transport_error}" if attempt.status == 0
+                else f"HTTP {attempt.status}"
+            )
+            wait = f", wait {attempt.delay_ms:.1f} ms ({attempt.delay_source})" \
+                if attempt.delay_ms is not None else ""
+            lines.append(f"    #{attempt.n} {got} → {attempt.action} [{attempt.rule}]{wait}")
+            lines.append(f"       {attempt.reason}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------- the TUI
+
+
+def tui_command(args: argparse.Namespace) -> int:
+    """Open the Textual console on the store (or the bundled sample traces)."""
+    from console.app import run_app
+
+    return run_app(db=args.db, samples=args.samples)
+
+
+# ---------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="truva-console",
+        description="Debugging console for AI-agent tool calls: see why each error was retried, "
+                    "corrected or stopped.",
+    )
+    parser.add_argument("--db", help="debug store file (default: $TRUVA_DB or "
+                                     "./.truva/debug.duckdb)")
+    parser.add_argument("--samples", action="store_true",
+                        help="open the bundled sample traces (read-only copy)")
+    parser.set_defaults(handler=tui_command)
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    add_run_parser(subparsers)
+    for module_name in ("console.cmd_ls", "console.cmd_explain"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `truva-console` script."""
+    try:
+        check_package_origins()
+    except ShadowedPackageError as exc:
+        return fail(str(exc))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

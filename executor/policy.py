@@ -1,0 +1,863 @@
+"""The routing policy as data: a first-match rule table and a pure `decide()` that explains itself.
+
+`decide()` never sleeps, sends or logs. It reads a frozen `DecisionInputs` and returns a frozen
+`Decision` naming the action, the rule that fired, a one-line reason, the inputs it read, and why
+each earlier rule did not match. When a correction layer has to be consulted, the decision is an
+intermediate `ask_*` action; the step loop asks the layer, adds its verdict to the inputs and
+calls `decide()` again. Rule ids are stable and listed in docs/rules.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from executor.backoff import BackoffConfig
+from executor.params import guard_parameters
+from executor.wire import RetryPolicy, is_success_status, is_terminal_status, is_transient_status
+
+
+class Action(StrEnum):
+    """Decision actions; the names are the product contract (SPEC §2.2, §3.2)."""
+
+    REJECT_PREDISPATCH = "reject_predispatch"
+    SUCCESS = "success"
+    STOP_REFUSED = "stop_refused"
+    STOP_TERMINAL = "stop_terminal"
+    STOP_SINGLE_DISPATCH = "stop_single_dispatch"
+    RETRY_SAME = "retry_same"
+    STOP_BUDGET = "stop_budget"
+    STOP_PROTECTED = "stop_protected"
+    RETRY_CORRECTED = "retry_corrected"
+    STOP_NO_CORRECTION = "stop_no_correction"
+    STOP_CANCELLED = "stop_cancelled"
+    STOP_UNSAFE_RESEND = "stop_unsafe_resend"
+    STOP_CIRCUIT_OPEN = "stop_circuit_open"
+    # Intermediate actions: the loop acts (dispatches, or asks a layer) and is not finished.
+    DISPATCH = "dispatch"
+    ASK_ANALYZER = "ask_analyzer"
+    ASK_RESOLVER = "ask_resolver"
+    ASK_LEGACY = "ask_legacy"
+
+
+INTERMEDIATE_ACTIONS = frozenset(
+    {Action.DISPATCH, Action.ASK_ANALYZER, Action.ASK_RESOLVER, Action.ASK_LEGACY}
+)
+RETRY_ACTIONS = frozenset({Action.RETRY_SAME, Action.RETRY_CORRECTED})
+
+
+class Layer(StrEnum):
+    """Correction layers, as recorded in decisions and attempts."""
+
+    ANALYZER = "analyzer"
+    RE_RESOLUTION = "re_resolution"
+    LEGACY = "legacy"
+
+
+@dataclass(frozen=True, slots=True)
+class LayerVerdict:
+    """What one correction layer answered, assessed against the step's parameters.
+
+    `answered` is False when the LLM failed or its answer was malformed (`failure` says how).
+    `proposed_parameters` is the full parameter map the correction would send.
+    """
+
+    layer: Layer
+    answered: bool
+    should_retry: bool = False
+    is_transient: bool = False
+    explanation: str = ""
+    changes: Mapping[str, Any] | None = None
+    proposed_parameters: Mapping[str, Any] | None = None
+    changed_keys: tuple[str, ...] = ()
+    touched_protected: tuple[str, ...] = ()
+    guard_violations: tuple[str, ...] = ()
+    failure: str | None = None
+
+    @property
+    def acceptable(self) -> bool:
+        """True when the correction may be applied: it answers yes, changes something, and is valid."""
+        return (
+            self.answered
+            and self.should_retry
+            and bool(self.changed_keys)
+            and not self.touched_protected
+            and not self.guard_violations
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form for decision records."""
+        data = asdict(self)
+        data["layer"] = str(self.layer)
+        for key, value in data.items():
+            if isinstance(value, tuple):
+                data[key] = list(value)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionInputs:
+    """Everything a routing decision may read. Built by the step loop; never mutated."""
+
+    dispatched: bool
+    status: int | None = None
+    transport_error: str | None = None
+    retry_policy: RetryPolicy = RetryPolicy.UNSPECIFIED
+    error_text: str = ""
+    guard_violations: tuple[str, ...] = ()
+    attempt_number: int = 1
+    max_attempts: int = 3
+    validation_retries: int = 0
+    max_validation_retries: int = 2
+    max_semantic_retries: int = 2
+    orchestrator: bool = False
+    side_effects: str = "none"
+    protected_keys: Mapping[str, str] = field(default_factory=dict)
+    parameter_keys: tuple[str, ...] = ()
+    has_dependencies: bool = False
+    llm_configured: bool = False
+    error_analyzer_enabled: bool = True
+    semantic_retry_enabled: bool = True
+    semantic_retry_independent_steps: bool = True
+    validation_feedback_enabled: bool = True
+    legacy_callback_set: bool = False
+    legacy_pattern: str | None = None
+    cancelled: bool = False
+    circuit_open: bool = False
+    retry_after_ms: float | None = None
+    retry_after_source: str | None = None
+    retry_after_max_ms: float | None = None
+    backoff: BackoffConfig = field(default_factory=BackoffConfig)
+    elapsed_s: float = 0.0
+    max_wall_clock_s: float | None = None
+    llm_tokens_used: int = 0
+    max_total_tokens: int | None = None
+    llm_calls_used: int = 0
+    max_llm_calls: int | None = None
+    repeated_error_count: int = 0
+    max_repeated_errors: int | None = None
+    analyzer: LayerVerdict | None = None
+    resolver: LayerVerdict | None = None
+    legacy: LayerVerdict | None = None
+
+    @property
+    def analyzer_available(self) -> bool:
+        """Layer 3 runs only with an LLM configured and the analyzer enabled."""
+        return self.llm_configured and self.error_analyzer_enabled
+
+    @property
+    def resolver_available(self) -> bool:
+        """Layer 4 runs only with an LLM configured and semantic retry enabled."""
+        return self.llm_configured and self.semantic_retry_enabled
+
+    @property
+    def mutable_keys(self) -> tuple[str, ...]:
+        """Parameter keys a correction may change."""
+        return tuple(k for k in self.parameter_keys if k not in self.protected_keys)
+
+    @property
+    def remaining_wall_clock_ms(self) -> float | None:
+        """Milliseconds left of the task's wall-clock budget, or None when unlimited."""
+        if self.max_wall_clock_s is None:
+            return None
+        return max(0.0, (self.max_wall_clock_s - self.elapsed_s) * 1000.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The inputs as recorded with a decision (JSON-able)."""
+        data: dict[str, Any] = {
+            "dispatched": self.dispatched,
+            "status": self.status,
+            "transport_error": self.transport_error,
+            "retry_policy": str(self.retry_policy),
+            "guard_violations": list(self.guard_violations),
+            "attempt_number": self.attempt_number,
+            "max_attempts": self.max_attempts,
+            "validation_retries": self.validation_retries,
+            "max_validation_retries": self.max_validation_retries,
+            "max_semantic_retries": self.max_semantic_retries,
+            "orchestrator": self.orchestrator,
+            "side_effects": self.side_effects,
+            "protected_keys": dict(self.protected_keys),
+            "has_dependencies": self.has_dependencies,
+            "llm_configured": self.llm_configured,
+            "error_analyzer_enabled": self.error_analyzer_enabled,
+            "semantic_retry_enabled": self.semantic_retry_enabled,
+            "semantic_retry_independent_steps": self.semantic_retry_independent_steps,
+            "validation_feedback_enabled": self.validation_feedback_enabled,
+            "legacy_callback_set": self.legacy_callback_set,
+            "legacy_pattern": self.legacy_pattern,
+            "cancelled": self.cancelled,
+            "circuit_open": self.circuit_open,
+            "retry_after_ms": self.retry_after_ms,
+            "retry_after_source": self.retry_after_source,
+            "elapsed_s": round(self.elapsed_s, 6),
+            "max_wall_clock_s": self.max_wall_clock_s,
+            "llm_tokens_used": self.llm_tokens_used,
+            "max_total_tokens": self.max_total_tokens,
+            "llm_calls_used": self.llm_calls_used,
+            "max_llm_calls": self.max_llm_calls,
+            "repeated_error_count": self.repeated_error_count,
+            "max_repeated_errors": self.max_repeated_errors,
+        }
+        for name in ("analyzer", "resolver", "legacy"):
+            verdict = getattr(self, name)
+            data[name] = verdict.to_dict() if verdict is not None else None
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class RuleMiss:
+    """A rule evaluated before the one that fired, and why it did not match."""
+
+    rule_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of `decide()`: what to do, which rule said so, and why."""
+
+    action: Action
+    rule_id: str
+    reason: str
+    inputs: Mapping[str, Any]
+    not_matched: tuple[RuleMiss, ...] = ()
+    delay_ms: float | None = None
+    delay_source: str | None = None
+    layer: Layer | None = None
+    corrected_parameters: Mapping[str, Any] | None = None
+
+    @property
+    def final(self) -> bool:
+        """False for intermediate actions (dispatch, ask a layer)."""
+        return self.action not in INTERMEDIATE_ACTIONS
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form, as stored in the attempts table and printed by `explain --json`."""
+        return {
+            "action": str(self.action),
+            "rule_id": self.rule_id,
+            "reason": self.reason,
+            "inputs": dict(self.inputs),
+            "not_matched": [{"rule_id": m.rule_id, "reason": m.reason} for m in self.not_matched],
+            "delay_ms": self.delay_ms,
+            "delay_source": self.delay_source,
+            "layer": str(self.layer) if self.layer else None,
+            "corrected_parameters": (
+                dict(self.corrected_parameters) if self.corrected_parameters is not None else None
+            ),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a rule's check returns: matched or not, and the one-line reason either way."""
+
+    matched: bool
+    reason: str
+    delay_ms: float | None = None
+    delay_source: str | None = None
+    layer: Layer | None = None
+    corrected_parameters: Mapping[str, Any] | None = None
+
+
+def hit(reason: str, **extra: Any) -> Outcome:
+    """A matching outcome."""
+    return Outcome(True, reason, **extra)
+
+
+def miss(reason: str) -> Outcome:
+    """A non-matching outcome."""
+    return Outcome(False, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One row of the policy table. `source` names the seed section it comes from."""
+
+    rule_id: str
+    action: Action
+    row: str
+    source: str
+    summary: str
+    check: Callable[[DecisionInputs], Outcome]
+
+
+# ---------------------------------------------------------------------------
+# Helpers shared by several rules.
+
+
+def _status_text(inputs: DecisionInputs) -> str:
+    if inputs.status == 0:
+        return f"transport failure ({inputs.transport_error or 'unknown'})"
+    return f"HTTP {inputs.status}"
+
+
+def _is_correctable_4xx(inputs: DecisionInputs) -> bool:
+    status = inputs.status or 0
+    return 400 <= status < 500 and not is_terminal_status(status) and not is_transient_status(status)
+
+
+def _not_correctable_reason(inputs: DecisionInputs) -> str:
+    return f"{_status_text(inputs)} is not a correctable 4xx (only 4xx other than 401/403/405/408/429)"
+
+
+def _within_correction_budget(inputs: DecisionInputs) -> bool:
+    return inputs.validation_retries < inputs.max_validation_retries
+
+
+def _wants_resolver(inputs: DecisionInputs) -> tuple[bool, str]:
+    """Whether layer 4 is eligible by configuration and the analyzer's answer (budget aside)."""
+    verdict = inputs.analyzer
+    if verdict is None:
+        return False, "layer 3 was not consulted, and layer 4 runs only after layer 3 says cannot fix"
+    if not verdict.answered:
+        return False, f"layer 3 gave no usable answer ({verdict.failure}); layer 4 is not consulted"
+    if verdict.should_retry:
+        return False, "layer 3 did not say 'cannot fix' (should_retry=true)"
+    if not inputs.resolver_available:
+        why = "no LLM is configured" if not inputs.llm_configured else "semantic retry is disabled"
+        return False, f"layer 4 is off: {why}"
+    if not inputs.has_dependencies and not inputs.semantic_retry_independent_steps:
+        return False, "step has no dependencies and semantic retry for independent steps is off"
+    return True, "layer 3 said cannot fix and layer 4 is enabled"
+
+
+def _wants_legacy(inputs: DecisionInputs) -> tuple[bool, str]:
+    """Whether the legacy correction callback is eligible (budget aside)."""
+    if inputs.analyzer_available:
+        return False, "the error analyzer is enabled, so the legacy callback is not used"
+    if not inputs.validation_feedback_enabled:
+        return False, "validation feedback is disabled"
+    if not inputs.legacy_callback_set:
+        why = "no LLM is configured" if not inputs.llm_configured else "no callback is set"
+        return False, f"no legacy correction callback ({why})"
+    if inputs.legacy_pattern is None and inputs.retry_policy is not RetryPolicy.EXPLICIT_TRUE:
+        return False, "error text matches no type/validation pattern and retryable is not true"
+    trigger = (
+        f"error matches {inputs.legacy_pattern!r}"
+        if inputs.legacy_pattern is not None
+        else "retryable is explicitly true"
+    )
+    return True, trigger
+
+
+def _transient_delay(inputs: DecisionInputs) -> tuple[float, str]:
+    """The wait before an unchanged resend: Retry-After when given, else backoff; both capped."""
+    if inputs.retry_after_ms is not None:
+        delay_ms = inputs.retry_after_ms
+        source = inputs.retry_after_source or "retry_after_header"
+    else:
+        delay_ms = inputs.backoff.delay_ns(inputs.attempt_number) / 1e6
+        source = "backoff"
+    cap = (
+        inputs.retry_after_max_ms
+        if inputs.retry_after_max_ms is not None
+        else inputs.backoff.max_delay_ns / 1e6
+    )
+    delay_ms = min(delay_ms, cap)
+    remaining = inputs.remaining_wall_clock_ms
+    if remaining is not None:
+        delay_ms = min(delay_ms, remaining)
+    return max(0.0, delay_ms), source
+
+
+def _request_may_have_been_accepted(inputs: DecisionInputs) -> bool:
+    """Seed 003: a refused request (429, 408, 503 with Retry-After, connect error) was not accepted."""
+    status = inputs.status or 0
+    if status == 0:
+        return inputs.transport_error not in {"connect", "cancelled"}
+    if status in (408, 429):
+        return False
+    return not (status == 503 and inputs.retry_after_ms is not None)
+
+
+# ---------------------------------------------------------------------------
+# Pre-dispatch rules: evaluated before every HTTP call.
+
+
+def _check_cancel_before(inputs: DecisionInputs) -> Outcome:
+    if inputs.cancelled:
+        return hit("the run was cancelled before this dispatch")
+    return miss("not cancelled")
+
+
+def _check_wall_clock(inputs: DecisionInputs) -> Outcome:
+    limit = inputs.max_wall_clock_s
+    if limit is not None and inputs.elapsed_s >= limit:
+        return hit(f"task wall-clock budget used up: {inputs.elapsed_s:.3f}s of {limit:g}s")
+    if limit is None:
+        return miss("no wall-clock budget set")
+    return miss(f"wall clock {inputs.elapsed_s:.3f}s is within {limit:g}s")
+
+
+def _check_circuit(inputs: DecisionInputs) -> Outcome:
+    if inputs.circuit_open:
+        return hit("the tool's circuit breaker is open; the request is not sent")
+    return miss("circuit closed or not enabled")
+
+
+def _check_guard(inputs: DecisionInputs) -> Outcome:
+    if inputs.guard_violations:
+        return hit("pre-dispatch guard: " + "; ".join(inputs.guard_violations))
+    return miss("parameters pass the pre-dispatch guard")
+
+
+def _check_dispatch(inputs: DecisionInputs) -> Outcome:
+    return hit("no pre-dispatch rule blocks the request")
+
+
+PREDISPATCH_RULES: tuple[Rule, ...] = (
+    # seed 000 §7 "Context-Aware Waiting": a cancelled context stops the step at once.
+    Rule("cancel.before_dispatch", Action.STOP_CANCELLED, "12", "seed 000 §7",
+         "context cancelled before the request", _check_cancel_before),
+    # seed 003 "Termination conditions": every task limits wall-clock time.
+    Rule("budget.wall_clock.before_dispatch", Action.STOP_BUDGET, "13", "seed 003",
+         "task wall-clock budget used up", _check_wall_clock),
+    # SPEC §3.2: an open circuit refuses the call without sending it.
+    Rule("circuit.open", Action.STOP_CIRCUIT_OPEN, "—", "seed 000 §7; SPEC §3.2",
+         "per-tool circuit breaker is open", _check_circuit),
+    # seed 000 §12: references, required keys, enums and container shapes before every dispatch.
+    Rule("guard.reject_predispatch", Action.REJECT_PREDISPATCH, "0", "seed 000 §12",
+         "unresolved binding, missing required key, enum or shape mismatch", _check_guard),
+    Rule("predispatch.dispatch", Action.DISPATCH, "—", "seed 000 §4",
+         "default: send the request", _check_dispatch),
+)
+
+
+# ---------------------------------------------------------------------------
+# Response rules: evaluated after each dispatch, first match wins.
+
+
+def _check_success(inputs: DecisionInputs) -> Outcome:
+    if inputs.status is not None and is_success_status(inputs.status):
+        return hit(f"HTTP {inputs.status} is success")
+    return miss(f"{_status_text(inputs)} is not 2xx")
+
+
+def _check_cancel_in_flight(inputs: DecisionInputs) -> Outcome:
+    if inputs.cancelled or inputs.transport_error == "cancelled":
+        return hit("the run was cancelled; stopping without waiting or resending")
+    return miss("not cancelled")
+
+
+def _check_explicit_false(inputs: DecisionInputs) -> Outcome:
+    if inputs.retry_policy is RetryPolicy.EXPLICIT_FALSE:
+        return hit(
+            f"the tool declared error.retryable=false on {_status_text(inputs)}; "
+            "explicit refusal precedes status routing"
+        )
+    return miss(f"retry policy is {inputs.retry_policy.value}, not explicit false")
+
+
+def _check_terminal(inputs: DecisionInputs) -> Outcome:
+    if inputs.status is not None and is_terminal_status(inputs.status):
+        return hit(f"HTTP {inputs.status} is terminal (auth or method); no retry, no LLM layer")
+    return miss(f"{_status_text(inputs)} is not 401/403/405")
+
+
+def _check_orchestrator(inputs: DecisionInputs) -> Outcome:
+    if inputs.orchestrator:
+        return hit(
+            f"delegated orchestrator capability failed with {_status_text(inputs)}; "
+            "it gets one physical dispatch, ever"
+        )
+    return miss("capability is not a delegated orchestrator")
+
+
+def _check_tokens(inputs: DecisionInputs) -> Outcome:
+    limit = inputs.max_total_tokens
+    if limit is None:
+        return miss("no total-token budget set")
+    if inputs.llm_tokens_used >= limit:
+        return hit(f"task LLM token budget used up: {inputs.llm_tokens_used} of {limit} tokens")
+    return miss(f"{inputs.llm_tokens_used} of {limit} LLM tokens used")
+
+
+def _check_llm_calls(inputs: DecisionInputs) -> Outcome:
+    limit = inputs.max_llm_calls
+    if limit is None:
+        return miss("no LLM-call budget set")
+    if inputs.llm_calls_used >= limit:
+        return hit(f"task LLM-call budget used up: {inputs.llm_calls_used} of {limit} calls")
+    return miss(f"{inputs.llm_calls_used} of {limit} LLM calls used")
+
+
+def _check_repeated(inputs: DecisionInputs) -> Outcome:
+    limit = inputs.max_repeated_errors
+    if limit is None:
+        return miss("no repeated-error budget set")
+    if inputs.repeated_error_count >= limit:
+        return hit(
+            f"the same error was seen {inputs.repeated_error_count} times (limit {limit})"
+        )
+    return miss(f"this error was seen {inputs.repeated_error_count} time(s), limit {limit}")
+
+
+def _check_unsafe(inputs: DecisionInputs) -> Outcome:
+    if inputs.side_effects != "unsafe":
+        return miss(f"side effects are {inputs.side_effects!r}, not 'unsafe'")
+    if not is_transient_status(inputs.status or 0):
+        return miss(f"{_status_text(inputs)} is not a transient failure")
+    if not _request_may_have_been_accepted(inputs):
+        return miss(f"{_status_text(inputs)} means the request was refused, so a resend is safe")
+    return hit(
+        f"{_status_text(inputs)} after the request may have been accepted by an unsafe "
+        "capability; not resent — recovery action: query status"
+    )
+
+
+def _check_transient_retry(inputs: DecisionInputs) -> Outcome:
+    if not is_transient_status(inputs.status or 0):
+        return miss(f"{_status_text(inputs)} is not transient (transport, 408, 429, 5xx)")
+    if inputs.attempt_number >= inputs.max_attempts:
+        return miss(f"attempt {inputs.attempt_number} of {inputs.max_attempts}: none left")
+    delay_ms, source = _transient_delay(inputs)
+    return hit(
+        f"{_status_text(inputs)} is transient; resend the same payload after {delay_ms:.1f} ms "
+        f"({source}), attempt {inputs.attempt_number + 1} of {inputs.max_attempts}",
+        delay_ms=delay_ms,
+        delay_source=source,
+    )
+
+
+def _check_transient_exhausted(inputs: DecisionInputs) -> Outcome:
+    if is_transient_status(inputs.status or 0):
+        return hit(
+            f"{_status_text(inputs)} is transient but all {inputs.max_attempts} attempts are used"
+        )
+    return miss(f"{_status_text(inputs)} is not transient")
+
+
+def _check_no_mutable(inputs: DecisionInputs) -> Outcome:
+    if not _is_correctable_4xx(inputs):
+        return miss(_not_correctable_reason(inputs))
+    if inputs.protected_keys and not inputs.mutable_keys:
+        keys = ", ".join(f"{k} ({why})" for k, why in inputs.protected_keys.items())
+        return hit(f"every input is protected from correction: {keys}")
+    return miss("some inputs may be corrected")
+
+
+def _check_correction_budget(inputs: DecisionInputs) -> Outcome:
+    if not _is_correctable_4xx(inputs):
+        return miss(_not_correctable_reason(inputs))
+    if not _within_correction_budget(inputs):
+        return hit(
+            f"correction budget used up: {inputs.validation_retries} of "
+            f"{inputs.max_validation_retries} corrections"
+        )
+    return miss(
+        f"{inputs.validation_retries} of {inputs.max_validation_retries} corrections used"
+    )
+
+
+def _check_ask_analyzer(inputs: DecisionInputs) -> Outcome:
+    if not _is_correctable_4xx(inputs):
+        return miss(_not_correctable_reason(inputs))
+    if not inputs.analyzer_available:
+        why = "no LLM is configured" if not inputs.llm_configured else "it is disabled"
+        return miss(f"layer 3 error analyzer is off: {why}")
+    if inputs.analyzer is not None:
+        return miss("layer 3 was already consulted for this attempt")
+    return hit(f"{_status_text(inputs)} may be correctable; consult the layer 3 error analyzer")
+
+
+def _protected_hit(verdict: LayerVerdict | None, label: str) -> Outcome:
+    if verdict is None or not verdict.answered or not verdict.should_retry:
+        return miss(f"{label} proposed no correction")
+    if verdict.touched_protected:
+        keys = ", ".join(verdict.touched_protected)
+        return hit(f"{label} correction would change protected input(s): {keys}")
+    return miss(f"{label} correction touches no protected input")
+
+
+def _accept_hit(verdict: LayerVerdict | None, label: str, layer: Layer) -> Outcome:
+    if verdict is None:
+        return miss(f"{label} was not consulted")
+    if not verdict.answered:
+        return miss(f"{label} gave no usable answer: {verdict.failure}")
+    if not verdict.should_retry:
+        return miss(f"{label} said cannot fix: {verdict.explanation or 'no reason given'}")
+    if not verdict.changed_keys:
+        return miss(
+            f"{label} proposed no change to the parameters; a non-transient 4xx is never "
+            "resent unchanged"
+        )
+    if verdict.guard_violations:
+        return miss(
+            f"{label} correction fails the pre-dispatch guard: "
+            + "; ".join(verdict.guard_violations)
+        )
+    keys = ", ".join(verdict.changed_keys)
+    return hit(
+        f"{label} corrected {keys}: {verdict.explanation or 'no reason given'}",
+        layer=layer,
+        corrected_parameters=verdict.proposed_parameters,
+    )
+
+
+def _check_analyzer_protected(inputs: DecisionInputs) -> Outcome:
+    return _protected_hit(inputs.analyzer, "layer 3 analyzer")
+
+
+def _check_analyzer_accept(inputs: DecisionInputs) -> Outcome:
+    return _accept_hit(inputs.analyzer, "layer 3 analyzer", Layer.ANALYZER)
+
+
+def _check_semantic_budget(inputs: DecisionInputs) -> Outcome:
+    if not _is_correctable_4xx(inputs):
+        return miss(_not_correctable_reason(inputs))
+    eligible, why = _wants_resolver(inputs)
+    if not eligible:
+        return miss(why)
+    if inputs.validation_retries >= inputs.max_semantic_retries:
+        return hit(
+            f"layer 4 budget used up: {inputs.validation_retries} corrections of "
+            f"{inputs.max_semantic_retries} semantic retries"
+        )
+    return miss(
+        f"{inputs.validation_retries} of {inputs.max_semantic_retries} semantic retries used"
+    )
+
+
+def _check_ask_resolver(inputs: DecisionInputs) -> Outcome:
+    if not _is_correctable_4xx(inputs):
+        return miss(_not_correctable_reason(inputs))
+    eligible, why = _wants_resolver(inputs)
+    if not eligible:
+        return miss(why)
+    if inputs.resolver is not None:
+        return miss("layer 4 was already consulted for this attempt")
+    return hit("layer 3 said cannot fix; consult the layer 4 contextual re-resolver")
+
+
+def _check_resolver_protected(inputs: DecisionInputs) -> Outcome:
+    return _protected_hit(inputs.resolver, "layer 4 re-resolver")
+
+
+def _check_resolver_accept(inputs: DecisionInputs) -> Outcome:
+    return _accept_hit(inputs.resolver, "layer 4 re-resolver", Layer.RE_RESOLUTION)
+
+
+def _check_ask_legacy(inputs: DecisionInputs) -> Outcome:
+    if not _is_correctable_4xx(inputs):
+        return miss(_not_correctable_reason(inputs))
+    eligible, why = _wants_legacy(inputs)
+    if not eligible:
+        return miss(why)
+    if inputs.legacy is not None:
+        return miss("the legacy callback was already consulted for this attempt")
+    return hit(f"{why}; consult the legacy correction callback")
+
+
+def _check_legacy_protected(inputs: DecisionInputs) -> Outcome:
+    return _protected_hit(inputs.legacy, "legacy callback")
+
+
+def _check_legacy_accept(inputs: DecisionInputs) -> Outcome:
+    return _accept_hit(inputs.legacy, "legacy callback", Layer.LEGACY)
+
+
+def _no_correction_reason(inputs: DecisionInputs) -> str:
+    parts: list[str] = []
+    if not inputs.llm_configured and not inputs.legacy_callback_set:
+        parts.append("LLM layers are off (no LLM configured)")
+    for verdict, label in (
+        (inputs.analyzer, "layer 3"),
+        (inputs.resolver, "layer 4"),
+        (inputs.legacy, "legacy"),
+    ):
+        if verdict is None:
+            continue
+        if not verdict.answered:
+            parts.append(f"{label} gave no usable answer ({verdict.failure})")
+        elif not verdict.should_retry:
+            transient = " and claimed transient" if verdict.is_transient else ""
+            parts.append(f"{label} said cannot fix{transient}")
+        elif not verdict.changed_keys:
+            parts.append(f"{label} proposed no change")
+        elif verdict.guard_violations:
+            parts.append(f"{label} proposed invalid parameters")
+    if inputs.analyzer is None and inputs.analyzer_available is False and inputs.llm_configured:
+        parts.append("the error analyzer is disabled")
+    summary = "; ".join(parts) if parts else "no correction layer applies"
+    return f"{_status_text(inputs)}: no accepted correction ({summary}); never resent unchanged"
+
+
+def _check_no_correction(inputs: DecisionInputs) -> Outcome:
+    if _is_correctable_4xx(inputs):
+        return hit(_no_correction_reason(inputs))
+    return miss(_not_correctable_reason(inputs))
+
+
+def _check_default(inputs: DecisionInputs) -> Outcome:
+    return hit(
+        f"{_status_text(inputs)} matches no routing rule; an unknown outcome is not retried"
+    )
+
+
+RESPONSE_RULES: tuple[Rule, ...] = (
+    # seed 000 §3: 2xx is success; a success:false body on 2xx is flagged, not retried.
+    Rule("success.2xx", Action.SUCCESS, "1", "seed 000 §3, §10",
+         "2xx response", _check_success),
+    # seed 000 §7: cancellation stops at once, even mid-wait.
+    Rule("cancel.in_flight", Action.STOP_CANCELLED, "12", "seed 000 §7",
+         "context cancelled", _check_cancel_in_flight),
+    # seed 000 §3: explicit false precedes status routing, 5xx included.
+    Rule("refused.explicit_false", Action.STOP_REFUSED, "2", "seed 000 §3, §12",
+         "error.retryable is JSON false", _check_explicit_false),
+    # seed 000 §12: 401/403/405 fail immediately; never reach layer 3 or 4.
+    Rule("terminal.auth_or_method", Action.STOP_TERMINAL, "3", "seed 000 §4, §12",
+         "HTTP 401, 403 or 405", _check_terminal),
+    # seed 000 §4: delegated orchestrator capabilities keep their single-dispatch limit.
+    Rule("orchestrator.single_dispatch", Action.STOP_SINGLE_DISPATCH, "4", "seed 000 §4, §12",
+         "delegated orchestrator capability failed", _check_orchestrator),
+    # seed 003 "Termination conditions": explicit terminal state naming the budget.
+    Rule("budget.wall_clock", Action.STOP_BUDGET, "13", "seed 003",
+         "task wall-clock budget used up", _check_wall_clock),
+    Rule("budget.total_tokens", Action.STOP_BUDGET, "13", "seed 003",
+         "task LLM token budget used up", _check_tokens),
+    Rule("budget.llm_calls", Action.STOP_BUDGET, "13", "seed 003",
+         "task model-turn (LLM call) budget used up", _check_llm_calls),
+    Rule("budget.repeated_error", Action.STOP_BUDGET, "13", "seed 003",
+         "the same error repeated too often", _check_repeated),
+    # seed 003 "Retry answers three questions": a possibly accepted unsafe write is not resent.
+    Rule("side_effects.unsafe_resend", Action.STOP_UNSAFE_RESEND, "2.6", "seed 003",
+         "transient failure of an unsafe capability after possible acceptance", _check_unsafe),
+    # seed 000 §3, §4: transport, 408, 429 and 5xx retry the same payload; never an LLM call.
+    Rule("transient.retry_same", Action.RETRY_SAME, "5", "seed 000 §3, §4, §7",
+         "transient failure with attempts left", _check_transient_retry),
+    Rule("budget.attempts", Action.STOP_BUDGET, "5", "seed 000 §4, §9",
+         "transient failure with no attempts left", _check_transient_exhausted),
+    # seed 000 §4: HITL-approved values are preserved; correction needs mutable inputs.
+    Rule("protected.no_mutable_inputs", Action.STOP_PROTECTED, "6", "seed 000 §4, §12",
+         "every input is HITL-approved or exact-bound", _check_no_mutable),
+    # seed 000 §4: corrections consume maxValidationRetries.
+    Rule("budget.corrections", Action.STOP_BUDGET, "7", "seed 000 §4, §5",
+         "correction budget used up", _check_correction_budget),
+    Rule("analyzer.ask", Action.ASK_ANALYZER, "8", "seed 000 §5",
+         "consult the layer 3 error analyzer", _check_ask_analyzer),
+    Rule("analyzer.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",
+         "analyzer correction touches a protected input", _check_analyzer_protected),
+    Rule("analyzer.accept", Action.RETRY_CORRECTED, "8", "seed 000 §4, §5; seed 001",
+         "analyzer correction accepted (attempt--)", _check_analyzer_accept),
+    # seed 000 §6: layer 4 needs semantic budget left.
+    Rule("budget.semantic_retries", Action.STOP_BUDGET, "9", "seed 000 §6",
+         "layer 4 budget used up", _check_semantic_budget),
+    Rule("re_resolution.ask", Action.ASK_RESOLVER, "9", "seed 000 §6; seed 001",
+         "consult the layer 4 contextual re-resolver", _check_ask_resolver),
+    Rule("re_resolution.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",
+         "re-resolved parameters change a protected input", _check_resolver_protected),
+    Rule("re_resolution.accept", Action.RETRY_CORRECTED, "9", "seed 000 §6; seed 001",
+         "re-resolved parameters accepted (attempt--)", _check_resolver_accept),
+    # seed 000 §10: without an analyzer, the legacy callback via type patterns or retryable:true.
+    Rule("legacy.ask", Action.ASK_LEGACY, "10", "seed 000 §10; seed 001 Layer 3",
+         "consult the legacy correction callback", _check_ask_legacy),
+    Rule("legacy.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",
+         "legacy correction touches a protected input", _check_legacy_protected),
+    Rule("legacy.accept", Action.RETRY_CORRECTED, "10", "seed 000 §10; seed 001 Layer 3",
+         "legacy correction accepted (attempt--)", _check_legacy_accept),
+    # seed 000 §3, §6: a non-transient 4xx is never resent unchanged, whatever the LLM claims.
+    Rule("no_correction.stop", Action.STOP_NO_CORRECTION, "11", "seed 000 §3, §6; seed 001",
+         "correctable 4xx with no accepted correction", _check_no_correction),
+    # seed 003: an unknown, non-automatic-retry state is safer than assuming transient.
+    Rule("default.unrouted", Action.STOP_TERMINAL, "default", "seed 003",
+         "anything else (1xx, 3xx): stop", _check_default),
+)
+
+ALL_RULES: tuple[Rule, ...] = PREDISPATCH_RULES + RESPONSE_RULES
+
+
+def decide(inputs: DecisionInputs) -> Decision:
+    """Evaluate the rule table for `inputs` first-match and explain the outcome."""
+    rules = RESPONSE_RULES if inputs.dispatched else PREDISPATCH_RULES
+    misses: list[RuleMiss] = []
+    for rule in rules:
+        outcome = rule.check(inputs)
+        if outcome.matched:
+            return Decision(
+                action=rule.action,
+                rule_id=rule.rule_id,
+                reason=outcome.reason,
+                inputs=inputs.to_dict(),
+                not_matched=tuple(misses),
+                delay_ms=outcome.delay_ms,
+                delay_source=outcome.delay_source,
+                layer=outcome.layer,
+                corrected_parameters=outcome.corrected_parameters,
+            )
+        misses.append(RuleMiss(rule.rule_id, outcome.reason))
+    raise AssertionError("the rule table ends in a default rule that always matches")
+
+
+def assess_correction(
+    layer: Layer,
+    *,
+    answered: bool,
+    current_parameters: Mapping[str, Any],
+    proposed_parameters: Mapping[str, Any] | None,
+    protected_keys: Mapping[str, str],
+    schema: Mapping[str, Any] | None,
+    plan_step_ids: frozenset[str] | tuple[str, ...],
+    should_retry: bool = False,
+    is_transient: bool = False,
+    explanation: str = "",
+    changes: Mapping[str, Any] | None = None,
+    failure: str | None = None,
+) -> LayerVerdict:
+    """Judge a layer's proposal against the current parameters: what changes, what it touches.
+
+    A protected key missing from a full replacement is restored rather than counted as a change.
+    """
+    if not answered or proposed_parameters is None:
+        return LayerVerdict(layer, answered=answered, should_retry=should_retry,
+                            is_transient=is_transient, explanation=explanation,
+                            changes=changes, failure=failure)
+    proposed = dict(proposed_parameters)
+    for key in protected_keys:
+        if key not in proposed and key in current_parameters:
+            proposed[key] = current_parameters[key]
+    all_keys = sorted(set(current_parameters) | set(proposed), key=str)
+    changed = tuple(
+        k for k in all_keys
+        if k not in current_parameters or k not in proposed
+        or not _same_json(current_parameters[k], proposed[k])
+    )
+    touched = tuple(k for k in changed if k in protected_keys)
+    violations = tuple(
+        v.message for v in guard_parameters(proposed, schema, plan_step_ids)
+    ) if changed else ()
+    return LayerVerdict(
+        layer,
+        answered=True,
+        should_retry=should_retry,
+        is_transient=is_transient,
+        explanation=explanation,
+        changes=changes,
+        proposed_parameters=proposed,
+        changed_keys=changed,
+        touched_protected=touched,
+        guard_violations=violations,
+        failure=failure,
+    )
+
+
+def _same_json(left: Any, right: Any) -> bool:
+    """JSON equality: 1 == 1.0, but True is not 1."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_same_json(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(_same_json(a, b) for a, b in zip(left, right))
+    return type(left) is type(right) and left == right or (
+        isinstance(left, int | float) and isinstance(right, int | float) and left == right
+    )
+
+
+def with_verdict(inputs: DecisionInputs, verdict: LayerVerdict, **updates: Any) -> DecisionInputs:
+    """Inputs with one layer's verdict added (and any counters updated) for the next `decide()`."""
+    slot = {Layer.ANALYZER: "analyzer", Layer.RE_RESOLUTION: "resolver", Layer.LEGACY: "legacy"}
+    return replace(inputs, **{slot[verdict.layer]: verdict}, **updates)

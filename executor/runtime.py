@@ -1,0 +1,921 @@
+"""The executor runtime: runs a plan's steps over real HTTP and acts on `policy.decide()`.
+
+Ready steps run concurrently (bounded); each step's loop dispatches, records what came back,
+asks the policy, consults LLM layers when the policy says so, waits out backoffs (cancellable
+at once), and reports every event to the injected recorder. It writes nothing to disk itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from executor import __version__
+from executor.config import ExecutorConfig, resolve_config
+from executor.events import (
+    AttemptDecided,
+    AttemptDispatched,
+    AttemptResponded,
+    BackoffEvent,
+    ExecutionFinished,
+    ExecutionStarted,
+    LLMCall,
+    Notice,
+    NullRecorder,
+    ParametersCoerced,
+    Recorder,
+    StepFinished,
+    StepStarted,
+)
+from executor.llm import (
+    ContextualReResolver,
+    ErrorAnalyzer,
+    LayerResult,
+    LegacyCorrectionCallback,
+    LegacyCorrectionRequest,
+    LegacyCorrector,
+    LLMClient,
+    LLMSettings,
+    resolve_llm_settings,
+)
+from executor.params import (
+    binding_references,
+    coerce_parameters,
+    exact_bound_keys,
+    guard_parameters,
+    match_type_related_error,
+    resolve_bindings,
+)
+from executor.plan import CapabilitySpec, Plan, StepSpec
+from executor.policy import (
+    Action,
+    Decision,
+    DecisionInputs,
+    Layer,
+    LayerVerdict,
+    assess_correction,
+    decide,
+    with_verdict,
+)
+from executor.redact import redact_sensitive_text
+from executor.wire import parse_envelope, parse_retry_after_header
+
+Sleep = Callable[[float], Awaitable[None]]
+
+STEP_SUCCEEDED = "succeeded"
+STEP_FAILED = "failed"
+STEP_REJECTED = "rejected"
+STEP_SKIPPED = "skipped"
+
+TASK_BUDGET_RULES = frozenset(
+    {"budget.wall_clock", "budget.wall_clock.before_dispatch", "budget.total_tokens",
+     "budget.llm_calls", "budget.repeated_error"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSummary:
+    """One attempt of a step as `run --json` prints it (SPEC §3.2)."""
+
+    n: int
+    attempt_number: int
+    dispatched: bool
+    status: int | None
+    parameters: dict[str, Any]
+    action: str
+    rule: str
+    reason: str
+    delay_ms: float | None
+    delay_source: str | None
+    layer: str | None
+    transport_error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """SPEC §3.2 attempt shape plus a few explanatory fields."""
+        return {
+            "n": self.n,
+            "attempt_number": self.attempt_number,
+            "dispatched": self.dispatched,
+            "status": self.status,
+            "parameters": self.parameters,
+            "action": self.action,
+            "rule": self.rule,
+            "reason": self.reason,
+            "delay_ms": self.delay_ms,
+            "delay_source": self.delay_source,
+            "layer": self.layer,
+            "transport_error": self.transport_error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """How a step ended."""
+
+    id: str
+    status: str
+    dispatch_count: int
+    validation_retries: int
+    semantic_retries: int
+    attempts: tuple[AttemptSummary, ...]
+    result: Any = None
+    error: str | None = None
+    skip_reason: str | None = None
+    final_rule: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """SPEC §3.2 step shape."""
+        return {
+            "id": self.id,
+            "status": self.status,
+            "dispatch_count": self.dispatch_count,
+            "validation_retries": self.validation_retries,
+            "semantic_retries": self.semantic_retries,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "error": self.error,
+            "skip_reason": self.skip_reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionOutcome:
+    """How a run ended; `steps` are in plan order."""
+
+    execution_id: str
+    status: str
+    steps: tuple[StepOutcome, ...]
+    stop_reason: str | None
+    incomplete_steps: tuple[str, ...]
+    llm_calls: int
+    llm_total_tokens: int
+    duration_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `truva-console run --json` document (SPEC §3.2)."""
+        return {
+            "execution_id": self.execution_id,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "incomplete_steps": list(self.incomplete_steps),
+            "llm_calls": self.llm_calls,
+            "llm_total_tokens": self.llm_total_tokens,
+            "duration_ms": round(self.duration_ms, 3),
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOutcome:
+    """What one dispatch produced."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    elapsed_ms: float
+    transport_error: str | None = None
+    transport_error_message: str | None = None
+
+
+@dataclass(slots=True)
+class _StepState:
+    """Mutable per-step loop state (private to the loop)."""
+
+    parameters: dict[str, Any]
+    attempt_number: int = 1
+    validation_retries: int = 0
+    semantic_retries: int = 0
+    dispatch_count: int = 0
+    n: int = 0
+    correction_layer: str | None = None
+    previous_errors: list[str] = field(default_factory=list)
+    attempts: list[AttemptSummary] = field(default_factory=list)
+
+
+def new_execution_id(now: float | None = None) -> str:
+    """A sortable, readable id: UTC timestamp plus 6 random hex digits."""
+    moment = datetime.fromtimestamp(now if now is not None else time.time(), tz=UTC)
+    return f"{moment:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+def encode_json_body(value: Any) -> bytes:
+    """JSON bytes as Go's encoding/json writes them: sorted keys, compact, HTML-safe escapes."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, escaped)
+    return text.encode("utf-8")
+
+
+def classify_transport_error(exc: httpx.TransportError) -> str:
+    """Name a transport failure: connect (never sent), timeout, reset, or protocol."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return "connect"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return "reset"
+    return "protocol"
+
+
+class PlanExecutor:
+    """Runs one plan. Construct, then `await run()`; `cancel()` stops it at once."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        recorder: Recorder | None = None,
+        env: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        llm_client: LLMClient | None = None,
+        legacy_callback: LegacyCorrectionCallback | None = None,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        execution_id: str | None = None,
+        config: ExecutorConfig | None = None,
+    ) -> None:
+        self.plan = plan
+        self.env = dict(os.environ if env is None else env)
+        if config is None:
+            config, sources = resolve_config(plan.config, self.env)
+        else:
+            sources = {name: "explicit" for name in config.to_dict()}
+        self.config = config
+        self.config_sources = sources
+        self.recorder: Recorder = recorder or NullRecorder()
+        self.sleep = sleep
+        self.clock = clock
+        self.monotonic = monotonic
+        self.execution_id = execution_id or new_execution_id(clock())
+        self._http = http_client
+        self._owns_http = http_client is None
+        self.llm_settings: LLMSettings | None = (
+            llm_client.settings if llm_client is not None
+            else resolve_llm_settings(plan.llm, self.env)
+        )
+        self._llm = llm_client
+        self._owns_llm = llm_client is None
+        self._legacy_callback = legacy_callback
+        self._cancel = asyncio.Event()
+        self._started = 0.0
+        self._llm_calls = 0
+        self._llm_tokens = 0
+        self._error_counts: Counter[tuple[str, int, str]] = Counter()
+        self._task_stop: str | None = None
+        self._results: dict[str, StepOutcome] = {}
+        self._parsed_results: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ public
+
+    def cancel(self) -> None:
+        """Request cancellation: waits end now, in-flight requests are abandoned."""
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once `cancel()` was called."""
+        return self._cancel.is_set()
+
+    async def run(self) -> ExecutionOutcome:
+        """Run every step of the plan and return how it ended."""
+        self._started = self.monotonic()
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.config.timeout_s), follow_redirects=False
+            )
+        if self._llm is None and self.llm_settings is not None:
+            self._llm = LLMClient(self.llm_settings, clock=self.clock)
+        self._emit(ExecutionStarted(
+            execution_id=self.execution_id,
+            started_at=self.clock(),
+            query=self.plan.query,
+            plan_path=self.plan.source_path,
+            plan=self.plan.to_dict(),
+            config=self.config.to_dict(),
+            config_sources=dict(self.config_sources),
+            llm=self._llm_description(),
+            tool_version=__version__,
+        ))
+        try:
+            await self._schedule()
+        finally:
+            await self._close_clients()
+        return self._finish()
+
+    # --------------------------------------------------------------- scheduling
+
+    async def _schedule(self) -> None:
+        pending: dict[str, StepSpec] = {step.id: step for step in self.plan.steps}
+        running: dict[asyncio.Task[StepOutcome], str] = {}
+        limiter = asyncio.Semaphore(self.config.max_concurrency)
+        while pending or running:
+            self._skip_blocked(pending)
+            for step_id in [s for s in pending if self._ready(s)]:
+                step = pending.pop(step_id)
+                running[asyncio.create_task(self._run_limited(step, limiter))] = step_id
+            if not running:
+                if pending:
+                    for step_id in list(pending):
+                        self._store_skip(pending.pop(step_id), "no executable steps found")
+                break
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                step_id = running.pop(task)
+                outcome = task.result()
+                self._results[step_id] = outcome
+
+    async def _run_limited(self, step: StepSpec, limiter: asyncio.Semaphore) -> StepOutcome:
+        async with limiter:
+            if self.cancelled:
+                return self._skip_outcome(step, "run cancelled before the step started")
+            if self._task_stop is not None:
+                return self._skip_outcome(step, f"task stopped: {self._task_stop}")
+            return await self._run_step(step)
+
+    def _ready(self, step_id: str) -> bool:
+        deps = self.plan.dependencies_of(step_id)
+        return all(
+            dep in self._results and self._results[dep].status == STEP_SUCCEEDED for dep in deps
+        )
+
+    def _skip_blocked(self, pending: dict[str, StepSpec]) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for step_id in list(pending):
+                step = pending[step_id]
+                reason = self._blocking_reason(step)
+                if reason is not None:
+                    self._store_skip(pending.pop(step_id), reason)
+                    changed = True
+
+    def _blocking_reason(self, step: StepSpec) -> str | None:
+        if self.cancelled:
+            return "run cancelled before the step started"
+        if self._task_stop is not None:
+            return f"task stopped: {self._task_stop}"
+        explicit = sorted(
+            d for d in step.depends_on
+            if d in self._results and self._results[d].status != STEP_SUCCEEDED
+        )
+        if len(explicit) == 1:
+            return f"skipped due to failed dependency: {explicit[0]}"
+        if explicit:
+            return f"skipped due to failed dependencies: {', '.join(explicit)}"
+        templated = sorted(
+            d for d in binding_references(step.parameters)
+            if d in self._results and self._results[d].status != STEP_SUCCEEDED
+        )
+        if templated:
+            first, rest = templated[0], templated[1:]
+            extra = f"; additional failed upstreams: {', '.join(rest)}" if rest else ""
+            return (
+                f"skipped due to failed template dependency: {first} "
+                f"(parameter references {{{{{first}...}}}} but that step failed{extra})"
+            )
+        return None
+
+    def _store_skip(self, step: StepSpec, reason: str) -> None:
+        self._results[step.id] = self._skip_outcome(step, reason)
+
+    def _skip_outcome(self, step: StepSpec, reason: str) -> StepOutcome:
+        outcome = StepOutcome(
+            id=step.id, status=STEP_SKIPPED, dispatch_count=0, validation_retries=0,
+            semantic_retries=0, attempts=(), error=reason, skip_reason=reason,
+        )
+        self._emit(StepFinished(
+            execution_id=self.execution_id, step_id=step.id, finished_at=self.clock(),
+            status=STEP_SKIPPED, dispatch_count=0, attempts=0, validation_retries=0,
+            semantic_retries=0, final_action=None, final_rule_id=None, error=reason,
+            result=None, skip_reason=reason,
+        ))
+        return outcome
+
+    # --------------------------------------------------------------- step loop
+
+    async def _run_step(self, step: StepSpec) -> StepOutcome:
+        capability = self.plan.capability_for(step)
+        url = self.plan.url_for(step)
+        dependency_results = {
+            dep: self._parsed_results[dep]
+            for dep in self.plan.dependencies_of(step.id)
+            if dep in self._parsed_results
+        }
+        protected: dict[str, str] = {key: "hitl_approved" for key in step.hitl_approved}
+        for key in exact_bound_keys(step.parameters):
+            protected.setdefault(key, "exact_bound")
+        resolved = resolve_bindings(step.parameters, dependency_results)
+        state = _StepState(parameters=dict(resolved or {}))
+        self._emit(StepStarted(
+            execution_id=self.execution_id, step_id=step.id, started_at=self.clock(),
+            tool=step.tool, capability=step.capability, url=url,
+            depends_on=tuple(self.plan.dependencies_of(step.id)),
+            parameters=dict(state.parameters), protected_keys=dict(protected),
+            orchestrator=capability.orchestrator, side_effects=capability.side_effects,
+        ))
+        while True:
+            state.n += 1
+            coerced, coercions = coerce_parameters(state.parameters, capability.schema)
+            state.parameters = dict(coerced or {})
+            if coercions:
+                self._emit(ParametersCoerced(
+                    execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
+                    coercions=tuple(c.to_dict() for c in coercions),
+                ))
+            violations = tuple(
+                v.message
+                for v in guard_parameters(state.parameters, capability.schema, self.plan.step_ids)
+            )
+            pre = decide(self._inputs(step, capability, protected, state, dispatched=False,
+                                      guard_violations=violations))
+            if pre.action is not Action.DISPATCH:
+                self._record_decision(step, state, pre, dispatched=False, outcome=None)
+                status = STEP_REJECTED if state.dispatch_count == 0 else STEP_FAILED
+                return self._finish_step(step, state, status, pre, error=pre.reason)
+            outcome = await self._dispatch(step, url, state)
+            decision, inputs = await self._route(step, capability, protected, state, outcome,
+                                                 dependency_results)
+            self._record_decision(step, state, decision, dispatched=True, outcome=outcome)
+            if decision.action is Action.SUCCESS:
+                parsed = parse_envelope(outcome.body).json_value
+                self._parsed_results[step.id] = parsed
+                return self._finish_step(step, state, STEP_SUCCEEDED, decision, result=parsed)
+            if decision.action is Action.RETRY_SAME:
+                await self._backoff(step, state, decision)
+                state.attempt_number += 1
+                state.correction_layer = None
+                continue
+            if decision.action is Action.RETRY_CORRECTED:
+                state.previous_errors.append(redact_sensitive_text(_body_text(outcome.body)))
+                state.parameters = dict(decision.corrected_parameters or {})
+                state.validation_retries += 1
+                if decision.layer is Layer.RE_RESOLUTION:
+                    state.semantic_retries += 1
+                state.correction_layer = str(decision.layer)
+                continue
+            if decision.rule_id in TASK_BUDGET_RULES and self._task_stop is None:
+                self._task_stop = f"{decision.rule_id}: {decision.reason}"
+            return self._finish_step(step, state, STEP_FAILED, decision,
+                                     error=_error_text(outcome))
+
+    async def _route(
+        self,
+        step: StepSpec,
+        capability: CapabilitySpec,
+        protected: Mapping[str, str],
+        state: _StepState,
+        outcome: HttpOutcome,
+        dependency_results: Mapping[str, Any],
+    ) -> tuple[Decision, DecisionInputs]:
+        envelope = parse_envelope(outcome.body)
+        retry_after_ms, retry_after_source = None, None
+        header_value = _header(outcome.headers, "retry-after")
+        if header_value is not None:
+            retry_after_ms = parse_retry_after_header(header_value, now=self.clock())
+            retry_after_source = "retry_after_header" if retry_after_ms is not None else None
+        if retry_after_ms is None and envelope.retry_after_detail_ms is not None:
+            retry_after_ms = envelope.retry_after_detail_ms
+            retry_after_source = "retry_after_details"
+        self._warn_contract(step, state, outcome, envelope)
+        error_text = _error_text(outcome)
+        signature = (step.capability, outcome.status, hashlib.sha256(outcome.body).hexdigest())
+        if outcome.status == 0 or outcome.status >= 300:
+            self._error_counts[signature] += 1
+        inputs = self._inputs(
+            step, capability, protected, state, dispatched=True,
+            status=outcome.status, transport_error=outcome.transport_error,
+            retry_policy=envelope.retry_policy, error_text=error_text,
+            legacy_pattern=match_type_related_error(error_text, ""),
+            retry_after_ms=retry_after_ms, retry_after_source=retry_after_source,
+            repeated_error_count=self._error_counts[signature],
+        )
+        decision = decide(inputs)
+        while decision.action in (Action.ASK_ANALYZER, Action.ASK_RESOLVER, Action.ASK_LEGACY):
+            verdict = await self._consult(decision.action, step, capability, protected, state,
+                                          outcome, dependency_results)
+            inputs = with_verdict(
+                inputs, verdict,
+                llm_tokens_used=self._llm_tokens, llm_calls_used=self._llm_calls,
+                elapsed_s=self.monotonic() - self._started,
+                cancelled=self.cancelled,
+            )
+            decision = decide(inputs)
+        return decision, inputs
+
+    def _inputs(
+        self,
+        step: StepSpec,
+        capability: CapabilitySpec,
+        protected: Mapping[str, str],
+        state: _StepState,
+        **fields: Any,
+    ) -> DecisionInputs:
+        config = self.config
+        base = DecisionInputs(
+            dispatched=False,
+            attempt_number=state.attempt_number,
+            max_attempts=config.max_attempts,
+            validation_retries=state.validation_retries,
+            max_validation_retries=config.max_validation_retries,
+            max_semantic_retries=config.max_semantic_retries,
+            orchestrator=capability.orchestrator,
+            side_effects=capability.side_effects,
+            protected_keys=dict(protected),
+            parameter_keys=tuple(state.parameters),
+            has_dependencies=bool(self.plan.dependencies_of(step.id)),
+            llm_configured=self._llm is not None,
+            error_analyzer_enabled=config.error_analyzer_enabled,
+            semantic_retry_enabled=config.semantic_retry_enabled,
+            semantic_retry_independent_steps=config.semantic_retry_independent_steps,
+            validation_feedback_enabled=config.validation_feedback_enabled,
+            legacy_callback_set=self._legacy_callback is not None or self._llm is not None,
+            cancelled=self.cancelled,
+            retry_after_max_ms=config.retry_after_max_ms,
+            backoff=config.backoff(),
+            elapsed_s=self.monotonic() - self._started,
+            max_wall_clock_s=config.max_wall_clock_s,
+            llm_tokens_used=self._llm_tokens,
+            max_total_tokens=config.max_total_tokens,
+            llm_calls_used=self._llm_calls,
+            max_llm_calls=config.max_llm_calls,
+            max_repeated_errors=config.max_repeated_errors,
+        )
+        return replace(base, **fields)
+
+    # ---------------------------------------------------------------- dispatch
+
+    async def _dispatch(self, step: StepSpec, url: str, state: _StepState) -> HttpOutcome:
+        body = encode_json_body(state.parameters)
+        headers = self._request_headers(step)
+        self._emit(AttemptDispatched(
+            execution_id=self.execution_id, step_id=step.id, n=state.n,
+            attempt_number=state.attempt_number, at=self.clock(), method="POST", url=url,
+            request_headers=dict(headers), request_body=body,
+            parameters=dict(state.parameters), correction_layer=state.correction_layer,
+        ))
+        state.dispatch_count += 1
+        started = self.monotonic()
+        assert self._http is not None
+        request = self._http.post(url, content=body, headers=headers)
+        finished, result = await self._race_cancel(request)
+        elapsed_ms = (self.monotonic() - started) * 1000.0
+        if not finished:
+            outcome = HttpOutcome(0, {}, b"", elapsed_ms, "cancelled", "run cancelled in flight")
+        elif isinstance(result, httpx.TransportError):
+            outcome = HttpOutcome(0, {}, b"", elapsed_ms, classify_transport_error(result),
+                                  f"request failed: {type(result).__name__}: {result}")
+        else:
+            response: httpx.Response = result
+            outcome = HttpOutcome(
+                response.status_code, _flatten_headers(response.headers), response.content,
+                elapsed_ms,
+            )
+        self._emit(AttemptResponded(
+            execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
+            elapsed_ms=outcome.elapsed_ms, status=outcome.status,
+            response_headers=outcome.headers, response_body=outcome.body,
+            transport_error=outcome.transport_error,
+            transport_error_message=outcome.transport_error_message,
+            retry_policy=str(parse_envelope(outcome.body).retry_policy),
+        ))
+        return outcome
+
+    def _request_headers(self, step: StepSpec) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        tool = self.plan.tools.get(step.tool)
+        if tool is not None:
+            headers.update(tool.headers or {})
+        token = self.env.get("TRUVAG3_OAUTH_TOKEN")
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        headers.update({
+            "X-TruvaG3-Request-ID": self.execution_id,
+            "X-TruvaG3-Plan-ID": self.execution_id,
+            "X-TruvaG3-Step-ID": step.id,
+            "X-TruvaG3-Agent-Name": step.tool,
+        })
+        return headers
+
+    async def _race_cancel(self, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
+        """Await `awaitable` unless cancellation comes first: (finished, result or exception)."""
+        work = asyncio.ensure_future(awaitable)
+        stop = asyncio.ensure_future(self._cancel.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not work.done():
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+            return False, None
+        if work.cancelled():
+            return False, None
+        exc = work.exception()
+        if exc is not None:
+            if isinstance(exc, httpx.TransportError):
+                return True, exc
+            raise exc
+        return True, work.result()
+
+    # ----------------------------------------------------------------- backoff
+
+    async def _backoff(self, step: StepSpec, state: _StepState, decision: Decision) -> None:
+        planned = decision.delay_ms or 0.0
+        source = decision.delay_source or "backoff"
+        common = dict(execution_id=self.execution_id, step_id=step.id, n=state.n,
+                      planned_ms=planned, source=source)
+        self._emit(BackoffEvent(at=self.clock(), phase="started", **common))
+        started = self.monotonic()
+        finished, _ = await self._race_cancel(self.sleep(planned / 1000.0))
+        actual = (self.monotonic() - started) * 1000.0
+        phase = "finished" if finished else "cancelled"
+        self._emit(BackoffEvent(at=self.clock(), phase=phase, actual_ms=actual, **common))
+
+    # --------------------------------------------------------------- LLM layers
+
+    async def _consult(
+        self,
+        action: Action,
+        step: StepSpec,
+        capability: CapabilitySpec,
+        protected: Mapping[str, str],
+        state: _StepState,
+        outcome: HttpOutcome,
+        dependency_results: Mapping[str, Any],
+    ) -> LayerVerdict:
+        body_text = _body_text(outcome.body)
+        query = step.instruction or self.plan.query
+        current = dict(state.parameters)
+        common = dict(current_parameters=current, protected_keys=protected,
+                      schema=capability.schema, plan_step_ids=self.plan.step_ids)
+        if action is Action.ASK_ANALYZER:
+            assert self._llm is not None
+            result = await self._layer_call(step, state, ErrorAnalyzer(self._llm).analyze(
+                http_status=outcome.status, error_response=body_text, original_request=current,
+                user_query=query, capability_name=capability.name,
+                capability_description=capability.description, step_id=step.id,
+            ))
+            verdict = result.verdict if result is not None else None
+            if verdict is None:
+                return assess_correction(Layer.ANALYZER, answered=False,
+                                         failure=_layer_failure(result), **common)
+            proposed = {**current, **verdict.suggested_changes}
+            return assess_correction(
+                Layer.ANALYZER, answered=True, proposed_parameters=proposed,
+                should_retry=verdict.should_retry, is_transient=verdict.is_transient_error,
+                explanation=verdict.reason, changes=verdict.suggested_changes, **common,
+            )
+        if action is Action.ASK_RESOLVER:
+            assert self._llm is not None
+            result = await self._layer_call(step, state, ContextualReResolver(self._llm).re_resolve(
+                user_query=query, source_data=dict(dependency_results), step_id=step.id,
+                capability_name=capability.name, capability_schema=capability.schema,
+                attempted_params=current, error_response=body_text, http_status=outcome.status,
+                previous_errors=list(state.previous_errors),
+            ))
+            verdict = result.verdict if result is not None else None
+            if verdict is None:
+                return assess_correction(Layer.RE_RESOLUTION, answered=False,
+                                         failure=_layer_failure(result), **common)
+            return assess_correction(
+                Layer.RE_RESOLUTION, answered=True,
+                proposed_parameters=verdict.corrected_parameters or None,
+                should_retry=verdict.should_retry and bool(verdict.corrected_parameters),
+                explanation=verdict.analysis, changes=verdict.corrected_parameters, **common,
+            )
+        corrected, failure = await self._legacy(step, capability, state, outcome)
+        if corrected is None:
+            return assess_correction(Layer.LEGACY, answered=False, failure=failure, **common)
+        return assess_correction(
+            Layer.LEGACY, answered=True, proposed_parameters=corrected, should_retry=True,
+            explanation="legacy correction callback returned parameters",
+            changes=corrected, **common,
+        )
+
+    async def _legacy(
+        self, step: StepSpec, capability: CapabilitySpec, state: _StepState, outcome: HttpOutcome
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        request = LegacyCorrectionRequest(
+            step_id=step.id, tool=step.tool, capability=step.capability,
+            parameters=dict(state.parameters), error_text=_error_text(outcome),
+            schema=capability.schema,
+        )
+        if self._legacy_callback is not None:
+            finished, answer = await self._race_cancel(self._legacy_callback(request))
+            if not finished:
+                return None, "cancelled"
+            if isinstance(answer, LayerResult):
+                self._record_llm(step, state, answer)
+                verdict = answer.verdict
+                return (dict(verdict.corrected_parameters) if verdict else None,
+                        _layer_failure(answer) if verdict is None else None)
+            if isinstance(answer, dict):
+                return dict(answer), None
+            return None, "callback returned no parameters"
+        assert self._llm is not None
+        result = await self._layer_call(step, state, LegacyCorrector(self._llm).correct(
+            tool=step.tool, capability=step.capability, error_text=request.error_text,
+            original_params=request.parameters, schema=capability.schema,
+        ))
+        verdict = result.verdict if result is not None else None
+        if verdict is None:
+            return None, _layer_failure(result)
+        return dict(verdict.corrected_parameters), None
+
+    async def _layer_call(
+        self, step: StepSpec, state: _StepState, call: Awaitable[LayerResult]
+    ) -> LayerResult | None:
+        finished, result = await self._race_cancel(call)
+        if not finished:
+            return None
+        self._record_llm(step, state, result)
+        return result
+
+    def _record_llm(self, step: StepSpec, state: _StepState, result: LayerResult) -> None:
+        exchange = result.exchange
+        self._llm_calls += 1
+        self._llm_tokens += exchange.total_tokens or 0
+        self._emit(LLMCall(
+            execution_id=self.execution_id, step_id=step.id, n=state.n,
+            call_id=f"{self.execution_id}:{step.id}:{state.n}:{self._llm_calls}",
+            site=exchange.site, at=exchange.started_at, latency_ms=exchange.latency_ms,
+            base_url=exchange.base_url, model=exchange.model,
+            temperature=exchange.temperature, max_tokens=exchange.max_tokens,
+            messages=tuple(exchange.messages), request_body=exchange.request_body,
+            response_status=exchange.response_status, response_body=exchange.response_body,
+            raw_text=exchange.raw_text, parsed=result.parsed, parse_error=result.parse_error,
+            error=exchange.error, prompt_tokens=exchange.prompt_tokens,
+            completion_tokens=exchange.completion_tokens, total_tokens=exchange.total_tokens,
+        ))
+
+    # ----------------------------------------------------------------- records
+
+    def _record_decision(
+        self,
+        step: StepSpec,
+        state: _StepState,
+        decision: Decision,
+        *,
+        dispatched: bool,
+        outcome: HttpOutcome | None,
+    ) -> None:
+        self._emit(AttemptDecided(
+            execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
+            dispatched=dispatched, parameters=dict(state.parameters), decision=decision.to_dict(),
+        ))
+        state.attempts.append(AttemptSummary(
+            n=state.n,
+            attempt_number=state.attempt_number,
+            dispatched=dispatched,
+            status=outcome.status if outcome is not None else None,
+            parameters=dict(state.parameters),
+            action=str(decision.action),
+            rule=decision.rule_id,
+            reason=decision.reason,
+            delay_ms=decision.delay_ms if decision.action is Action.RETRY_SAME else None,
+            delay_source=decision.delay_source if decision.action is Action.RETRY_SAME else None,
+            layer=str(decision.layer) if decision.layer else None,
+            transport_error=outcome.transport_error if outcome is not None else None,
+        ))
+
+    def _warn_contract(self, step: StepSpec, state: _StepState, outcome: HttpOutcome,
+                       envelope: Any) -> None:
+        if not 200 <= outcome.status < 300:
+            if envelope.success is True:
+                self._notice(step, state, "tool_contract.success_true_on_error",
+                             f"HTTP {outcome.status} but the body says success:true")
+            return
+        if envelope.success is False:
+            self._notice(step, state, "tool_contract.success_false_on_2xx",
+                         f"HTTP {outcome.status} but the body says success:false; treated as "
+                         "success (seed 000 §11: call WriteHeader before encoding)")
+        elif not envelope.is_object:
+            self._notice(step, state, "tool_contract.body_not_json_object",
+                         f"HTTP {outcome.status} body is not a JSON object envelope")
+
+    def _notice(self, step: StepSpec, state: _StepState, name: str, message: str) -> None:
+        self._emit(Notice(execution_id=self.execution_id, step_id=step.id, n=state.n,
+                          at=self.clock(), name=name, message=message))
+
+    def _finish_step(
+        self,
+        step: StepSpec,
+        state: _StepState,
+        status: str,
+        decision: Decision,
+        *,
+        result: Any = None,
+        error: str | None = None,
+    ) -> StepOutcome:
+        outcome = StepOutcome(
+            id=step.id, status=status, dispatch_count=state.dispatch_count,
+            validation_retries=state.validation_retries, semantic_retries=state.semantic_retries,
+            attempts=tuple(state.attempts), result=result, error=error,
+            final_rule=decision.rule_id,
+        )
+        self._emit(StepFinished(
+            execution_id=self.execution_id, step_id=step.id, finished_at=self.clock(),
+            status=status, dispatch_count=state.dispatch_count, attempts=state.attempt_number,
+            validation_retries=state.validation_retries, semantic_retries=state.semantic_retries,
+            final_action=str(decision.action), final_rule_id=decision.rule_id, error=error,
+            result=result,
+        ))
+        return outcome
+
+    def _finish(self) -> ExecutionOutcome:
+        steps = tuple(self._results[s.id] for s in self.plan.steps if s.id in self._results)
+        succeeded = sum(1 for s in steps if s.status == STEP_SUCCEEDED)
+        incomplete = tuple(s.id for s in steps if s.status != STEP_SUCCEEDED)
+        if self.cancelled:
+            status = "cancelled"
+        elif succeeded == len(self.plan.steps):
+            status = "succeeded"
+        elif succeeded:
+            status = "partial"
+        else:
+            status = "failed"
+        stop_reason = self._task_stop
+        if self.cancelled:
+            stop_reason = "cancelled"
+        self._emit(ExecutionFinished(
+            execution_id=self.execution_id, finished_at=self.clock(), status=status,
+            stop_reason=stop_reason, incomplete_steps=incomplete, llm_calls=self._llm_calls,
+            llm_total_tokens=self._llm_tokens,
+        ))
+        return ExecutionOutcome(
+            execution_id=self.execution_id, status=status, steps=steps, stop_reason=stop_reason,
+            incomplete_steps=incomplete, llm_calls=self._llm_calls,
+            llm_total_tokens=self._llm_tokens,
+            duration_ms=(self.monotonic() - self._started) * 1000.0,
+        )
+
+    def _emit(self, event: Any) -> None:
+        try:
+            self.recorder.record(event)
+        except Exception as exc:  # a recorder failure must never stop the executor
+            self._recorder_error = exc
+
+    def _llm_description(self) -> dict[str, Any] | None:
+        if self.llm_settings is None:
+            return None
+        return {"base_url": self.llm_settings.base_url, "model": self.llm_settings.model}
+
+    async def _close_clients(self) -> None:
+        if self._owns_http and self._http is not None:
+            await self._http.aclose()
+        if self._owns_llm and self._llm is not None:
+            await self._llm.aclose()
+
+
+def _flatten_headers(headers: httpx.Headers) -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for key, value in headers.multi_items():
+        flat[key] = f"{flat[key]}, {value}" if key in flat else value
+    return flat
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _body_text(body: bytes) -> str:
+    return body.decode("utf-8", errors="replace")
+
+
+def _error_text(outcome: HttpOutcome) -> str:
+    """The step error in TruvaG3's words, redacted."""
+    if outcome.status == 0:
+        return redact_sensitive_text(outcome.transport_error_message or "request failed")
+    return redact_sensitive_text(
+        f"component returned status {outcome.status}: {_body_text(outcome.body)}"
+    )
+
+
+def _layer_failure(result: LayerResult | None) -> str:
+    if result is None:
+        return "cancelled"
+    if result.exchange.error:
+        return f"LLM call failed: {result.exchange.error}"
+    if result.parse_error:
+        return f"malformed answer: {result.parse_error}"
+    return "no usable answer"
+
+
+async def run_plan(plan: Plan, **kwargs: Any) -> ExecutionOutcome:
+    """Convenience: construct a `PlanExecutor` and run it."""
+    return await PlanExecutor(plan, **kwargs).run()

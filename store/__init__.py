@@ -1,0 +1,1 @@
+"""truva-console debug store: DuckDB schema, recorder, queries and trace bundles."""
