@@ -76,7 +76,7 @@ def run_command(args: argparse.Namespace) -> int:
     recorder = None
     if not args.no_store:
         from store.errors import StoreError
-        from store.paths import resolve_db_path
+        from store.connection import resolve_db_path
         from store.recorder import StoreRecorder
 
         try:

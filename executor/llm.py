@@ -447,9 +447,13 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _shown(value: Any) -> str:
+def _described(value: Any) -> str:
+    """The JSON type and shortened value of an answer field: `string "true"`, `number 1`, `null`."""
+    if value is None:
+        return "null"
     text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    return f"{_json_type(value)} {shown}"
 
 
 def _required_bool(answer: Mapping[str, Any], key: str) -> bool:
@@ -457,9 +461,7 @@ def _required_bool(answer: Mapping[str, Any], key: str) -> bool:
         raise LLMParseError(f"{key} is missing; expected a JSON boolean")
     value = answer[key]
     if not isinstance(value, bool):
-        raise LLMParseError(
-            f"{key} must be a JSON boolean, got {_json_type(value)} {_shown(value)}"
-        )
+        raise LLMParseError(f"{key} must be a JSON boolean, got {_described(value)}")
     return value
 
 
@@ -468,9 +470,7 @@ def _optional_bool(answer: Mapping[str, Any], key: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise LLMParseError(
-            f"{key} must be a JSON boolean or absent, got {_json_type(value)} {_shown(value)}"
-        )
+        raise LLMParseError(f"{key} must be a JSON boolean or absent, got {_described(value)}")
     return value
 
 
@@ -479,9 +479,7 @@ def _optional_text(answer: Mapping[str, Any], key: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise LLMParseError(
-            f"{key} must be a JSON string or absent, got {_json_type(value)} {_shown(value)}"
-        )
+        raise LLMParseError(f"{key} must be a JSON string or absent, got {_described(value)}")
     return value
 
 
@@ -490,9 +488,7 @@ def _optional_object(answer: Mapping[str, Any], key: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise LLMParseError(
-            f"{key} must be a JSON object, null or absent, got {_json_type(value)} {_shown(value)}"
-        )
+        raise LLMParseError(f"{key} must be a JSON object, null or absent, got {_described(value)}")
     return value
 
 
@@ -552,7 +548,7 @@ def legacy_parameters_from(text: str) -> dict[str, Any]:
     if not isinstance(decoded, dict):
         raise LLMParseError(
             f"failed to parse corrected parameters: expected a JSON object, "
-            f"got {_json_type(decoded)} {_shown(decoded)}"
+            f"got {_described(decoded)}"
         )
     return decoded
 

@@ -16,6 +16,7 @@ from executor.config import CONFIG_FIELDS, ConfigError, resolve_config
 from executor.params import TEMPLATE_RE
 
 __all__ = [
+    "PLAN_FIELDS",
     "SIDE_EFFECTS",
     "CapabilitySpec",
     "Plan",
@@ -48,6 +49,15 @@ _STEP_FIELDS = (
     "tool",
 )
 _LLM_FIELDS = ("api_key", "base_url", "model", "timeout_s")
+
+# Every field each level of a plan may hold; docs/plan-file.md has one table per level.
+PLAN_FIELDS: dict[str, tuple[str, ...]] = {
+    "plan": _TOP_FIELDS,
+    "tools.<tool>": _TOOL_FIELDS,
+    "capabilities.<tool>.<capability>": _CAPABILITY_FIELDS,
+    "steps[]": _STEP_FIELDS,
+    "llm": _LLM_FIELDS,
+}
 
 _MAX_SHOWN_TEXT = 80
 
@@ -716,7 +726,7 @@ def _find_cycle(
                 pending.pop()
                 continue
             if dependency in on_path:
-                return [*path[on_path[dependency] :], dependency]
+                return [*path, dependency]
             if dependency not in finished:
                 on_path[dependency] = len(path)
                 path.append(dependency)

@@ -467,10 +467,20 @@ def _check_orchestrator(inputs: DecisionInputs) -> Outcome:
     return miss("capability is not a delegated orchestrator")
 
 
+def _llm_call_due(inputs: DecisionInputs) -> bool:
+    """Whether the table would consult an LLM layer next (budgets aside)."""
+    return any(
+        check(inputs).matched
+        for check in (_check_ask_analyzer, _check_ask_resolver, _check_ask_legacy)
+    ) and not _check_semantic_budget(inputs).matched
+
+
 def _check_tokens(inputs: DecisionInputs) -> Outcome:
     limit = inputs.max_total_tokens
     if limit is None:
         return miss("no total-token budget set")
+    if not _llm_call_due(inputs):
+        return miss("no LLM call is due")
     if inputs.llm_tokens_used >= limit:
         return hit(f"task LLM token budget used up: {inputs.llm_tokens_used} of {limit} tokens")
     return miss(f"{inputs.llm_tokens_used} of {limit} LLM tokens used")
@@ -480,6 +490,8 @@ def _check_llm_calls(inputs: DecisionInputs) -> Outcome:
     limit = inputs.max_llm_calls
     if limit is None:
         return miss("no LLM-call budget set")
+    if not _llm_call_due(inputs):
+        return miss("no LLM call is due")
     if inputs.llm_calls_used >= limit:
         return hit(f"task LLM-call budget used up: {inputs.llm_calls_used} of {limit} calls")
     return miss(f"{inputs.llm_calls_used} of {limit} LLM calls used")
@@ -717,10 +729,6 @@ RESPONSE_RULES: tuple[Rule, ...] = (
     # seed 003 "Termination conditions": explicit terminal state naming the budget.
     Rule("budget.wall_clock", Action.STOP_BUDGET, "13", "seed 003",
          "task wall-clock budget used up", _check_wall_clock),
-    Rule("budget.total_tokens", Action.STOP_BUDGET, "13", "seed 003",
-         "task LLM token budget used up", _check_tokens),
-    Rule("budget.llm_calls", Action.STOP_BUDGET, "13", "seed 003",
-         "task model-turn (LLM call) budget used up", _check_llm_calls),
     Rule("budget.repeated_error", Action.STOP_BUDGET, "13", "seed 003",
          "the same error repeated too often", _check_repeated),
     # seed 003 "Retry answers three questions": a possibly accepted unsafe write is not resent.
@@ -737,6 +745,11 @@ RESPONSE_RULES: tuple[Rule, ...] = (
     # seed 000 §4: corrections consume maxValidationRetries.
     Rule("budget.corrections", Action.STOP_BUDGET, "7", "seed 000 §4, §5",
          "correction budget used up", _check_correction_budget),
+    # seed 003: model turns and tokens are budgeted; checked when another LLM call is due.
+    Rule("budget.total_tokens", Action.STOP_BUDGET, "13", "seed 003",
+         "an LLM layer is due but the task token budget is used up", _check_tokens),
+    Rule("budget.llm_calls", Action.STOP_BUDGET, "13", "seed 003",
+         "an LLM layer is due but the model-turn budget is used up", _check_llm_calls),
     Rule("analyzer.ask", Action.ASK_ANALYZER, "8", "seed 000 §5",
          "consult the layer 3 error analyzer", _check_ask_analyzer),
     Rule("analyzer.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",
@@ -797,7 +810,7 @@ def assess_correction(
     *,
     answered: bool,
     current_parameters: Mapping[str, Any],
-    proposed_parameters: Mapping[str, Any] | None,
+    proposed_parameters: Mapping[str, Any] | None = None,
     protected_keys: Mapping[str, str],
     schema: Mapping[str, Any] | None,
     plan_step_ids: frozenset[str] | tuple[str, ...],

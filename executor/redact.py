@@ -1,14 +1,4 @@
-"""Credential redaction for text, headers and decoded JSON (port of Go `core.RedactSensitiveText`).
-
-Plain text goes through the nine ordered patterns of reference notes §1.5 with Go's name sets.
-Three hardenings keep the output usable where Go's would not be:
-- text that is a JSON object or array is redacted token by token (sensitive keys' values, and
-  every string value through the patterns), so JSON stays valid, including JSON nested in
-  escaped strings;
-- bare and single-quoted values never consume `"` or `\\`, so a fragment cannot swallow the end
-  of a JSON string it sits in;
-- a value that is already `[REDACTED]` is left alone, so redacting twice equals redacting once.
-"""
+"""Credential redaction for text, headers and JSON values (Go `core.RedactSensitiveText`)."""
 
 from __future__ import annotations
 
@@ -35,6 +25,12 @@ _UNQUOTED_NAMES = (
     r"client[_-]?secret|secret[_-]?(?:key|token)|password|passwd)"
 )
 _FLAGS = re.IGNORECASE | re.ASCII
+
+# Every text pattern and sensitive JSON key needs one of these words; text without any is kept.
+_SENSITIVE_HINT = re.compile(
+    r"key|appid|token|authorization|secret|passw|passphrase|cookie|credential|bearer|basic|://",
+    _FLAGS,
+)
 
 _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # 1. JSON double-quoted key: "api_key": "value" (escape-aware value).
@@ -97,10 +93,16 @@ _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 def redact_sensitive_text(value: str) -> str:
     """Replace credential values in `value` with `[REDACTED]`; empty in, empty out.
 
-    A JSON object or array stays valid JSON with its formatting kept; other text goes through
-    the nine patterns of reference notes §1.5 in order.
+    Text goes through the nine ordered patterns of reference notes §1.5 with Go's name sets,
+    hardened in three ways where Go's output would not be usable:
+    - a JSON object or array is redacted token by token (values of sensitive keys, and every
+      string through the patterns), so it stays valid JSON with its formatting kept, including
+      JSON nested in escaped strings;
+    - bare and single-quoted values never consume `"` or `\\`, so a fragment cannot swallow
+      the end of a JSON string it sits in;
+    - a value that is already `[REDACTED]` is left alone, so redacting twice equals once.
     """
-    if not value:
+    if not value or not _SENSITIVE_HINT.search(value):
         return value
     stripped = value.lstrip()
     if stripped[:1] in ("{", "["):
@@ -204,36 +206,41 @@ def _redact_json_text(text: str) -> str | None:
         return None
     pieces: list[str] = []
     position = 0
-    value_is_sensitive = False
     length = len(text)
     while position < length:
-        char = text[position]
-        if char == '"':
-            token_end = _JSON_STRING_TOKEN.match(text, position).end()  # type: ignore[union-attr]
-            token = text[position:token_end]
-            after = token_end
-            while after < length and text[after] in _JSON_WHITESPACE:
-                after += 1
-            if after < length and text[after] == ":":
-                value_is_sensitive = is_sensitive_name(json.loads(token))
-                pieces.append(token)
-            elif value_is_sensitive:
-                pieces.append(_REDACTED_JSON_STRING)
-                value_is_sensitive = False
+        quote = text.find('"', position)
+        if quote < 0:
+            pieces.append(text[position:])
+            break
+        pieces.append(text[position:quote])
+        token_end = _JSON_STRING_TOKEN.match(text, quote).end()  # type: ignore[union-attr]
+        token = text[quote:token_end]
+        position = _skip_json_whitespace(text, token_end)
+        if position < length and text[position] == ":":
+            pieces.append(token)
+            pieces.append(text[token_end : position + 1])
+            if is_sensitive_name(_decode_json_string(token)):
+                value_start = _skip_json_whitespace(text, position + 1)
+                pieces.append(text[position + 1 : value_start])
+                _, position = _JSON_DECODER.raw_decode(text, value_start)
+                literal = text[value_start:position]
+                pieces.append(literal if literal == "null" else _REDACTED_JSON_STRING)
             else:
-                decoded = json.loads(token)
-                redacted = redact_sensitive_text(decoded)
-                if redacted != decoded:
-                    token = json.dumps(redacted, ensure_ascii=False)
-                pieces.append(token)
-            position = token_end
-        elif value_is_sensitive and char not in _JSON_WHITESPACE and char != ":":
-            _, value_end = _JSON_DECODER.raw_decode(text, position)
-            literal = text[position:value_end]
-            pieces.append(literal if literal == "null" else _REDACTED_JSON_STRING)
-            value_is_sensitive = False
-            position = value_end
-        else:
-            pieces.append(char)
-            position += 1
+                position += 1
+            continue
+        decoded = _decode_json_string(token)
+        redacted = redact_sensitive_text(decoded)
+        pieces.append(token if redacted == decoded else json.dumps(redacted, ensure_ascii=False))
+        position = token_end
     return "".join(pieces)
+
+
+def _skip_json_whitespace(text: str, position: int) -> int:
+    while position < len(text) and text[position] in _JSON_WHITESPACE:
+        position += 1
+    return position
+
+
+def _decode_json_string(token: str) -> str:
+    """The value of a JSON string token; only tokens with escapes need the decoder."""
+    return json.loads(token) if "\\" in token else token[1:-1]

@@ -160,6 +160,11 @@ JSON_CASES = [
         {"password": "[REDACTED]", "token": None, "secret": "[REDACTED]", "ok": False},
     ),
     (
+        "cookie_and_credentials_keys",
+        '{"cookie": "sid=1", "Credentials": ["u", "p"], "recipe": "cookies"}',
+        {"cookie": "[REDACTED]", "Credentials": "[REDACTED]", "recipe": "cookies"},
+    ),
+    (
         "top_level_array",
         '[{"access_token": "a"}, "passwd=x"]',
         [{"access_token": "[REDACTED]"}, "passwd=[REDACTED]"],

@@ -1,0 +1,23 @@
+"""Errors raised by the debug store; each message is one line naming the file and the problem."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class for debug store errors; `str(error)` is a one-line message for the user."""
+
+
+class StoreOpenError(StoreError):
+    """The store file is missing, unreadable, not a DuckDB database, or of a newer schema."""
+
+
+class StoreBusyError(StoreError):
+    """Another process held the store file for longer than the lock timeout."""
+
+
+class ExecutionNotFoundError(StoreError):
+    """No execution, or more than one, matches the requested id or prefix."""
+
+
+class StepNotFoundError(StoreError):
+    """The execution has no step with the requested id."""

@@ -1,0 +1,265 @@
+"""The debug store's SQL schema, its version, and forward migrations applied on open."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from store.errors import StoreOpenError
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """Statements that take a store from `version - 1` to `version`, run in one transaction."""
+
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+# Timestamps are TIMESTAMP in UTC (naive, so no timezone package is needed to read them);
+# durations are DOUBLE milliseconds; JSON values are DuckDB JSON; bodies are BLOB, byte-exact.
+_SCHEMA_V1 = (
+    """
+    CREATE TABLE schema_info (
+        key VARCHAR PRIMARY KEY,
+        value VARCHAR NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE executions (
+        execution_id VARCHAR PRIMARY KEY,
+        status VARCHAR NOT NULL,
+        started_at TIMESTAMP,
+        finished_at TIMESTAMP,
+        query VARCHAR,
+        plan_path VARCHAR,
+        stop_reason VARCHAR,
+        incomplete_steps VARCHAR[],
+        llm_calls INTEGER,
+        llm_total_tokens BIGINT,
+        tool_version VARCHAR,
+        writer_pid INTEGER,
+        writer_host VARCHAR,
+        writer_token VARCHAR
+    )
+    """,
+    """
+    CREATE TABLE execution_snapshots (
+        execution_id VARCHAR PRIMARY KEY,
+        plan JSON,
+        config JSON,
+        config_sources JSON,
+        llm JSON
+    )
+    """,
+    """
+    CREATE TABLE steps (
+        execution_id VARCHAR NOT NULL,
+        step_id VARCHAR NOT NULL,
+        tool VARCHAR,
+        capability VARCHAR,
+        url VARCHAR,
+        depends_on VARCHAR[],
+        parameters JSON,
+        protected_keys JSON,
+        orchestrator BOOLEAN,
+        side_effects VARCHAR,
+        status VARCHAR,
+        dispatch_count INTEGER,
+        attempts INTEGER,
+        validation_retries INTEGER,
+        semantic_retries INTEGER,
+        final_action VARCHAR,
+        final_rule_id VARCHAR,
+        error VARCHAR,
+        result JSON,
+        skip_reason VARCHAR,
+        started_at TIMESTAMP,
+        finished_at TIMESTAMP,
+        PRIMARY KEY (execution_id, step_id)
+    )
+    """,
+    """
+    CREATE TABLE attempts (
+        execution_id VARCHAR NOT NULL,
+        step_id VARCHAR NOT NULL,
+        n INTEGER NOT NULL,
+        attempt_number INTEGER,
+        dispatched BOOLEAN,
+        parameters JSON,
+        correction_layer VARCHAR,
+        method VARCHAR,
+        url VARCHAR,
+        request_headers JSON,
+        request_body BLOB,
+        request_size BIGINT,
+        status INTEGER,
+        response_headers JSON,
+        response_body BLOB,
+        response_size BIGINT,
+        transport_error VARCHAR,
+        transport_error_message VARCHAR,
+        elapsed_ms DOUBLE,
+        retry_policy VARCHAR,
+        action VARCHAR,
+        rule_id VARCHAR,
+        reason VARCHAR,
+        decision JSON,
+        decision_layer VARCHAR,
+        corrected_parameters JSON,
+        delay_ms DOUBLE,
+        delay_source VARCHAR,
+        started_at TIMESTAMP,
+        responded_at TIMESTAMP,
+        decided_at TIMESTAMP,
+        PRIMARY KEY (execution_id, step_id, n)
+    )
+    """,
+    """
+    CREATE TABLE llm_calls (
+        call_id VARCHAR PRIMARY KEY,
+        execution_id VARCHAR NOT NULL,
+        step_id VARCHAR,
+        n INTEGER,
+        site VARCHAR,
+        model VARCHAR,
+        base_url VARCHAR,
+        temperature DOUBLE,
+        max_tokens INTEGER,
+        messages JSON,
+        request_body BLOB,
+        request_size BIGINT,
+        response_status INTEGER,
+        response_body BLOB,
+        response_size BIGINT,
+        raw_text VARCHAR,
+        parsed JSON,
+        parse_error VARCHAR,
+        error VARCHAR,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        total_tokens INTEGER,
+        latency_ms DOUBLE,
+        called_at TIMESTAMP
+    )
+    """,
+    """
+    CREATE TABLE events (
+        execution_id VARCHAR,
+        step_id VARCHAR,
+        n INTEGER,
+        seq BIGINT NOT NULL,
+        writer_token VARCHAR,
+        occurred_at TIMESTAMP,
+        kind VARCHAR NOT NULL,
+        name VARCHAR,
+        message VARCHAR,
+        attrs JSON
+    )
+    """,
+    """
+    CREATE TABLE ingested_segments (
+        segment VARCHAR PRIMARY KEY,
+        ingested_at TIMESTAMP NOT NULL
+    )
+    """,
+    """
+    CREATE VIEW backoffs AS
+    SELECT
+        execution_id,
+        step_id,
+        n,
+        min(occurred_at) AS planned_at,
+        max(CAST(attrs ->> 'planned_ms' AS DOUBLE)) AS planned_ms,
+        max(attrs ->> 'source') AS delay_source,
+        max(CAST(attrs ->> 'actual_ms' AS DOUBLE))
+            FILTER (WHERE name IN ('finished', 'cancelled')) AS actual_ms,
+        max(name) FILTER (WHERE name IN ('finished', 'cancelled')) AS outcome
+    FROM events
+    WHERE kind = 'backoff'
+    GROUP BY execution_id, step_id, n
+    """,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _SCHEMA_V1),
+)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+STORE_TABLES = (
+    "executions",
+    "execution_snapshots",
+    "steps",
+    "attempts",
+    "llm_calls",
+    "events",
+)
+
+
+def stored_schema_version(conn: duckdb.DuckDBPyConnection) -> int | None:
+    """The store's schema version, or None when the database has no `schema_info` table."""
+    has_info = conn.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_info' "
+        "AND schema_name = 'main' AND database_name = current_database()"
+    ).fetchone()
+    if not has_info or not has_info[0]:
+        return None
+    row = conn.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        return None
+    try:
+        return int(row[0])
+    except ValueError:
+        return None
+
+
+def ensure_schema(conn: duckdb.DuckDBPyConnection, label: str, *, create: bool) -> int:
+    """Check the store's schema version and apply forward migrations; return the version.
+
+    An empty database gets the current schema when `create` is true. A database with other
+    tables but no schema version, or with a newer version, is refused and left untouched.
+    """
+    version = stored_schema_version(conn)
+    if version is None:
+        table_count = conn.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database()"
+        ).fetchone()
+        if table_count and table_count[0]:
+            raise StoreOpenError(
+                f"{label}: a DuckDB database but not a truva-console store "
+                "(it has tables but no schema_info version)"
+            )
+        if not create:
+            raise StoreOpenError(
+                f"{label}: an empty DuckDB database, not a truva-console store yet "
+                "(run 'truva-console run PLAN' to record into it)"
+            )
+        version = 0
+    if version > SCHEMA_VERSION:
+        raise StoreOpenError(
+            f"{label}: schema version {version} is newer than this truva-console understands "
+            f"({SCHEMA_VERSION}); upgrade truva-console"
+        )
+    if version < SCHEMA_VERSION:
+        _migrate(conn, version)
+    return SCHEMA_VERSION
+
+
+def _migrate(conn: duckdb.DuckDBPyConnection, from_version: int) -> None:
+    """Apply every migration above `from_version` in one transaction."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for migration in MIGRATIONS:
+            if migration.version <= from_version:
+                continue
+            for statement in migration.statements:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?)",
+            [str(SCHEMA_VERSION)],
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,35 @@
+"""Shared fixtures: loopback tool and LLM servers, a store path, and a CLI runner."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.llm_server import ScriptedLLMServer
+from tests.support.tool_server import ScriptedToolServer
+
+
+@pytest.fixture
+def tool_server() -> Iterator[ScriptedToolServer]:
+    """A scripted tool server on 127.0.0.1."""
+    with ScriptedToolServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm_server() -> Iterator[ScriptedLLMServer]:
+    """A scripted OpenAI-compatible server on 127.0.0.1, reached through the real openai client."""
+    with ScriptedLLMServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """No test reads the developer's TruvaG3/OpenAI settings or writes to ./.truva."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("TRUVAG3_", "OPENAI_", "TRUVA_", "OTEL_")):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRUVA_DB", str(tmp_path / "store" / "debug.duckdb"))
