@@ -75,8 +75,8 @@ def run_command(args: argparse.Namespace) -> int:
         return fail(str(exc))
     recorder = None
     if not args.no_store:
-        from store.errors import StoreError
         from store.connection import resolve_db_path
+        from store.errors import StoreError
         from store.recorder import StoreRecorder
 
         try:

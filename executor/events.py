@@ -62,7 +62,7 @@ class StepStarted:
 
 @dataclass(frozen=True, slots=True)
 class StepFinished:
-    """A step ended. `status` is succeeded|failed|rejected|skipped; `skip_reason` names a failed dependency."""
+    """A step ended: `status` is succeeded|failed|rejected|skipped; `skip_reason` says why."""
 
     execution_id: str
     step_id: str
@@ -116,7 +116,7 @@ class AttemptDispatched:
 
 @dataclass(frozen=True, slots=True)
 class AttemptResponded:
-    """What came back for attempt `n`: a response (status, headers, exact body) or a transport error.
+    """What came back for attempt `n`: a response (status, headers, exact body), or a failure.
 
     `status` is 0 for a transport failure, and `transport_error` then names it
     (`connect`, `timeout`, `read_timeout`, `reset`, `protocol`, `cancelled`).
@@ -256,7 +256,7 @@ Event = (
 
 @runtime_checkable
 class Recorder(Protocol):
-    """Receives every event in order. `record` must be cheap and must not raise into the executor."""
+    """Receives every event in order; `record` must be cheap and must not raise."""
 
     def record(self, event: Event) -> None: ...
 

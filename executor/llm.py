@@ -16,11 +16,12 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from executor.redact import redact_sensitive_text
+
+if TYPE_CHECKING:
+    import openai
 
 SITE_ERROR_ANALYSIS = "error_analysis"
 SITE_SEMANTIC_RETRY = "semantic_retry"
@@ -202,10 +203,14 @@ class LLMClient:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.perf_counter,
     ) -> None:
+        # Imported here: openai costs ~0.3 s to import and runs without an LLM never need it.
+        import openai
+
         self.settings = settings
         self._clock = clock
         self._monotonic = monotonic
-        self._openai = openai.AsyncOpenAI(
+        self._api: Any = openai
+        self._openai: openai.AsyncOpenAI = openai.AsyncOpenAI(
             base_url=settings.base_url,
             api_key=settings.api_key,
             max_retries=0,
@@ -272,18 +277,18 @@ class LLMClient:
                 temperature=temperature,
                 max_tokens=max_tokens,
             )
-        except openai.APIStatusError as e:
+        except self._api.APIStatusError as e:
             request_body = _request_bytes(e.request)
             response_status = e.status_code
             response_body = _response_bytes(e.response)
             detail = e.message.removeprefix(f"Error code: {e.status_code}").removeprefix(" - ")
             error = f"LLM endpoint answered HTTP {e.status_code}"
             fields = _CompletionFields(error=f"{error}: {detail}" if detail else error)
-        except openai.APITimeoutError as e:
+        except self._api.APITimeoutError as e:
             request_body = _request_bytes(e.request)
             timeout_s = self.settings.timeout_s
             fields = _CompletionFields(error=f"LLM request timed out after {timeout_s:g} s")
-        except openai.APIConnectionError as e:
+        except self._api.APIConnectionError as e:
             request_body = _request_bytes(e.request)
             cause = e.__cause__ or e
             fields = _CompletionFields(
@@ -944,7 +949,15 @@ class LegacyCorrector:
     def __init__(self, client: LLMClient) -> None:
         self.client = client
 
-    async def correct(self, request: LegacyCorrectionRequest) -> LayerResult:
+    async def correct(
+        self,
+        *,
+        tool: str,
+        capability: str,
+        error_text: str,
+        original_params: Mapping[str, Any],
+        schema: Mapping[str, Any] | None,
+    ) -> LayerResult:
         """One correction call; the verdict is a `LegacyVerdict` or None (no correction)."""
         return await _run_layer(
             self.client,
@@ -952,18 +965,24 @@ class LegacyCorrector:
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             build_messages=lambda: build_legacy_correction_messages(
-                tool=request.tool,
-                capability=request.capability,
-                error_text=request.error_text,
-                original_params=request.parameters,
-                schema=request.schema,
+                tool=tool,
+                capability=capability,
+                error_text=error_text,
+                original_params=original_params,
+                schema=schema,
             ),
             decode=legacy_parameters_from,
             verdict_from=lambda parsed: LegacyVerdict(corrected_parameters=parsed),
         )
 
     async def __call__(self, request: LegacyCorrectionRequest) -> LayerResult:
-        return await self.correct(request)
+        return await self.correct(
+            tool=request.tool,
+            capability=request.capability,
+            error_text=request.error_text,
+            original_params=request.parameters,
+            schema=request.schema,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -726,7 +726,7 @@ def _find_cycle(
                 pending.pop()
                 continue
             if dependency in on_path:
-                return [*path, dependency]
+                return [*path[on_path[dependency] :], dependency]
             if dependency not in finished:
                 on_path[dependency] = len(path)
                 path.append(dependency)

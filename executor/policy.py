@@ -78,7 +78,7 @@ class LayerVerdict:
 
     @property
     def acceptable(self) -> bool:
-        """True when the correction may be applied: it answers yes, changes something, and is valid."""
+        """True when the correction may be applied: yes, a change, and valid parameters."""
         return (
             self.answered
             and self.should_retry
@@ -297,11 +297,13 @@ def _status_text(inputs: DecisionInputs) -> str:
 
 def _is_correctable_4xx(inputs: DecisionInputs) -> bool:
     status = inputs.status or 0
-    return 400 <= status < 500 and not is_terminal_status(status) and not is_transient_status(status)
+    if is_terminal_status(status) or is_transient_status(status):
+        return False
+    return 400 <= status < 500
 
 
 def _not_correctable_reason(inputs: DecisionInputs) -> str:
-    return f"{_status_text(inputs)} is not a correctable 4xx (only 4xx other than 401/403/405/408/429)"
+    return f"{_status_text(inputs)} is not a correctable 4xx (4xx but 401/403/405/408/429)"
 
 
 def _within_correction_budget(inputs: DecisionInputs) -> bool:
@@ -312,7 +314,7 @@ def _wants_resolver(inputs: DecisionInputs) -> tuple[bool, str]:
     """Whether layer 4 is eligible by configuration and the analyzer's answer (budget aside)."""
     verdict = inputs.analyzer
     if verdict is None:
-        return False, "layer 3 was not consulted, and layer 4 runs only after layer 3 says cannot fix"
+        return False, "layer 3 was not consulted; layer 4 runs only after layer 3 says cannot fix"
     if not verdict.answered:
         return False, f"layer 3 gave no usable answer ({verdict.failure}); layer 4 is not consulted"
     if verdict.should_retry:
@@ -365,7 +367,7 @@ def _transient_delay(inputs: DecisionInputs) -> tuple[float, str]:
 
 
 def _request_may_have_been_accepted(inputs: DecisionInputs) -> bool:
-    """Seed 003: a refused request (429, 408, 503 with Retry-After, connect error) was not accepted."""
+    """Seed 003: a refused request (429, 408, 503 + Retry-After, connect error) was not accepted."""
     status = inputs.status or 0
     if status == 0:
         return inputs.transport_error not in {"connect", "cancelled"}
@@ -864,10 +866,12 @@ def _same_json(left: Any, right: Any) -> bool:
     if isinstance(left, dict) and isinstance(right, dict):
         return left.keys() == right.keys() and all(_same_json(left[k], right[k]) for k in left)
     if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(_same_json(a, b) for a, b in zip(left, right))
-    return type(left) is type(right) and left == right or (
-        isinstance(left, int | float) and isinstance(right, int | float) and left == right
-    )
+        return len(left) == len(right) and all(
+            _same_json(a, b) for a, b in zip(left, right, strict=True)
+        )
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        return left == right
+    return type(left) is type(right) and left == right
 
 
 def with_verdict(inputs: DecisionInputs, verdict: LayerVerdict, **updates: Any) -> DecisionInputs:

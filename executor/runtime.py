@@ -28,6 +28,7 @@ from executor.events import (
     AttemptDispatched,
     AttemptResponded,
     BackoffEvent,
+    CircuitStateChanged,
     ExecutionFinished,
     ExecutionStarted,
     LLMCall,
@@ -69,7 +70,12 @@ from executor.policy import (
     with_verdict,
 )
 from executor.redact import redact_sensitive_text
-from executor.wire import parse_envelope, parse_retry_after_header
+from executor.resilience import CircuitBreaker, StateChange
+from executor.wire import (
+    is_transient_status,
+    parse_envelope,
+    parse_retry_after_header,
+)
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -129,13 +135,30 @@ class StepOutcome:
     validation_retries: int
     semantic_retries: int
     attempts: tuple[AttemptSummary, ...]
+    tool: str = ""
+    capability: str = ""
+    parameters: dict[str, Any] | None = None
     result: Any = None
     error: str | None = None
     skip_reason: str | None = None
+    final_action: str | None = None
     final_rule: str | None = None
+    attempt_counter: int = 0
+    max_attempts: int = 0
+    start_time: float | None = None
+    end_time: float | None = None
+
+    @property
+    def retry_exhausted(self) -> bool:
+        """TruvaG3's flag: failed with every attempt used."""
+        return self.status == STEP_FAILED and self.attempt_counter >= self.max_attempts
 
     def to_dict(self) -> dict[str, Any]:
-        """SPEC §3.2 step shape."""
+        """SPEC §3.2 step shape, plus TruvaG3's StepResult fields (reference §3.1)."""
+        duration_ms = (
+            (self.end_time - self.start_time) * 1000.0
+            if self.start_time is not None and self.end_time is not None else None
+        )
         return {
             "id": self.id,
             "status": self.status,
@@ -143,8 +166,20 @@ class StepOutcome:
             "validation_retries": self.validation_retries,
             "semantic_retries": self.semantic_retries,
             "attempts": [a.to_dict() for a in self.attempts],
+            "tool": self.tool,
+            "capability": self.capability,
+            "parameters": self.parameters,
+            "response": self.result,
+            "success": self.status == STEP_SUCCEEDED,
             "error": self.error,
+            "final_action": self.final_action,
+            "final_rule": self.final_rule,
+            "retry_exhausted": self.retry_exhausted,
+            "skipped": self.status == STEP_SKIPPED,
             "skip_reason": self.skip_reason,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "duration_ms": round(duration_ms, 3) if duration_ms is not None else None,
         }
 
 
@@ -192,6 +227,7 @@ class _StepState:
     """Mutable per-step loop state (private to the loop)."""
 
     parameters: dict[str, Any]
+    started_at: float = 0.0
     attempt_number: int = 1
     validation_retries: int = 0
     semantic_retries: int = 0
@@ -276,6 +312,7 @@ class PlanExecutor:
         self._task_stop: str | None = None
         self._results: dict[str, StepOutcome] = {}
         self._parsed_results: dict[str, Any] = {}
+        self._breakers: dict[str, CircuitBreaker] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -342,7 +379,21 @@ class PlanExecutor:
                 return self._skip_outcome(step, "run cancelled before the step started")
             if self._task_stop is not None:
                 return self._skip_outcome(step, f"task stopped: {self._task_stop}")
-            return await self._run_step(step)
+            try:
+                return await self._run_step(step)
+            except Exception as exc:  # a bug in one step must not lose its siblings' results
+                return self._panic_outcome(step, exc)
+
+    def _panic_outcome(self, step: StepSpec, exc: Exception) -> StepOutcome:
+        error = f"step {step.id} execution panic: {type(exc).__name__}: {exc}"
+        self._emit(StepFinished(
+            execution_id=self.execution_id, step_id=step.id, finished_at=self.clock(),
+            status=STEP_FAILED, dispatch_count=0, attempts=0, validation_retries=0,
+            semantic_retries=0, final_action=None, final_rule_id=None, error=error, result=None,
+        ))
+        return StepOutcome(id=step.id, status=STEP_FAILED, dispatch_count=0,
+                           validation_retries=0, semantic_retries=0, attempts=(),
+                           tool=step.tool, capability=step.capability, error=error)
 
     def _ready(self, step_id: str) -> bool:
         deps = self.plan.dependencies_of(step_id)
@@ -393,7 +444,8 @@ class PlanExecutor:
     def _skip_outcome(self, step: StepSpec, reason: str) -> StepOutcome:
         outcome = StepOutcome(
             id=step.id, status=STEP_SKIPPED, dispatch_count=0, validation_retries=0,
-            semantic_retries=0, attempts=(), error=reason, skip_reason=reason,
+            semantic_retries=0, attempts=(), tool=step.tool, capability=step.capability,
+            error=reason, skip_reason=reason, max_attempts=self.config.max_attempts,
         )
         self._emit(StepFinished(
             execution_id=self.execution_id, step_id=step.id, finished_at=self.clock(),
@@ -417,7 +469,7 @@ class PlanExecutor:
         for key in exact_bound_keys(step.parameters):
             protected.setdefault(key, "exact_bound")
         resolved = resolve_bindings(step.parameters, dependency_results)
-        state = _StepState(parameters=dict(resolved or {}))
+        state = _StepState(parameters=dict(resolved or {}), started_at=self.clock())
         self._emit(StepStarted(
             execution_id=self.execution_id, step_id=step.id, started_at=self.clock(),
             tool=step.tool, capability=step.capability, url=url,
@@ -438,15 +490,23 @@ class PlanExecutor:
                 v.message
                 for v in guard_parameters(state.parameters, capability.schema, self.plan.step_ids)
             )
+            breaker = self._breaker(step.tool)
             pre = decide(self._inputs(step, capability, protected, state, dispatched=False,
-                                      guard_violations=violations))
+                                      guard_violations=violations,
+                                      circuit_open=breaker is not None
+                                      and not breaker.can_execute()))
             if pre.action is not Action.DISPATCH:
                 self._record_decision(step, state, pre, dispatched=False, outcome=None)
                 status = STEP_REJECTED if state.dispatch_count == 0 else STEP_FAILED
                 return self._finish_step(step, state, status, pre, error=pre.reason)
             outcome = await self._dispatch(step, url, state)
-            decision, inputs = await self._route(step, capability, protected, state, outcome,
-                                                 dependency_results)
+            if breaker is not None:
+                if is_transient_status(outcome.status) and outcome.transport_error != "cancelled":
+                    breaker.record_failure()
+                else:
+                    breaker.record_success()
+            decision = await self._route(step, capability, protected, state, outcome,
+                                         dependency_results)
             self._record_decision(step, state, decision, dispatched=True, outcome=outcome)
             if decision.action is Action.SUCCESS:
                 parsed = parse_envelope(outcome.body).json_value
@@ -478,7 +538,7 @@ class PlanExecutor:
         state: _StepState,
         outcome: HttpOutcome,
         dependency_results: Mapping[str, Any],
-    ) -> tuple[Decision, DecisionInputs]:
+    ) -> Decision:
         envelope = parse_envelope(outcome.body)
         retry_after_ms, retry_after_source = None, None
         header_value = _header(outcome.headers, "retry-after")
@@ -512,7 +572,7 @@ class PlanExecutor:
                 cancelled=self.cancelled,
             )
             decision = decide(inputs)
-        return decision, inputs
+        return decision
 
     def _inputs(
         self,
@@ -553,6 +613,23 @@ class PlanExecutor:
             max_repeated_errors=config.max_repeated_errors,
         )
         return replace(base, **fields)
+
+    def _breaker(self, tool: str) -> CircuitBreaker | None:
+        """The tool's circuit breaker when `circuit_breaker_enabled`, created on first use."""
+        if not self.config.circuit_breaker_enabled:
+            return None
+        if tool not in self._breakers:
+            self._breakers[tool] = CircuitBreaker(
+                tool, clock=self.monotonic, on_state_change=self._circuit_changed
+            )
+        return self._breakers[tool]
+
+    def _circuit_changed(self, change: StateChange) -> None:
+        self._emit(CircuitStateChanged(
+            breaker=change.breaker, at=self.clock(), from_state=str(change.from_state),
+            to_state=str(change.to_state), reason=change.reason,
+            execution_id=self.execution_id,
+        ))
 
     # ---------------------------------------------------------------- dispatch
 
@@ -822,8 +899,13 @@ class PlanExecutor:
         outcome = StepOutcome(
             id=step.id, status=status, dispatch_count=state.dispatch_count,
             validation_retries=state.validation_retries, semantic_retries=state.semantic_retries,
-            attempts=tuple(state.attempts), result=result, error=error,
-            final_rule=decision.rule_id,
+            attempts=tuple(state.attempts), tool=step.tool, capability=step.capability,
+            parameters=dict(state.parameters), result=result, error=error,
+            final_action=str(decision.action), final_rule=decision.rule_id,
+            attempt_counter=state.attempt_number,
+            max_attempts=1 if self.plan.capability_for(step).orchestrator
+            else self.config.max_attempts,
+            start_time=state.started_at, end_time=self.clock(),
         )
         self._emit(StepFinished(
             execution_id=self.execution_id, step_id=step.id, finished_at=self.clock(),

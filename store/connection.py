@@ -71,10 +71,16 @@ def check_store_file(paths: StorePaths, *, create: bool) -> bool:
     db = paths.db
     if not db.exists():
         if create:
-            db.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                db.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise StoreOpenError(
+                    f"{paths.label}: cannot create its directory: {error.strerror}"
+                ) from error
             return False
         raise StoreOpenError(
-            f"{paths.label}: no such file (run 'truva-console run PLAN' to record one, or pass --db)"
+            f"{paths.label}: no such file "
+            "(run 'truva-console run PLAN' to record one, or pass --db)"
         )
     if db.is_dir():
         raise StoreOpenError(f"{paths.label}: is a directory, expected a DuckDB database file")

@@ -183,9 +183,7 @@ _SCHEMA_V1 = (
     """,
 )
 
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "initial schema", _SCHEMA_V1),
-)
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _SCHEMA_V1),)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 STORE_TABLES = (
     "executions",

@@ -6,7 +6,6 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,19 +14,6 @@ import pytest
 
 from tests.support.llm_server import LLMReply, ScriptedLLMServer, computed_usage, prompt_text
 from tests.support.tool_server import ScriptedToolServer, ToolReply
-
-
-@pytest.fixture
-def tool_server() -> Iterator[ScriptedToolServer]:
-    with ScriptedToolServer() as server:
-        yield server
-
-
-@pytest.fixture
-def llm_server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as server:
-        yield server
-
 
 # --- ScriptedToolServer --------------------------------------------------------------------------
 

@@ -48,8 +48,8 @@ EXTRACT_CASES = [
     ("braces_inside_strings", '{"text": "has { and } in it"}', {"text": "has { and } in it"}),
     (
         "escaped_quotes_and_brace",
-        r'{"text": "has \"quotes\" and a } brace"}',
-        {"text": 'has "quotes" and a } brace'},
+        r'{"text": "5\" screen } size"}',
+        {"text": '5" screen } size'},
     ),
     ("first_object_wins", '{"a": 1} {"b": 2}', {"a": 1}),
     ("object_inside_array", '[{"a": 1}]', {"a": 1}),
@@ -97,6 +97,8 @@ FIND_END_CASES = [
     ("with_escaped_quotes", r'{"text": "has \"quotes\""}', 0, 26),
     ("array_value", '{"arr": [1, 2, 3]}', 0, 18),
     ("prefix_text", 'text{"key": "value"}more', 4, 20),
+    ("one_escaped_quote_then_brace", r'{"t": "5\" }"} tail', 0, 14),
+    ("escaped_backslash_ends_string", r'{"t": "dir\\"} tail', 0, 14),
     ("unbalanced", '{"key": {"value": 1}', 0, -1),
 ]
 

@@ -1,0 +1,89 @@
+"""Cancellation stops at once, even in the middle of a long backoff wait (seed 000 §7)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from executor.events import ListRecorder
+from executor.plan import parse_plan
+from executor.runtime import PlanExecutor
+from tests.support.plans import capability, plan, step, write_plan
+from tests.support.tool_server import ToolReply
+
+SLOW_BACKOFF = {"initial_delay_ms": 5000, "max_delay_ms": 10000, "jitter": False}
+
+
+async def test_cancel_during_a_5s_backoff_returns_at_once(tool_server):
+    tool_server.script("/capabilities/x", ToolReply(status=503, body="busy"))
+    document = plan(tool_server.base_url, {"x": capability("x")},
+                    [step("step-1", "x", {"a": 1})], config=SLOW_BACKOFF)
+    recorder = ListRecorder()
+    executor = PlanExecutor(parse_plan(document), recorder=recorder, env={})
+    task = asyncio.create_task(executor.run())
+    for _ in range(1000):
+        if recorder.of_kind("backoff") or task.done():
+            break
+        await asyncio.sleep(0.01)
+    assert recorder.of_kind("backoff"), "the step never entered its backoff wait"
+    started = time.monotonic()
+    executor.cancel()
+    outcome = await task
+    assert time.monotonic() - started < 1.0
+    assert outcome.status == "cancelled"
+    attempts = outcome.steps[0].attempts
+    assert [(a.action, a.rule) for a in attempts] == [
+        ("retry_same", "transient.retry_same"), ("stop_cancelled", "cancel.before_dispatch")]
+    assert attempts[0].delay_ms == 5000.0
+    phases = [(e.phase, e.planned_ms) for e in recorder.of_kind("backoff")]
+    assert phases == [("started", 5000.0), ("cancelled", 5000.0)]
+    assert recorder.of_kind("backoff")[-1].actual_ms < 1000.0
+    assert len(tool_server.received("/capabilities/x")) == 1
+
+
+async def test_cancel_in_flight_abandons_the_request(tool_server):
+    tool_server.script("/capabilities/x", ToolReply.ok({"late": True}, delay_s=5.0))
+    document = plan(tool_server.base_url, {"x": capability("x")}, [step("step-1", "x", {})])
+    executor = PlanExecutor(parse_plan(document), env={})
+    task = asyncio.create_task(executor.run())
+    await asyncio.to_thread(tool_server.wait_for_requests, 1)
+    started = time.monotonic()
+    executor.cancel()
+    outcome = await task
+    assert time.monotonic() - started < 1.0
+    assert [(a.action, a.rule, a.transport_error) for a in outcome.steps[0].attempts] == [
+        ("stop_cancelled", "cancel.in_flight", "cancelled")]
+
+
+def test_ctrl_c_on_the_cli_cancels_cleanly_and_names_incomplete_steps(tmp_path: Path,
+                                                                       tool_server):
+    tool_server.script("/capabilities/x", ToolReply(status=503, body="busy"))
+    tool_server.script("/capabilities/y", ToolReply.ok({"y": 1}))
+    path = write_plan(tmp_path, plan(
+        tool_server.base_url, {"x": capability("x"), "y": capability("y")},
+        [step("step-1", "x", {"a": 1}), step("step-2", "y", {"b": "{{step-1.data.v}}"},
+                                              depends_on=["step-1"])],
+        config=SLOW_BACKOFF))
+    script = Path(sys.executable).with_name("truva-console")
+    child = subprocess.Popen([str(script), "run", str(path), "--json", "--no-store"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert tool_server.wait_for_requests(1, timeout_s=20)
+        time.sleep(0.3)  # let the child enter its 5 s backoff wait
+        started = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=10)
+        elapsed = time.monotonic() - started
+    finally:
+        child.kill()
+    assert elapsed < 1.0
+    assert child.returncode == 130
+    doc = json.loads(stdout)
+    assert doc["status"] == "cancelled"
+    assert doc["incomplete_steps"] == ["step-1", "step-2"]
+    assert "incomplete steps: step-1, step-2" in stderr

@@ -1,0 +1,189 @@
+"""The headless query API on a small recorded store: filters, paging, prefixes, counts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from store.errors import ExecutionNotFoundError, StepNotFoundError
+from store.queries import ExecutionFilter, Store, open_store
+from store.recorder import StoreRecorder
+from tests.support.events_factory import (
+    START_AT,
+    exhausted_execution,
+    realistic_execution,
+    small_execution,
+)
+
+HOUR = 3600.0
+TRIP, SMALL_A, SMALL_B, EXHAUSTED = "exec-trip", "exec-small-a", "exec-small-b", "exec-exhausted"
+ALL = {TRIP, SMALL_A, SMALL_B, EXHAUSTED}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    db = tmp_path_factory.mktemp("queries") / "debug.duckdb"
+    with StoreRecorder(db) as recorder:
+        for event in (
+            realistic_execution(TRIP, start_at=START_AT)
+            + small_execution(SMALL_A, start_at=START_AT + HOUR)
+            + small_execution(SMALL_B, start_at=START_AT + 2 * HOUR)
+            + exhausted_execution(EXHAUSTED, start_at=START_AT + 3 * HOUR)
+        ):
+            recorder.record(event)
+    return open_store(db)
+
+
+FILTER_CASES = [
+    ("no-filter", ExecutionFilter(), ALL),
+    ("status-partial", ExecutionFilter(status="partial"), {TRIP}),
+    ("status-failed", ExecutionFilter(status="failed"), {EXHAUSTED}),
+    ("status-with-no-match", ExecutionFilter(status="cancelled"), set()),
+    ("tool", ExecutionFilter(tool="crm"), {TRIP}),
+    ("tool-of-several-executions", ExecutionFilter(tool="t"), {SMALL_A, SMALL_B}),
+    ("tool-of-a-skipped-step-filled-from-plan", ExecutionFilter(capability="receipt"), {TRIP}),
+    ("capability-name", ExecutionFilter(capability="create_contact"), {TRIP}),
+    ("capability-tool-dot-name", ExecutionFilter(capability="crm.create_contact"), {TRIP}),
+    ("action", ExecutionFilter(action="retry_same"), ALL),
+    ("action-stop-budget", ExecutionFilter(action="stop_budget"), {EXHAUSTED}),
+    ("action-reject-predispatch", ExecutionFilter(action="reject_predispatch"), {TRIP}),
+    ("action-and-tool-on-the-same-attempt", ExecutionFilter(action="retry_same", tool="crm"),
+     set()),
+    ("rule-id", ExecutionFilter(rule_id="analyzer.accept"), {TRIP}),
+    ("rule-id-budget", ExecutionFilter(rule_id="budget.attempts"), {EXHAUSTED}),
+    ("http-status", ExecutionFilter(http_status=401), {TRIP}),
+    ("http-status-zero-is-transport-error", ExecutionFilter(http_status=0), {EXHAUSTED}),
+    ("http-status-and-action-on-the-same-attempt",
+     ExecutionFilter(http_status=503, action="success"), set()),
+    ("since-inclusive", ExecutionFilter(since=START_AT + HOUR), {SMALL_A, SMALL_B, EXHAUSTED}),
+    ("until-exclusive", ExecutionFilter(until=START_AT + HOUR), {TRIP}),
+    ("time-window", ExecutionFilter(since=START_AT + HOUR, until=START_AT + 2 * HOUR), {SMALL_A}),
+    ("text-in-response-body-any-case", ExecutionFilter(text="SLOW DOWN"), {TRIP}),
+    ("text-in-request-body", ExecutionFilter(text='"quantity": 2'), {EXHAUSTED}),
+    ("text-in-llm-prompt", ExecutionFilter(text="answer json only"), {TRIP}),
+    ("text-in-llm-raw-answer", ExecutionFilter(text="is_transient_error"), {TRIP}),
+    ("text-in-non-utf8-body", ExecutionFilter(text="binary"), {TRIP}),
+    ("text-absent", ExecutionFilter(text="no such words anywhere"), set()),
+    ("filters-combine-with-and", ExecutionFilter(status="succeeded", text="slow down"), set()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [(filters, expected) for _, filters, expected in FILTER_CASES],
+    ids=[name for name, _, _ in FILTER_CASES],
+)
+def test_filter(store: Store, filters: ExecutionFilter, expected: set[str]) -> None:
+    page = store.list_executions(filters)
+
+    assert {row.execution_id for row in page.executions} == expected
+    assert page.total == len(expected)
+
+
+def test_rows_are_newest_first_with_counts(store: Store) -> None:
+    rows = store.list_executions().executions
+
+    assert [row.execution_id for row in rows] == [EXHAUSTED, SMALL_B, SMALL_A, TRIP]
+    trip = rows[-1]
+    assert (trip.status, trip.steps_planned, trip.steps_total) == ("partial", 5, 5)
+    assert (trip.steps_succeeded, trip.steps_failed, trip.steps_rejected, trip.steps_skipped) == (
+        2,
+        1,
+        1,
+        1,
+    )
+    assert (trip.attempts, trip.dispatches, trip.llm_calls, trip.llm_total_tokens) == (6, 5, 1, 150)
+    assert trip.last_failing_rule == "guard.reject_predispatch"
+    assert trip.duration_ms == pytest.approx((trip.finished_at - trip.started_at) * 1000)
+    assert rows[0].last_failing_rule == "budget.attempts"
+
+
+def test_pages_split_the_list_and_keep_the_total(store: Store) -> None:
+    first = store.list_executions(limit=3)
+    second = store.list_executions(limit=3, offset=3)
+
+    assert [row.execution_id for row in first.executions] == [EXHAUSTED, SMALL_B, SMALL_A]
+    assert [row.execution_id for row in second.executions] == [TRIP]
+    assert first.total == second.total == 4
+
+
+@pytest.mark.parametrize(
+    ("given", "resolved"),
+    [("exec-trip", TRIP), ("exec-tr", TRIP), ("exec-small-a", SMALL_A), ("exec-e", EXHAUSTED)],
+    ids=["full-id", "unique-prefix", "full-id-that-prefixes-nothing-else", "short-prefix"],
+)
+def test_execution_by_id_or_unique_prefix(store: Store, given: str, resolved: str) -> None:
+    assert store.get_execution(given).execution.execution_id == resolved
+
+
+@pytest.mark.parametrize(
+    ("given", "message_part"),
+    [("exec-s", "matches several executions"), ("zzz", "no execution id starts with"),
+     ("", "no execution id starts with")],
+    ids=["ambiguous-prefix", "unknown", "empty"],
+)  # fmt: skip
+def test_execution_lookup_errors(store: Store, given: str, message_part: str) -> None:
+    with pytest.raises(ExecutionNotFoundError, match=message_part):
+        store.get_execution(given)
+
+
+def test_unknown_step_names_the_steps_there_are(store: Store) -> None:
+    detail = store.get_execution(EXHAUSTED)
+
+    with pytest.raises(StepNotFoundError, match=r"no step 'step-9' \(steps: step-1\)"):
+        detail.step("step-9")
+
+
+def test_transport_error_attempt_detail(store: Store) -> None:
+    attempts = store.get_execution(EXHAUSTED).step("step-1").attempts
+
+    assert [(a.status, a.transport_error, a.action) for a in attempts] == [
+        (503, None, "retry_same"),
+        (0, "connect", "retry_same"),
+        (503, None, "stop_budget"),
+    ]
+    assert [a.backoff.planned_ms if a.backoff else None for a in attempts] == [
+        542.0735,
+        1084.147,
+        None,
+    ]
+
+
+def test_summary_counts(store: Store) -> None:
+    counts = store.summary_counts()
+    failed_only = store.summary_counts(ExecutionFilter(status="failed"))
+
+    assert counts["executions_by_status"] == {"succeeded": 2, "partial": 1, "failed": 1}
+    assert counts["attempts"] == 6 + 6 + 6 + 3
+    assert counts["attempts_by_action"]["retry_same"] == 1 + 3 + 3 + 2
+    assert counts["attempts_by_rule"]["budget.attempts"] == 1
+    assert counts["attempts_by_http_status"][None] == 1  # the rejected attempt
+    assert failed_only == {
+        "executions_by_status": {"failed": 1},
+        "attempts_by_action": {"retry_same": 2, "stop_budget": 1},
+        "attempts_by_rule": {"transient.retry_same": 2, "budget.attempts": 1},
+        "attempts_by_http_status": {503: 2, 0: 1},
+        "executions": 1,
+        "attempts": 3,
+    }
+
+
+def test_running_execution_of_a_live_recorder_in_this_process(tmp_path: Path) -> None:
+    db = tmp_path / "debug.duckdb"
+    events = small_execution("exec-live")
+    recorder = StoreRecorder(db)
+    try:
+        for event in events[:5]:
+            recorder.record(event)
+        recorder.flush()
+
+        running = open_store(db).get_execution("exec-live")
+
+        for event in events[5:]:
+            recorder.record(event)
+    finally:
+        recorder.close()
+    assert running.execution.status == "running"
+    assert running.execution.duration_ms is None
+    assert open_store(db).get_execution("exec-live").execution.status == "succeeded"
