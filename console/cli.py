@@ -17,6 +17,7 @@ PACKAGES = ("console", "executor", "store")
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_CANCELLED = 130
+DB_HELP = "debug store file (default: $TRUVA_DB or ./.truva/debug.duckdb)"
 
 
 class ShadowedPackageError(RuntimeError):
@@ -153,8 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Debugging console for AI-agent tool calls: see why each error was retried, "
                     "corrected or stopped.",
     )
-    parser.add_argument("--db", help="debug store file (default: $TRUVA_DB or "
-                                     "./.truva/debug.duckdb)")
+    parser.add_argument("--db", help=DB_HELP)
     parser.add_argument("--samples", action="store_true",
                         help="open the bundled sample traces (read-only copy)")
     parser.set_defaults(handler=tui_command)
@@ -166,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
         except ImportError:
             continue
         module.add_parser(subparsers)
+    for subparser in subparsers.choices.values():
+        if not any("--db" in action.option_strings for action in subparser._actions):
+            subparser.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
     return parser
 
 

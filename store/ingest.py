@@ -261,7 +261,25 @@ def _event_fields(event: Any) -> dict[str, Any]:
             values[header_field] = redact_headers({str(k): str(v) for k, v in headers.items()})
     if values.get("llm") is not None:
         values["llm"] = redact_json_value(values["llm"])
+    if isinstance(values.get("plan"), dict):
+        values["plan"] = _redacted_plan(values["plan"])
     return values
+
+
+def _redacted_plan(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan snapshot with its tools' outgoing headers and its `llm` block redacted."""
+    redacted = dict(plan)
+    tools = plan.get("tools")
+    if isinstance(tools, dict):
+        redacted["tools"] = {
+            name: {**spec, "headers": redact_headers({str(k): str(v)
+                                                      for k, v in spec["headers"].items()})}
+            if isinstance(spec, dict) and isinstance(spec.get("headers"), dict) else spec
+            for name, spec in tools.items()
+        }
+    if plan.get("llm") is not None:
+        redacted["llm"] = redact_json_value(plan["llm"])
+    return redacted
 
 
 def encode_events(events: Sequence[Any], first_seq: int, writer: WriterIdentity) -> pa.Table:
