@@ -60,7 +60,7 @@ def recorded(tmp_path, tool_server, llm_server):
 
 
 def test_attempts_are_byte_exact_and_complete(recorded):
-    db, doc, big_error = recorded
+    db, doc, _ = recorded
     detail = open_store(db).get_execution(doc["execution_id"])
     assert detail.execution.status == "partial"
     binary = [a for a in detail.step("step-2").attempts]

@@ -1,4 +1,4 @@
-"""The CLI refuses to start when another distribution's `executor`/`store` shadows ours (SPEC §4)."""
+"""The CLI refuses to start when another `executor` or `store` package shadows ours (SPEC §4)."""
 
 from __future__ import annotations
 
