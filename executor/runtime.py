@@ -497,6 +497,7 @@ class PlanExecutor:
                                       and not breaker.can_execute()))
             if pre.action is not Action.DISPATCH:
                 self._record_decision(step, state, pre, dispatched=False, outcome=None)
+                self._note_task_stop(pre)
                 status = STEP_REJECTED if state.dispatch_count == 0 else STEP_FAILED
                 return self._finish_step(step, state, status, pre, error=pre.reason)
             outcome = await self._dispatch(step, url, state)
@@ -525,10 +526,14 @@ class PlanExecutor:
                     state.semantic_retries += 1
                 state.correction_layer = str(decision.layer)
                 continue
-            if decision.rule_id in TASK_BUDGET_RULES and self._task_stop is None:
-                self._task_stop = f"{decision.rule_id}: {decision.reason}"
+            self._note_task_stop(decision)
             return self._finish_step(step, state, STEP_FAILED, decision,
                                      error=_error_text(outcome))
+
+    def _note_task_stop(self, decision: Decision) -> None:
+        """A task budget stop ends the task: steps not yet started will be skipped."""
+        if decision.rule_id in TASK_BUDGET_RULES and self._task_stop is None:
+            self._task_stop = f"{decision.rule_id}: {decision.reason}"
 
     async def _route(
         self,
