@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from executor.params import json_type_name
 from executor.redact import redact_sensitive_text
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ def _completion_fields(response_body: bytes) -> _CompletionFields:
     except ValueError as e:
         return _CompletionFields(error=f"LLM response body is not JSON: {e}")
     if not isinstance(payload, dict):
-        kind = _json_type(payload)
+        kind = json_type_name(payload)
         return _CompletionFields(error=f"LLM response body must be a JSON object, got {kind}")
     usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
     prompt_tokens = _token_count(usage, "prompt_tokens")
@@ -432,24 +433,9 @@ def extract_json_object(text: str) -> dict[str, Any]:
     except ValueError as e:
         raise LLMParseError(f"failed to parse JSON: {e}") from e
     if not isinstance(decoded, dict):
-        raise LLMParseError(f"failed to parse JSON: expected an object, got {_json_type(decoded)}")
+        got = json_type_name(decoded)
+        raise LLMParseError(f"failed to parse JSON: expected an object, got {got}")
     return decoded
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _described(value: Any) -> str:
@@ -458,7 +444,7 @@ def _described(value: Any) -> str:
         return "null"
     text = json.dumps(value, ensure_ascii=False, default=str)
     shown = text if len(text) <= 80 else text[:77] + "..."
-    return f"{_json_type(value)} {shown}"
+    return f"{json_type_name(value)} {shown}"
 
 
 def _required_bool(answer: Mapping[str, Any], key: str) -> bool:

@@ -543,7 +543,7 @@ class GuardViolation:
     message: str
 
 
-def _json_type_name(value: Any) -> str:
+def json_type_name(value: Any) -> str:
     """The JSON type of a decoded value: object, array, string, number, boolean or null."""
     if value is None:
         return "null"
@@ -562,7 +562,7 @@ def _json_type_name(value: Any) -> str:
 
 def _value_family(value: Any) -> str:
     """object, array, null or scalar: the container shape the guard compares."""
-    json_type = _json_type_name(value)
+    json_type = json_type_name(value)
     return json_type if json_type in ("object", "array", "null") else "scalar"
 
 
@@ -635,7 +635,7 @@ def _check_value(
         and None not in declared_families
         and received_family not in declared_families
     ):
-        received_type = _json_type_name(value)
+        received_type = json_type_name(value)
         expected = _describe_types(declared_types)
         return [
             GuardViolation(
