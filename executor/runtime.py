@@ -222,6 +222,17 @@ class HttpOutcome:
     transport_error_message: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _StepContext:
+    """What a step's loop reads but never changes."""
+
+    step: StepSpec
+    capability: CapabilitySpec
+    url: str
+    protected: dict[str, str]
+    dependency_results: dict[str, Any]
+
+
 @dataclass(slots=True)
 class _StepState:
     """Mutable per-step loop state (private to the loop)."""
@@ -468,6 +479,7 @@ class PlanExecutor:
         protected: dict[str, str] = {key: "hitl_approved" for key in step.hitl_approved}
         for key in exact_bound_keys(step.parameters):
             protected.setdefault(key, "exact_bound")
+        ctx = _StepContext(step, capability, url, protected, dependency_results)
         resolved = resolve_bindings(step.parameters, dependency_results)
         state = _StepState(parameters=dict(resolved or {}), started_at=self.clock())
         self._emit(StepStarted(
@@ -491,7 +503,7 @@ class PlanExecutor:
                 for v in guard_parameters(state.parameters, capability.schema, self.plan.step_ids)
             )
             breaker = self._breaker(step.tool)
-            pre = decide(self._inputs(step, capability, protected, state, dispatched=False,
+            pre = decide(self._inputs(ctx, state, dispatched=False,
                                       guard_violations=violations,
                                       circuit_open=breaker is not None
                                       and not breaker.can_execute()))
@@ -506,8 +518,7 @@ class PlanExecutor:
                     breaker.record_failure()
                 else:
                     breaker.record_success()
-            decision = await self._route(step, capability, protected, state, outcome,
-                                         dependency_results)
+            decision = await self._route(ctx, state, outcome)
             self._record_decision(step, state, decision, dispatched=True, outcome=outcome)
             if decision.action is Action.SUCCESS:
                 parsed = parse_envelope(outcome.body).json_value
@@ -535,15 +546,8 @@ class PlanExecutor:
         if decision.rule_id in TASK_BUDGET_RULES and self._task_stop is None:
             self._task_stop = f"{decision.rule_id}: {decision.reason}"
 
-    async def _route(
-        self,
-        step: StepSpec,
-        capability: CapabilitySpec,
-        protected: Mapping[str, str],
-        state: _StepState,
-        outcome: HttpOutcome,
-        dependency_results: Mapping[str, Any],
-    ) -> Decision:
+    async def _route(self, ctx: _StepContext, state: _StepState, outcome: HttpOutcome) -> Decision:
+        step = ctx.step
         envelope = parse_envelope(outcome.body)
         retry_after_ms, retry_after_source = None, None
         header_value = _header(outcome.headers, "retry-after")
@@ -559,7 +563,7 @@ class PlanExecutor:
         if outcome.status == 0 or outcome.status >= 300:
             self._error_counts[signature] += 1
         inputs = self._inputs(
-            step, capability, protected, state, dispatched=True,
+            ctx, state, dispatched=True,
             status=outcome.status, transport_error=outcome.transport_error,
             retry_policy=envelope.retry_policy, error_text=error_text,
             legacy_pattern=match_type_related_error(error_text, ""),
@@ -568,8 +572,7 @@ class PlanExecutor:
         )
         decision = decide(inputs)
         while decision.action in (Action.ASK_ANALYZER, Action.ASK_RESOLVER, Action.ASK_LEGACY):
-            verdict = await self._consult(decision.action, step, capability, protected, state,
-                                          outcome, dependency_results)
+            verdict = await self._consult(decision.action, ctx, state, outcome)
             inputs = with_verdict(
                 inputs, verdict,
                 llm_tokens_used=self._llm_tokens, llm_calls_used=self._llm_calls,
@@ -579,15 +582,8 @@ class PlanExecutor:
             decision = decide(inputs)
         return decision
 
-    def _inputs(
-        self,
-        step: StepSpec,
-        capability: CapabilitySpec,
-        protected: Mapping[str, str],
-        state: _StepState,
-        **fields: Any,
-    ) -> DecisionInputs:
-        config = self.config
+    def _inputs(self, ctx: _StepContext, state: _StepState, **fields: Any) -> DecisionInputs:
+        config, capability = self.config, ctx.capability
         base = DecisionInputs(
             dispatched=False,
             attempt_number=state.attempt_number,
@@ -597,9 +593,9 @@ class PlanExecutor:
             max_semantic_retries=config.max_semantic_retries,
             orchestrator=capability.orchestrator,
             side_effects=capability.side_effects,
-            protected_keys=dict(protected),
+            protected_keys=dict(ctx.protected),
             parameter_keys=tuple(state.parameters),
-            has_dependencies=bool(self.plan.dependencies_of(step.id)),
+            has_dependencies=bool(self.plan.dependencies_of(ctx.step.id)),
             llm_configured=self._llm is not None,
             error_analyzer_enabled=config.error_analyzer_enabled,
             semantic_retry_enabled=config.semantic_retry_enabled,
@@ -728,19 +724,13 @@ class PlanExecutor:
     # --------------------------------------------------------------- LLM layers
 
     async def _consult(
-        self,
-        action: Action,
-        step: StepSpec,
-        capability: CapabilitySpec,
-        protected: Mapping[str, str],
-        state: _StepState,
-        outcome: HttpOutcome,
-        dependency_results: Mapping[str, Any],
+        self, action: Action, ctx: _StepContext, state: _StepState, outcome: HttpOutcome
     ) -> LayerVerdict:
+        step, capability = ctx.step, ctx.capability
         body_text = _body_text(outcome.body)
         query = step.instruction or self.plan.query
         current = dict(state.parameters)
-        common = dict(current_parameters=current, protected_keys=protected,
+        common = dict(current_parameters=current, protected_keys=ctx.protected,
                       schema=capability.schema, plan_step_ids=self.plan.step_ids)
         if action is Action.ASK_ANALYZER:
             assert self._llm is not None
@@ -762,7 +752,7 @@ class PlanExecutor:
         if action is Action.ASK_RESOLVER:
             assert self._llm is not None
             result = await self._layer_call(step, state, ContextualReResolver(self._llm).re_resolve(
-                user_query=query, source_data=dict(dependency_results), step_id=step.id,
+                user_query=query, source_data=dict(ctx.dependency_results), step_id=step.id,
                 capability_name=capability.name, capability_schema=capability.schema,
                 attempted_params=current, error_response=body_text, http_status=outcome.status,
                 previous_errors=list(state.previous_errors),
