@@ -160,12 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(handler=tui_command)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     add_run_parser(subparsers)
-    for module_name in ("console.cmd_ls", "console.cmd_explain"):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        module.add_parser(subparsers)
+    for module_name in ("console.cmd_ls", "console.cmd_explain", "console.cmd_demo"):
+        importlib.import_module(module_name).add_parser(subparsers)
     for subparser in subparsers.choices.values():
         if not any("--db" in action.option_strings for action in subparser._actions):
             subparser.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)

@@ -1,0 +1,147 @@
+"""The bundled sample traces: present, readable, current, and replayed into a store quickly."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from console import samples
+from console.demo.runner import (
+    DEMO_PLAN_NAMES,
+    DemoEndpoints,
+    bundled_plan,
+    fill_placeholders,
+    parse_demo_plan,
+    with_fast_timing,
+)
+from console.samples import (
+    SampleStoreError,
+    prepare_sample_store,
+    sample_trace_files,
+    sample_traces_dir,
+)
+from executor.eventlog import read_event_log
+from store.queries import ExecutionFilter, open_store
+from tests.functional.test_demo import EXPECTED
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def sample_store() -> Path:
+    return prepare_sample_store()
+
+
+def test_samples_come_from_the_checkout_and_cover_every_demo_plan():
+    assert sample_traces_dir() == REPO / "sample_traces"
+    names = [path.name.removesuffix(".events.jsonl") for path in sample_trace_files()]
+    assert names == sorted(DEMO_PLAN_NAMES)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED), ids=list(EXPECTED))
+def test_each_sample_is_one_whole_execution_of_its_plan(name):
+    events = read_event_log(REPO / "sample_traces" / f"{name}.events.jsonl")
+    started, finished = events[0], events[-1]
+    assert (started.kind, finished.kind) == ("execution_started", "execution_finished")
+    assert {event.execution_id for event in events} == {started.execution_id}
+    assert started.plan_path == f"demo:{name}"
+    assert finished.status == EXPECTED[name][0]
+
+
+@pytest.mark.parametrize("name", list(EXPECTED), ids=list(EXPECTED))
+def test_each_sample_was_recorded_from_the_current_bundled_plan(name):
+    started = read_event_log(REPO / "sample_traces" / f"{name}.events.jsonl")[0]
+    recorded = started.plan
+    base_urls = {tool: spec["base_url"] for tool, spec in recorded["tools"].items()}
+    endpoints = DemoEndpoints(base_urls, recorded["llm"]["base_url"])
+    filled = fill_placeholders(bundled_plan(name), endpoints)
+    current = parse_demo_plan(name, with_fast_timing(filled))
+    assert current.to_dict() == recorded, (
+        f"sample_traces/{name}.events.jsonl is stale: run `python -m console.demo.rerecord`"
+    )
+
+
+@pytest.mark.parametrize("name", list(EXPECTED), ids=list(EXPECTED))
+def test_sample_store_shows_every_sample_with_its_status_and_rules(sample_store, name):
+    store = open_store(sample_store)
+    rows = [r for r in store.list_executions(limit=100).executions if r.plan_path == f"demo:{name}"]
+    assert len(rows) == 1
+    status, steps = EXPECTED[name]
+    assert rows[0].status == status
+    detail = store.get_execution(rows[0].execution_id)
+    got = {
+        step.step_id: (step.status, [attempt.rule_id for attempt in step.attempts])
+        for step in detail.steps
+    }
+    assert got == steps
+
+
+RULE_FILTERS = [
+    ("analyzer.accept", ["flower-mound", "parallel-partial", "scenario-a-invalid-city"]),
+    ("terminal.auth_or_method", ["scenario-c-expired-key"]),
+    ("re_resolution.accept", ["tesla-layer4"]),
+    ("budget.attempts", ["scenario-d-misclassified-503"]),
+    ("side_effects.unsafe_resend", ["unsafe-charge"]),
+    ("guard.reject_predispatch", ["guard-rejection"]),
+    ("refused.explicit_false", ["parallel-partial"]),
+    ("transient.retry_same", ["parallel-partial", "scenario-b-rate-limit",
+                              "scenario-d-misclassified-503", "tesla-layer4"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rule_id", "names"), RULE_FILTERS, ids=[r for r, _ in RULE_FILTERS])
+def test_sample_store_filters_by_rule(sample_store, rule_id, names):
+    page = open_store(sample_store).list_executions(ExecutionFilter(rule_id=rule_id))
+    assert sorted(row.plan_path for row in page.executions) == [f"demo:{n}" for n in names]
+
+
+def test_sample_store_keeps_llm_calls_and_statuses(sample_store):
+    store = open_store(sample_store)
+    counts = store.summary_counts()
+    assert counts["executions_by_status"] == {"succeeded": 4, "failed": 3, "partial": 2}
+    rows = {r.plan_path: r for r in store.list_executions(limit=100).executions}
+    assert rows["demo:tesla-layer4"].llm_calls == 2
+    assert rows["demo:scenario-c-expired-key"].llm_calls == 0
+    tesla = store.get_execution(rows["demo:tesla-layer4"].execution_id).step("step-2")
+    sites = [call.site for attempt in tesla.attempts for call in attempt.llm_calls]
+    assert sites == ["error_analysis", "semantic_retry"]
+
+
+def test_prepare_sample_store_is_fast_and_fresh_each_time(tmp_path):
+    started = time.perf_counter()
+    first = prepare_sample_store()
+    elapsed_s = time.perf_counter() - started
+    second = prepare_sample_store(tmp_path / "mine.duckdb")
+    assert elapsed_s < 2.0
+    assert first != second and second == tmp_path / "mine.duckdb"
+    assert open_store(second).list_executions().total == len(DEMO_PLAN_NAMES)
+
+
+def test_prepare_sample_store_refuses_an_existing_file(tmp_path):
+    existing = tmp_path / "taken.duckdb"
+    existing.write_bytes(b"")
+    with pytest.raises(SampleStoreError, match=r"taken\.duckdb: already exists"):
+        prepare_sample_store(existing)
+
+
+def test_installed_layout_reads_package_data(tmp_path, monkeypatch):
+    installed = tmp_path / "site-packages" / "console"
+    (installed / "_sample_traces").mkdir(parents=True)
+    source = REPO / "sample_traces" / "flower-mound.events.jsonl"
+    (installed / "_sample_traces" / source.name).write_bytes(source.read_bytes())
+    (installed / "_sample_traces" / "README.md").write_text("x", encoding="utf-8")
+    monkeypatch.setattr(samples, "_PACKAGE_DIR", installed)
+    monkeypatch.setattr(samples, "_INSTALLED_SAMPLES", installed / "_sample_traces")
+    assert sample_trace_files() == [installed / "_sample_traces" / source.name]
+    db = prepare_sample_store(tmp_path / "installed.duckdb")
+    assert open_store(db).list_executions().total == 1
+
+
+def test_no_samples_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(samples, "_PACKAGE_DIR", tmp_path / "console")
+    monkeypatch.setattr(samples, "_INSTALLED_SAMPLES", tmp_path / "console" / "_sample_traces")
+    assert sample_trace_files() == []
+    with pytest.raises(SampleStoreError, match="no sample traces"):
+        prepare_sample_store()
