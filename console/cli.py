@@ -84,12 +84,19 @@ def run_command(args: argparse.Namespace) -> int:
             recorder = StoreRecorder(resolve_db_path(args.db))
         except StoreError as exc:
             return fail(str(exc))
-    executor = PlanExecutor(plan, recorder=recorder)
+    from executor.events import FanoutRecorder
+    from executor.telemetry import telemetry_from_env
+
+    telemetry = telemetry_from_env()
+    recorders = [r for r in (recorder, telemetry) if r is not None]
+    executor = PlanExecutor(plan, recorder=FanoutRecorder(*recorders))
     try:
         outcome = asyncio.run(_run_with_sigint(executor))
     finally:
         if recorder is not None:
             recorder.close()
+        if telemetry is not None:
+            telemetry.shutdown()
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:

@@ -1,0 +1,176 @@
+"""A real OTLP/HTTP (protobuf) receiver on 127.0.0.1 for tests: it decodes what exporters send.
+
+    with OTLPReceiver() as receiver:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        ...  # export, then shut the exporter down (export is synchronous on shutdown)
+        assert "orchestrator.execution" in receiver.span_names()
+
+POST /v1/traces and /v1/metrics bodies are gunzipped (or inflated) when the request says so,
+decoded with the `opentelemetry.proto` collector messages, kept in arrival order, and answered
+200 with the serialized `Export*ServiceResponse`, as a collector does. Any other path gets 404.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+TRACES_PATH = "/v1/traces"
+METRICS_PATH = "/v1/metrics"
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedExport:
+    """One export request as received: its path, lower-cased headers and decoded message."""
+
+    path: str
+    headers: dict[str, str]
+    message: Any
+
+
+def any_value(value: AnyValue) -> Any:
+    """The Python value of an OTLP `AnyValue` (arrays become tuples)."""
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return tuple(any_value(item) for item in value.array_value.values)
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, kind) if kind is not None else None
+
+
+def attributes_of(key_values: Any) -> dict[str, Any]:
+    """A repeated OTLP `KeyValue` field as a dict."""
+    return {kv.key: any_value(kv.value) for kv in key_values}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _ReceiverHTTPServer
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length)
+        encoding = (self.headers.get("Content-Encoding") or "").lower()
+        if encoding == "gzip":
+            body = gzip.decompress(body)
+        elif encoding == "deflate":
+            body = zlib.decompress(body)
+        if self.path == TRACES_PATH:
+            message: Any = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
+            reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+        elif self.path == METRICS_PATH:
+            message = metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
+            reply = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        headers = {key.lower(): value for key, value in self.headers.items()}
+        self.server.owner._receive(ReceivedExport(self.path, headers, message))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+class _ReceiverHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: OTLPReceiver
+
+
+class OTLPReceiver:
+    """An OTLP/HTTP receiver on 127.0.0.1:<free port>; use as a context manager."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._exports: list[ReceivedExport] = []
+        self._server = _ReceiverHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.owner = self
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        """`http://127.0.0.1:PORT`, the value for `OTEL_EXPORTER_OTLP_ENDPOINT`."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def exports(self) -> list[ReceivedExport]:
+        """Every export request received, in arrival order."""
+        with self._lock:
+            return list(self._exports)
+
+    def trace_exports(self) -> list[ReceivedExport]:
+        """The requests to /v1/traces."""
+        return [export for export in self.exports if export.path == TRACES_PATH]
+
+    def metric_exports(self) -> list[ReceivedExport]:
+        """The requests to /v1/metrics."""
+        return [export for export in self.exports if export.path == METRICS_PATH]
+
+    def spans(self) -> Iterator[tuple[dict[str, Any], Any]]:
+        """(resource attributes, span message) for every span received."""
+        for export in self.trace_exports():
+            for resource_spans in export.message.resource_spans:
+                resource = attributes_of(resource_spans.resource.attributes)
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        yield resource, span
+
+    def span_names(self) -> list[str]:
+        """The names of every span received, in arrival order."""
+        return [span.name for _, span in self.spans()]
+
+    def metric_points(self, name: str) -> list[tuple[dict[str, Any], float]]:
+        """(attributes, value) of every sum or histogram point of metric `name`.
+
+        A histogram point's value is its count.
+        """
+        points: list[tuple[dict[str, Any], float]] = []
+        for export in self.metric_exports():
+            for resource_metrics in export.message.resource_metrics:
+                for scope_metrics in resource_metrics.scope_metrics:
+                    for metric in scope_metrics.metrics:
+                        if metric.name != name:
+                            continue
+                        if metric.HasField("sum"):
+                            for point in metric.sum.data_points:
+                                value = (
+                                    point.as_int if point.HasField("as_int") else point.as_double
+                                )
+                                points.append((attributes_of(point.attributes), value))
+                        elif metric.HasField("histogram"):
+                            for point in metric.histogram.data_points:
+                                points.append((attributes_of(point.attributes), point.count))
+        return points
+
+    def close(self) -> None:
+        """Stop serving and release the port."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _receive(self, export: ReceivedExport) -> None:
+        with self._lock:
+            self._exports.append(export)
