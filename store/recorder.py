@@ -28,7 +28,7 @@ from store.spool import WriterIdentity, WriterLease, segment_name, write_segment
 log = logging.getLogger(__name__)
 
 # Events after which the batch is flushed at once rather than at the next tick.
-_FLUSH_NOW_KINDS = frozenset({"step_finished", "execution_finished"})
+_FLUSH_NOW_KINDS = frozenset({"execution_finished"})
 
 
 class StoreRecorder:
