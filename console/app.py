@@ -1,0 +1,115 @@
+"""The Textual app of truva-console: executions list, execution detail, command palette."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on
+from textual.app import App
+from textual.binding import Binding, BindingType
+
+from console.screens.execution import ExecutionScreen
+from console.screens.executions import DEFAULT_PAGE_SIZE, ExecutionsScreen
+from console.screens.palette import ConsoleCommands
+from console.screens.store_source import StoreSource
+from console.widgets.tables import ExecutionTable
+
+REFRESH_INTERVAL_S = 1.0
+
+
+class TruvaConsoleApp(App[int]):
+    """Browses the debug store at `db_path`.
+
+    `db_arg` is the `--db` value shown in the CLI twin commands (None when the default or
+    `$TRUVA_DB` applies). `live_refresh=False` turns the store polling off (snapshot tests).
+    """
+
+    CSS_PATH = "console.tcss"
+    TITLE = "truva-console"
+    COMMANDS = App.COMMANDS | {ConsoleCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", id="quit", tooltip="Leave truva-console"),
+    ]
+
+    def __init__(
+        self,
+        db_path: str | Path,
+        *,
+        db_arg: str | None = None,
+        live_refresh: bool = True,
+        refresh_interval_s: float = REFRESH_INTERVAL_S,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> None:
+        super().__init__()
+        self.source = StoreSource(Path(db_path))
+        self.db_arg = db_arg
+        self.refresh_interval_s = refresh_interval_s if live_refresh else None
+        self.page_size = page_size
+        self.store_problem: str | None = None
+
+    def get_default_screen(self) -> ExecutionsScreen:
+        return ExecutionsScreen(
+            self.source,
+            db_arg=self.db_arg,
+            page_size=self.page_size,
+            refresh_interval_s=self.refresh_interval_s,
+        )
+
+    def open_execution(self, execution_id: str) -> None:
+        """Show one execution on top of the list."""
+        self.push_screen(
+            ExecutionScreen(
+                self.source,
+                execution_id,
+                db_arg=self.db_arg,
+                refresh_interval_s=self.refresh_interval_s,
+            )
+        )
+
+    @on(ExecutionTable.ExecutionChosen)
+    def _execution_chosen(self, message: ExecutionTable.ExecutionChosen) -> None:
+        self.open_execution(message.execution_id)
+
+    @on(ExecutionsScreen.PageLoaded)
+    def _store_read(self, message: ExecutionsScreen.PageLoaded) -> None:
+        self.store_problem = None
+
+    @on(ExecutionsScreen.LoadFailed)
+    def _store_unreadable(self, message: ExecutionsScreen.LoadFailed) -> None:
+        self.store_problem = message.problem
+
+    async def action_quit(self) -> None:
+        """Leave; the exit code is 2 when the store could not be read."""
+        self.exit(return_code=2 if self.store_problem else 0)
+
+
+def run_app(db: str | None, samples: bool) -> int:
+    """Run the TUI on the store `db` (or a temporary copy of the bundled samples).
+
+    Returns the exit code for the CLI: 0, or 2 with one line on stderr when the store (or the
+    sample traces) could not be read.
+    """
+    if not samples:
+        from store.connection import resolve_db_path
+
+        return _run(resolve_db_path(db), db_arg=db)
+    from console.samples import SampleStoreError, prepare_sample_store
+
+    with tempfile.TemporaryDirectory(prefix="truva-samples-") as directory:
+        try:
+            db_path = prepare_sample_store(Path(directory) / "samples.duckdb")
+        except SampleStoreError as error:
+            print(f"truva-console: {error}", file=sys.stderr)
+            return 2
+        return _run(db_path, db_arg=str(db_path))
+
+
+def _run(db_path: Path, *, db_arg: str | None) -> int:
+    app = TruvaConsoleApp(db_path, db_arg=db_arg)
+    app.run()
+    if app.store_problem:
+        print(f"truva-console: {app.store_problem}", file=sys.stderr)
+    return app.return_code or 0

@@ -1,0 +1,326 @@
+"""One execution: its steps, the attempts of the selected step, and the selected attempt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static, TabbedContent, Tabs
+from textual.worker import Worker, WorkerState
+
+from console.cmd_ls import format_time
+from console.screens.palette import PaletteCommand
+from console.screens.store_source import StoreSource, StoreUnavailable
+from console.widgets.attempt_detail import TAB_IDS, AttemptDetail
+from console.widgets.cells import duration_text, inline_json, status_text, twin_command
+from console.widgets.tables import AttemptTable, StepTable
+from store.queries import ExecutionDetail, StepRecord
+
+_TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events")
+
+
+class ExecutionScreen(Screen):
+    """Steps, attempts and the attempt detail of one execution; polls while it is running."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,backspace", "back", "Back", id="back", key_display="esc",
+                tooltip="Back to the executions list"),
+        Binding("r", "refresh", "Refresh", id="refresh", tooltip="Query the store again now"),
+        Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
+                tooltip="Copy the equivalent `truva-console explain` command"),
+        *(
+            Binding(str(number), f"show_tab('{tab_id}')", title, show=False,
+                    id=f"show-{tab_id}", tooltip=f"Show the {title} tab of the attempt")
+            for number, (tab_id, title) in enumerate(zip(TAB_IDS, _TAB_TITLES, strict=True), 1)
+        ),
+    ]  # fmt: skip
+
+    @dataclass
+    class ExecutionLoaded(Message):
+        """The execution came back from the store."""
+
+        request: int
+        detail: ExecutionDetail
+
+    @dataclass
+    class LoadFailed(Message):
+        """The execution could not be read; `problem` is one line."""
+
+        request: int
+        problem: str
+
+    def __init__(
+        self,
+        source: StoreSource,
+        execution_id: str,
+        *,
+        db_arg: str | None = None,
+        refresh_interval_s: float | None = 1.0,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.execution_id = execution_id
+        self.db_arg = db_arg
+        self.refresh_interval_s = refresh_interval_s
+        self.detail: ExecutionDetail | None = None
+        self.step_id: str | None = None
+        self.attempt_n: int | None = None
+        self.problem: str | None = None
+        self._request = 0
+        self._in_flight = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("Loading…", id="execution-summary")
+        yield StepTable(id="steps")
+        yield Static(id="step-summary")
+        yield AttemptTable(id="attempts")
+        yield AttemptDetail(id="attempt-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "truva-console"
+        self._update_twin()
+        self.query_one(StepTable).focus()
+        self.load_execution()
+        if self.refresh_interval_s:
+            self.set_interval(self.refresh_interval_s, self.poll_store, name="poll-store")
+
+    # ------------------------------------------------------------------ loading
+
+    @property
+    def twin_command(self) -> str:
+        """The `truva-console explain` command that shows the selected step."""
+        args = ["explain", self.execution_id] + ([self.step_id] if self.step_id else [])
+        return twin_command(self.db_arg, *args)
+
+    def _update_twin(self) -> None:
+        self.sub_title = f"CLI: {self.twin_command}"
+
+    def poll_store(self) -> None:
+        """Reload while the execution is running (called by the refresh timer)."""
+        running = self.detail is None or self.detail.execution.status == "running"
+        if running and not self._in_flight:
+            self.load_execution()
+
+    def load_execution(self) -> None:
+        """Start a query for the execution; stale answers are ignored."""
+        self._request += 1
+        self._in_flight = True
+        self._fetch_execution(self._request, self.execution_id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="execution-detail")
+    def _fetch_execution(self, request: int, execution_id: str) -> None:
+        try:
+            detail = self.source.get_execution(execution_id)
+        except StoreUnavailable as error:
+            self.post_message(self.LoadFailed(request, str(error)))
+            return
+        self.post_message(self.ExecutionLoaded(request, detail))
+
+    @on(ExecutionLoaded)
+    def _execution_loaded(self, message: ExecutionLoaded) -> None:
+        if message.request != self._request:
+            return
+        self._in_flight = False
+        if message.detail == self.detail:
+            return
+        self.detail, self.problem = message.detail, None
+        self.execution_id = message.detail.execution.execution_id
+        self._show_detail()
+
+    @on(LoadFailed)
+    def _load_failed(self, message: LoadFailed) -> None:
+        if message.request != self._request:
+            return
+        self._in_flight = False
+        if message.problem != self.problem:
+            self.notify(message.problem, title="Cannot read the execution", severity="error")
+        self.problem = message.problem
+        if self.detail is None:
+            self.query_one("#execution-summary", Static).update(
+                Text(f"Cannot read execution {self.execution_id}: {message.problem}", style="red")
+            )
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "execution-detail" and event.state == WorkerState.ERROR:
+            self._in_flight = False
+            self.notify(f"unexpected error: {event.worker.error}", severity="error")
+
+    # ---------------------------------------------------------------- rendering
+
+    def _show_detail(self) -> None:
+        detail = self.detail
+        assert detail is not None
+        self.query_one("#execution-summary", Static).update(self._summary_text(detail))
+        steps = self.query_one(StepTable)
+        steps.show_steps(detail.steps)
+        known = {step.step_id for step in detail.steps}
+        if self.step_id not in known:
+            self.step_id = detail.steps[0].step_id if detail.steps else None
+            self.attempt_n = None
+        steps.move_to_key(self.step_id)
+        self._show_step(self.step_id, keep_attempt=True)
+
+    def _summary_text(self, detail: ExecutionDetail) -> Text:
+        row = detail.execution
+        planned = max(row.steps_planned, row.steps_total)
+        text = Text.assemble(
+            status_text(row.status), "  ", (row.execution_id, "bold"),
+            f"  ·  started {format_time(row.started_at)}  ·  took {duration_text(row)}",
+            f"  ·  plan {row.plan_path or '-'}\n",
+            ("query ", "bold"), row.query or "-", "\n",
+            f"{planned} steps: {row.steps_succeeded} ok, {row.steps_failed} failed, "
+            f"{row.steps_rejected} rejected, {row.steps_skipped} skipped"
+            + (f", {row.steps_unfinished} unfinished" if row.steps_unfinished else ""),
+            f"  ·  {row.attempts} attempts, {row.dispatches} dispatched",
+            f"  ·  {row.llm_calls} LLM call{'s' if row.llm_calls != 1 else ''}, "
+            f"{row.llm_total_tokens} tokens",
+        )  # fmt: skip
+        if row.stop_reason:
+            text.append(f"\nstopped: {row.stop_reason}", style="yellow")
+        return text
+
+    def _step(self, step_id: str | None) -> StepRecord | None:
+        if self.detail is None or step_id is None:
+            return None
+        return next((s for s in self.detail.steps if s.step_id == step_id), None)
+
+    def _show_step(self, step_id: str | None, *, keep_attempt: bool = False) -> None:
+        step = self._step(step_id)
+        self.step_id = step_id
+        self._update_twin()
+        attempts_table = self.query_one(AttemptTable)
+        detail_pane = self.query_one(AttemptDetail)
+        if step is None:
+            self.query_one("#step-summary", Static).update("")
+            attempts_table.show_attempts(())
+            detail_pane.show_note("This execution has no recorded steps yet.")
+            return
+        self.query_one("#step-summary", Static).update(self._step_text(step))
+        attempts_table.show_attempts(step.attempts)
+        numbers = [attempt.n for attempt in step.attempts]
+        if not keep_attempt or self.attempt_n not in numbers:
+            self.attempt_n = numbers[0] if numbers else None
+        attempts_table.move_to_key(None if self.attempt_n is None else str(self.attempt_n))
+        self._show_attempt(self.attempt_n)
+
+    def _step_text(self, step: StepRecord) -> Text:
+        text = Text.assemble(
+            (step.step_id, "bold"), "  ",
+            f"{step.tool}.{step.capability}" if step.tool else "", "  ",
+            status_text(step.status),
+            f"  ·  depends on {', '.join(step.depends_on) or '-'}",
+            ("  ·  parameters ", "bold"), inline_json(step.parameters),
+        )  # fmt: skip
+        if step.final_action:
+            text.append(f"  ·  outcome {step.final_action} by rule {step.final_rule_id}")
+        if step.error:
+            text.append(f"  ·  error {step.error}", style="red")
+        if step.skip_reason:
+            text.append(f"  ·  skipped: {step.skip_reason}", style="yellow")
+        return text
+
+    def _show_attempt(self, n: int | None) -> None:
+        step = self._step(self.step_id)
+        detail_pane = self.query_one(AttemptDetail)
+        self.attempt_n = n
+        attempt = None if step is None else next((a for a in step.attempts if a.n == n), None)
+        if step is None or self.detail is None:
+            return
+        if attempt is None:
+            if step.skip_reason:
+                note = f"{step.step_id} was skipped: {step.skip_reason}. It sent nothing."
+            elif step.status == "running":
+                note = f"{step.step_id} is running; no attempt is recorded yet."
+            else:
+                note = f"{step.step_id} has no recorded attempt."
+            detail_pane.show_note(note)
+            return
+        detail_pane.show_attempt(attempt, step, self.detail)
+
+    # ------------------------------------------------------------------ events
+
+    @on(StepTable.StepHighlighted)
+    def _step_highlighted(self, message: StepTable.StepHighlighted) -> None:
+        if message.step_id != self.step_id:
+            self._show_step(message.step_id)
+
+    @on(StepTable.StepChosen)
+    def _step_chosen(self, message: StepTable.StepChosen) -> None:
+        if message.step_id != self.step_id:
+            self._show_step(message.step_id)
+        self.query_one(AttemptTable).focus()
+
+    @on(AttemptTable.AttemptHighlighted)
+    def _attempt_highlighted(self, message: AttemptTable.AttemptHighlighted) -> None:
+        if message.n != self.attempt_n:
+            self._show_attempt(message.n)
+
+    @on(AttemptTable.AttemptChosen)
+    def _attempt_chosen(self, message: AttemptTable.AttemptChosen) -> None:
+        if message.n != self.attempt_n:
+            self._show_attempt(message.n)
+        self.query_one("#detail-tabs", TabbedContent).query_one(Tabs).focus()
+
+    # ------------------------------------------------------------------ actions
+
+    def select_step(self, step_id: str) -> None:
+        """Show `step_id` and put the cursor on it."""
+        self.query_one(StepTable).move_to_key(step_id)
+        self._show_step(step_id)
+
+    def select_attempt(self, n: int) -> None:
+        """Show attempt `n` of the selected step and put the cursor on it."""
+        self.query_one(AttemptTable).move_to_key(str(n))
+        self._show_attempt(n)
+
+    def action_back(self) -> None:
+        """Back to the executions list."""
+        self.dismiss()
+
+    def action_refresh(self) -> None:
+        """Query the store again now."""
+        self.load_execution()
+
+    def action_show_tab(self, tab_id: str) -> None:
+        """Show one tab of the attempt detail."""
+        self.query_one(AttemptDetail).show_tab(tab_id)
+
+    def action_copy_twin(self) -> None:
+        """Copy the equivalent CLI command to the clipboard."""
+        self.app.copy_to_clipboard(self.twin_command)
+        self.notify(self.twin_command, title="Copied the CLI command")
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        """Commands of this screen for the command palette."""
+        commands = [
+            PaletteCommand("view: Back to executions", "Return to the list", self.action_back),
+            PaletteCommand("view: Refresh", "Query the store again now", self.action_refresh),
+            PaletteCommand("cli: Copy the explain command", self.twin_command,
+                           self.action_copy_twin),
+        ]  # fmt: skip
+        for tab_id, title in zip(TAB_IDS, _TAB_TITLES, strict=True):
+            commands.append(
+                PaletteCommand(
+                    f"tab: {title}",
+                    f"Show the {title} tab",
+                    lambda tab_id=tab_id: self.action_show_tab(tab_id),
+                )
+            )
+        for step in self.detail.steps if self.detail else ():
+            commands.append(
+                PaletteCommand(
+                    f"step: Show {step.step_id}",
+                    f"{step.status} · {step.tool}.{step.capability}",
+                    lambda step_id=step.step_id: self.select_step(step_id),
+                )
+            )
+        return commands

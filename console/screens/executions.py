@@ -1,0 +1,354 @@
+"""The home screen: recorded executions, newest first, filtered, paged and refreshed live."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Footer, Header, Static
+from textual.worker import Worker, WorkerState
+
+from console.screens.palette import PaletteCommand
+from console.screens.store_source import StoreSource, StoreUnavailable
+from console.widgets.cells import twin_command
+from console.widgets.filter_bar import FilterBar, FilterSyntaxError, ParsedFilter, parse_filter
+from console.widgets.tables import ExecutionTable
+from store.queries import ExecutionFilter, Page
+
+DEFAULT_PAGE_SIZE = 200
+
+
+class ExecutionsScreen(Screen):
+    """Lists executions one page at a time (`limit`/`offset`), polling the store while shown."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "focus_filter", "Filter", id="focus-filter", key_display="/",
+                tooltip="Edit the filter, e.g. status:failed rule:budget.attempts text:PARIS"),
+        Binding("r", "refresh", "Refresh", id="refresh",
+                tooltip="Query the store again now"),
+        Binding("n", "next_page", "Next page", id="next-page",
+                tooltip="Show the next page of older executions"),
+        Binding("p", "previous_page", "Prev page", id="previous-page",
+                tooltip="Show the previous page of newer executions"),
+        Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
+                tooltip="Copy the equivalent `truva-console ls` command"),
+    ]  # fmt: skip
+
+    @dataclass
+    class PageLoaded(Message):
+        """A page of executions came back from the store."""
+
+        request: int
+        page: Page
+
+    @dataclass
+    class LoadFailed(Message):
+        """The store could not be read; `problem` is one line."""
+
+        request: int
+        problem: str
+
+    def __init__(
+        self,
+        source: StoreSource,
+        *,
+        db_arg: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        refresh_interval_s: float | None = 1.0,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.db_arg = db_arg
+        self.page_size = page_size
+        self.refresh_interval_s = refresh_interval_s
+        self.parsed_filter = ParsedFilter()
+        self.page_offset = 0
+        self.page: Page | None = None
+        self.problem: str | None = None
+        self.filter_problem: str | None = None
+        self._request = 0
+        self._in_flight = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield FilterBar(id="filter")
+        yield Static(id="executions-status")
+        with ContentSwitcher(initial="executions-message", id="executions-switcher"):
+            yield ExecutionTable(id="executions-table")
+            yield Static("Loading executions…", id="executions-message")
+        yield Static(id="execution-preview")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "truva-console"
+        self._update_twin()
+        self.query_one(ExecutionTable).focus()
+        self.load_page()
+        if self.refresh_interval_s:
+            self.set_interval(self.refresh_interval_s, self.poll_store, name="poll-store")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Show the paging keys only when there is a page to go to."""
+        if action == "next_page":
+            return self.page is not None and self.page_offset + self.page_size < self.page.total
+        if action == "previous_page":
+            return self.page_offset > 0
+        return True
+
+    # ------------------------------------------------------------------ loading
+
+    @property
+    def twin_command(self) -> str:
+        """The `truva-console ls` command that lists the same page."""
+        args = ["ls", *self.parsed_filter.ls_args]
+        if self.page_size != 50:
+            args += ["--limit", str(self.page_size)]
+        if self.page_offset:
+            args += ["--offset", str(self.page_offset)]
+        return twin_command(self.db_arg, *args)
+
+    def _update_twin(self) -> None:
+        self.sub_title = f"CLI: {self.twin_command}"
+
+    def poll_store(self) -> None:
+        """Reload the page while this screen is shown and no load is running (the timer's job)."""
+        if self.is_current and not self._in_flight:
+            self.load_page()
+
+    def on_screen_resume(self) -> None:
+        """Back from an execution: show what was recorded meanwhile."""
+        if self.page is not None and self.refresh_interval_s:
+            self.load_page()
+
+    def load_page(self) -> None:
+        """Start a query for the current filter and offset; stale answers are ignored."""
+        self._request += 1
+        self._in_flight = True
+        try:
+            filters = parse_filter(self.parsed_filter.text).filters
+        except FilterSyntaxError:
+            filters = self.parsed_filter.filters
+        self._fetch_page(self._request, filters, self.page_offset)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="executions-page")
+    def _fetch_page(self, request: int, filters: ExecutionFilter, offset: int) -> None:
+        try:
+            page = self.source.list_page(filters, limit=self.page_size, offset=offset)
+        except StoreUnavailable as error:
+            self.post_message(self.LoadFailed(request, str(error)))
+            return
+        self.post_message(self.PageLoaded(request, page))
+
+    @on(PageLoaded)
+    def _page_loaded(self, message: PageLoaded) -> None:
+        if message.request != self._request:
+            return
+        self._in_flight = False
+        page = message.page
+        if not page.executions and page.total and self.page_offset:
+            self.page_offset = max(0, (page.total - 1) // self.page_size * self.page_size)
+            self._update_twin()
+            self.load_page()
+            return
+        if page == self.page and self.problem is None:
+            return
+        self.page, self.problem = page, None
+        self._show_page()
+
+    @on(LoadFailed)
+    def _load_failed(self, message: LoadFailed) -> None:
+        if message.request != self._request:
+            return
+        self._in_flight = False
+        if message.problem != self.problem:
+            self.notify(message.problem, title="Cannot read the debug store", severity="error")
+        self.problem = message.problem
+        self._show_page()
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "executions-page" and event.state == WorkerState.ERROR:
+            self._in_flight = False
+            self.problem = f"unexpected error: {event.worker.error}"
+            self._show_page()
+
+    # ---------------------------------------------------------------- rendering
+
+    def _show_page(self) -> None:
+        switcher = self.query_one("#executions-switcher", ContentSwitcher)
+        message = self.query_one("#executions-message", Static)
+        page = self.page
+        if self.problem is not None:
+            message.update(self._problem_text(self.problem))
+            switcher.current = "executions-message"
+        elif page is None:
+            message.update("Loading executions…")
+            switcher.current = "executions-message"
+        elif not page.total:
+            message.update(self._empty_text())
+            switcher.current = "executions-message"
+        else:
+            self.query_one(ExecutionTable).show_rows(page.executions)
+            switcher.current = "executions-table"
+        self.query_one("#executions-status", Static).update(self._status_text())
+        self.refresh_bindings()
+        self._show_preview(self.query_one(ExecutionTable).highlighted_key())
+
+    def _show_preview(self, execution_id: str | None) -> None:
+        """The highlighted execution's full query, stop reason and incomplete steps."""
+        preview = self.query_one("#execution-preview", Static)
+        rows = self.page.executions if self.page and self.problem is None else ()
+        row = next((r for r in rows if r.execution_id == execution_id), None)
+        if row is None:
+            preview.update("")
+            return
+        text = Text.assemble(("query ", "bold"), " ".join((row.query or "-").split()))
+        if row.stop_reason:
+            text.append(f"  ·  stopped: {row.stop_reason}", style="yellow")
+        if row.incomplete_steps:
+            text.append(f"  ·  incomplete: {', '.join(row.incomplete_steps)}")
+        if row.status == "running" and row.writer_pid:
+            text.append(f"  ·  recording by pid {row.writer_pid} on {row.writer_host or '?'}")
+        preview.update(text)
+
+    @on(ExecutionTable.ExecutionHighlighted)
+    def _execution_highlighted(self, message: ExecutionTable.ExecutionHighlighted) -> None:
+        self._show_preview(message.execution_id)
+
+    def _problem_text(self, problem: str) -> Text:
+        return Text.assemble(
+            ("Cannot open the debug store\n\n", "bold red"),
+            (problem, "red"),
+            "\n\nCheck the path given with --db or $TRUVA_DB. "
+            "`truva-console ls` reports the same problem. Press q to quit.",
+        )
+
+    def _empty_text(self) -> Text:
+        if self.parsed_filter.text:
+            return Text.assemble(
+                ("No executions match this filter\n\n", "bold"),
+                (self.parsed_filter.text, "yellow"),
+                "\n\nPress / to change it; an empty filter lists every execution.",
+            )
+        record = twin_command(self.db_arg, "run", "PLAN")
+        live = (
+            "\n\nThis screen checks the store every second: a run started in another terminal "
+            "shows up here while it runs."
+            if self.refresh_interval_s
+            else ""
+        )
+        return Text.assemble(
+            ("No executions recorded yet\n\n", "bold"),
+            f"Store: {self.source.db_path}\n\nRecord one with:\n\n    ",
+            (record, "bold cyan"),
+            "\n\nPLAN is a plan file (docs/plan-file.md). "
+            "Or browse the bundled examples: truva-console --samples",
+            live,
+        )
+
+    def _status_text(self) -> Text:
+        status = Text()
+        page = self.page
+        if self.problem is not None:
+            status.append("store unavailable", style="bold red")
+        elif page is not None and page.executions:
+            first, last = page.offset + 1, page.offset + len(page.executions)
+            status.append(f"{first}–{last} of {page.total} executions", style="bold")
+            status.append(", newest first")
+            if last < page.total:
+                status.append("  ·  n: next page")
+            if page.offset:
+                status.append("  ·  p: previous page")
+        elif page is not None:
+            status.append("0 executions", style="bold")
+        if self.parsed_filter.text:
+            status.append("  ·  filter: ")
+            status.append(self.parsed_filter.text, style="yellow")
+        if self.filter_problem:
+            status.append("  ·  ")
+            status.append(self.filter_problem, style="bold red")
+        if self.refresh_interval_s:
+            status.append("  ·  live", style="green")
+        return status
+
+    # ------------------------------------------------------------------ actions
+
+    @on(FilterBar.FilterApplied)
+    def _filter_applied(self, message: FilterBar.FilterApplied) -> None:
+        self.apply_filter(message.parsed)
+        self.query_one(ExecutionTable).focus()
+
+    @on(FilterBar.FilterRejected)
+    def _filter_rejected(self, message: FilterBar.FilterRejected) -> None:
+        self.filter_problem = message.problem
+        self.query_one("#executions-status", Static).update(self._status_text())
+
+    def apply_filter(self, parsed: ParsedFilter) -> None:
+        """List the executions matching `parsed` from the first page."""
+        self.parsed_filter, self.filter_problem, self.page_offset = parsed, None, 0
+        self.query_one(FilterBar).value = parsed.text
+        self.query_one(FilterBar).remove_class("-invalid")
+        self._update_twin()
+        self.load_page()
+
+    def action_focus_filter(self) -> None:
+        """Put the cursor in the filter bar."""
+        self.query_one(FilterBar).focus()
+
+    def action_refresh(self) -> None:
+        """Query the store again now."""
+        self.load_page()
+
+    def action_next_page(self) -> None:
+        """Show the next (older) page."""
+        if self.page is not None and self.page_offset + self.page_size < self.page.total:
+            self.page_offset += self.page_size
+            self._update_twin()
+            self.load_page()
+
+    def action_previous_page(self) -> None:
+        """Show the previous (newer) page."""
+        if self.page_offset:
+            self.page_offset = max(0, self.page_offset - self.page_size)
+            self._update_twin()
+            self.load_page()
+
+    def action_copy_twin(self) -> None:
+        """Copy the equivalent CLI command to the clipboard."""
+        self.app.copy_to_clipboard(self.twin_command)
+        self.notify(self.twin_command, title="Copied the CLI command")
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        """Commands of this screen for the command palette."""
+        commands = [
+            PaletteCommand("view: Refresh", "Query the store again now", self.action_refresh),
+            PaletteCommand("filter: Edit filter", "Focus the filter bar",
+                           self.action_focus_filter),
+            PaletteCommand("filter: Clear filter", "List every execution",
+                           lambda: self.apply_filter(ParsedFilter())),
+            PaletteCommand("filter: Failed executions", "status:failed",
+                           lambda: self.apply_filter(parse_filter("status:failed"))),
+            PaletteCommand("filter: Partial executions", "status:partial",
+                           lambda: self.apply_filter(parse_filter("status:partial"))),
+            PaletteCommand("filter: Running executions", "status:running",
+                           lambda: self.apply_filter(parse_filter("status:running"))),
+            PaletteCommand("page: Next page", "Older executions", self.action_next_page),
+            PaletteCommand("page: Previous page", "Newer executions", self.action_previous_page),
+            PaletteCommand("cli: Copy the ls command", self.twin_command, self.action_copy_twin),
+        ]  # fmt: skip
+        open_execution = getattr(self.app, "open_execution", None)
+        for row in self.page.executions if self.page and open_execution else ():
+            commands.append(
+                PaletteCommand(
+                    f"execution: Open {row.execution_id}",
+                    f"{row.status} · {row.query or ''}",
+                    lambda execution_id=row.execution_id: open_execution(execution_id),
+                )
+            )
+        return commands

@@ -1,0 +1,95 @@
+"""Cell texts shared by the TUI tables: coloured statuses, HTTP outcomes, delays, CLI twins."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from rich.text import Text
+
+from console.cmd_ls import format_duration
+from store.queries import AttemptRecord, ExecutionRow
+
+STATUS_STYLES = {
+    "succeeded": "bold green",
+    "partial": "bold yellow",
+    "failed": "bold red",
+    "rejected": "bold red",
+    "running": "bold cyan",
+    "cancelled": "magenta",
+    "interrupted": "bold dark_orange",
+    "skipped": "dim",
+}
+
+_ACTION_STYLES = {"success": "green", "retry_same": "yellow", "retry_corrected": "yellow"}
+
+
+def status_text(status: str | None) -> Text:
+    """An execution or step status in its colour; running gets a dot."""
+    label = status or "unknown"
+    if label == "running":
+        label = "● running"
+    return Text(label, style=STATUS_STYLES.get(status or "", ""))
+
+
+def action_text(action: str | None) -> Text:
+    """A routing action: success green, retries yellow, stops red."""
+    if action is None:
+        return Text("-", style="dim")
+    return Text(action, style=_ACTION_STYLES.get(action, "red"))
+
+
+def http_text(attempt: AttemptRecord) -> Text:
+    """What came back: the HTTP status, a transport error, `not sent` or `in flight`."""
+    if not attempt.dispatched:
+        return Text("not sent", style="dim")
+    if attempt.transport_error:
+        return Text(f"{attempt.transport_error} error", style="bold yellow")
+    if attempt.responded_at is None or attempt.status is None:
+        return Text("in flight", style="cyan")
+    status = attempt.status
+    if 200 <= status < 300:
+        style = "green"
+    elif status in (408, 429) or status >= 500:
+        style = "yellow"
+    else:
+        style = "red"
+    return Text(str(status), style=style)
+
+
+def delay_text(delay_ms: float | None, source: str | None) -> str:
+    """`1.0 s (retry_after_header)`, or `-` when no wait follows."""
+    if delay_ms is None:
+        return "-"
+    return f"{format_duration(delay_ms)} ({source or '?'})"
+
+
+def duration_text(row: ExecutionRow) -> str:
+    """How long an execution took; `running` while it runs."""
+    return "running" if row.status == "running" else format_duration(row.duration_ms)
+
+
+def steps_text(row: ExecutionRow) -> str:
+    """Steps `ok/failed/skipped` of the plan; rejected steps count as failed."""
+    failed = row.steps_failed + row.steps_rejected
+    return f"{row.steps_succeeded}/{failed}/{row.steps_skipped}"
+
+
+def one_line(text: str | None, width: int) -> str:
+    """Whitespace collapsed, cut to `width` characters with an ellipsis."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def inline_json(value: Any) -> str:
+    """A value as compact one-line JSON; strings as they are."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def twin_command(db_arg: str | None, *args: str) -> str:
+    """The headless `truva-console` command line that shows the same thing, shell-quoted."""
+    prefix = ["truva-console"] + (["--db", db_arg] if db_arg else [])
+    return shlex.join([*prefix, *args])
