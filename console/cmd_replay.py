@@ -1,0 +1,317 @@
+"""`truva-console replay`: re-run one recorded step locally with edited tool responses."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from typing import Any
+
+from console.replay import (
+    LLM_MODES,
+    LLM_RECORDED,
+    Replayer,
+    ReplayError,
+    ReplayResult,
+    ResponseSpecError,
+    load_edits,
+    parse_config_override,
+    prepare_replay,
+)
+from store.connection import resolve_db_path
+from store.errors import StoreError
+from store.queries import AttemptRecord, StepRecord, open_store
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_CANCELLED = 130
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register `replay` on an argparse subparsers object."""
+    parser = subparsers.add_parser(
+        "replay",
+        help="replay a recorded step with edited tool responses",
+        description="Run one recorded step again, locally, through the real executor: each "
+        "dispatch is answered with the edited response given for it, else with the original "
+        "run's response, and the decisions are compared with the original ones "
+        "(docs/replay.md).",
+    )
+    parser.add_argument("execution", metavar="EXECUTION", help="execution id, or a unique prefix")
+    parser.add_argument("step", metavar="STEP", help="the step to replay")
+    parser.add_argument(
+        "--response", action="append", default=[], metavar="N=FILE",
+        help='answer dispatch N (1 = first) with the JSON file {"status", "headers", "body"} '
+        'or "drop"; repeatable',
+    )  # fmt: skip
+    parser.add_argument(
+        "--responses", metavar="FILE",
+        help="a JSON array of responses; item i answers dispatch i (null keeps the recorded one)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--llm", choices=LLM_MODES, default=LLM_RECORDED,
+        help="recorded: answer LLM layers with the original answers (default); live: ask the "
+        "plan's endpoint; off: no LLM layers",
+    )  # fmt: skip
+    parser.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE",
+        help="override a plan config key, e.g. max_attempts=5; repeatable",
+    )  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print a JSON document")
+    parser.add_argument("--no-store", action="store_true", help="do not record the replay")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay one step; 0 when it ran, 2 with one line on stderr for bad input, 130 on Ctrl-C."""
+    try:
+        edits = load_edits(args.response, args.responses)
+        overrides = dict(parse_config_override(text) for text in args.config)
+    except (ResponseSpecError, ReplayError) as error:
+        return _fail(str(error))
+    db_path = resolve_db_path(getattr(args, "db", None))
+    try:
+        detail = open_store(db_path).get_execution(args.execution)
+        setup = prepare_replay(
+            detail, args.step, edits=edits, llm_mode=args.llm, config_overrides=overrides
+        )
+    except (StoreError, ReplayError) as error:
+        return _fail(str(error))
+    recorder = None
+    if not args.no_store:
+        from store.recorder import StoreRecorder
+
+        try:
+            recorder = StoreRecorder(db_path)
+        except StoreError as error:
+            return _fail(str(error))
+    replayer = Replayer(setup, recorder=recorder)
+    try:
+        result = asyncio.run(_run_with_signals(replayer))
+    finally:
+        if recorder is not None:
+            recorder.close()
+    if args.json:
+        document = replay_document(result, stored=recorder is not None)
+        print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+    else:
+        print(render_replay(result, stored=recorder is not None))
+    if result.cancelled_by_user:
+        print("truva-console: replay cancelled", file=sys.stderr)
+        return EXIT_CANCELLED
+    return EXIT_OK
+
+
+def _fail(message: str) -> int:
+    print(f"truva-console: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+async def _run_with_signals(replayer: Replayer) -> ReplayResult:
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, replayer.cancel)
+        loop.add_signal_handler(signal.SIGTERM, replayer.cancel)
+    except (NotImplementedError, RuntimeError):
+        pass
+    try:
+        return await replayer.run()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------------------------
+
+
+def original_step_document(step: StepRecord) -> dict[str, Any]:
+    """A recorded step in the shape `run --json` prints it (SPEC §3.2)."""
+    return {
+        "id": step.step_id,
+        "status": step.status,
+        "dispatch_count": step.dispatch_count,
+        "validation_retries": step.validation_retries,
+        "semantic_retries": step.semantic_retries,
+        "attempts": [_attempt_document(attempt) for attempt in step.attempts],
+        "tool": step.tool,
+        "capability": step.capability,
+        "parameters": step.parameters,
+        "response": step.result,
+        "success": step.status == "succeeded",
+        "error": step.error,
+        "final_action": step.final_action,
+        "final_rule": step.final_rule_id,
+        "skipped": step.status == "skipped",
+        "skip_reason": step.skip_reason,
+    }
+
+
+def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
+    retried_same = attempt.action == "retry_same"
+    return {
+        "n": attempt.n,
+        "attempt_number": attempt.attempt_number,
+        "dispatched": bool(attempt.dispatched),
+        "status": attempt.status,
+        "parameters": attempt.parameters,
+        "action": attempt.action,
+        "rule": attempt.rule_id,
+        "reason": attempt.reason,
+        "delay_ms": attempt.delay_ms if retried_same else None,
+        "delay_source": attempt.delay_source if retried_same else None,
+        "layer": attempt.decision_layer,
+        "transport_error": attempt.transport_error,
+    }
+
+
+def replay_document(result: ReplayResult, *, stored: bool) -> dict[str, Any]:
+    """The `replay --json` document: both steps, whether the outcome changed, what was served."""
+    setup = result.setup
+    replayed = result.step.to_dict() if result.step is not None else None
+    if replayed is not None:
+        replayed["execution_status"] = result.outcome.status
+        replayed["dispatches"] = [served.to_dict() for served in result.dispatches]
+        replayed["incomplete"] = result.unscripted_dispatch is not None
+    return {
+        "execution_id": result.execution_id,
+        "stored": stored,
+        "original_execution_id": setup.execution_id,
+        "step_id": setup.step_id,
+        "changed": result.changed,
+        "summary": {
+            "original": describe_original(setup.original),
+            "replay": describe_replay(result),
+        },
+        "original": original_step_document(setup.original),
+        "replay": replayed,
+        "edited_dispatches": sorted(setup.edits),
+        "config": setup.config.to_dict(),
+        "llm": {
+            "mode": setup.llm_mode,
+            "recorded_answers": len(setup.llm_answers),
+            "answers_served": result.llm_answers_served,
+            "calls_unanswered": list(result.llm_calls_unanswered),
+        },
+        "notes": list(result.notes),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Text
+# ---------------------------------------------------------------------------------------------
+
+
+def _dispatches(count: int | None) -> str:
+    count = count or 0
+    return f"{count} dispatch" if count == 1 else f"{count} dispatches"
+
+
+def _ending(status: str | None, action: str | None, rule: str | None, count: int | None) -> str:
+    if status == "succeeded":
+        return f"success after {_dispatches(count)}"
+    if status == "skipped" or action is None:
+        return status or "not run"
+    return f"{action} by {rule} after {_dispatches(count)}"
+
+
+def describe_original(step: StepRecord) -> str:
+    """`stop_budget by budget.attempts after 3 dispatches`, `success after 2 dispatches`."""
+    return _ending(step.status, step.final_action, step.final_rule_id, step.dispatch_count)
+
+
+def describe_replay(result: ReplayResult) -> str:
+    """How the replayed step ended, in the words of `describe_original`."""
+    step = result.step
+    if step is None:
+        return "not run"
+    text = _ending(step.status, step.final_action, step.final_rule, step.dispatch_count)
+    if result.unscripted_dispatch is not None:
+        text += f" (no recorded response for dispatch {result.unscripted_dispatch})"
+    return text
+
+
+def _delay(delay_ms: float | None) -> str:
+    return "-" if delay_ms is None else f"{delay_ms:.1f} ms"
+
+
+def _got(dispatched: bool | None, status: int | None, transport_error: str | None) -> str:
+    if not dispatched:
+        return "not sent"
+    if transport_error:
+        return transport_error
+    return "-" if status is None else str(status)
+
+
+def _original_cells(attempt: AttemptRecord) -> list[str]:
+    delay = attempt.delay_ms if attempt.action == "retry_same" else None
+    return [
+        _got(attempt.dispatched, attempt.status, attempt.transport_error),
+        attempt.action or "-",
+        attempt.rule_id or "-",
+        _delay(delay),
+    ]
+
+
+def render_replay(result: ReplayResult, *, stored: bool) -> str:
+    """Original and replayed attempts side by side, then both endings and the notes."""
+    setup = result.setup
+    where = f"replay execution {result.execution_id}" + ("" if stored else " (not stored)")
+    lines = [f"replay of {setup.step_id} from execution {setup.execution_id} → {where}"]
+    llm = f"LLM: {setup.llm_mode}"
+    if setup.llm_mode == LLM_RECORDED and setup.llm is not None:
+        llm += f" ({result.llm_answers_served} of {len(setup.llm_answers)} recorded answers used)"
+    elif setup.llm is None:
+        llm += " (layers 3 and 4 off)"
+    lines.append(llm)
+    if setup.edits:
+        lines.append(
+            "edited dispatches: "
+            + ", ".join(str(n) for n in setup.edits)
+            + "   (* marks an edited response)"
+        )
+    lines.append("")
+    edited = {served.number for served in result.dispatches if served.source == "edited"}
+    replayed = list(result.step.attempts) if result.step is not None else []
+    rows: list[list[str]] = [
+        ["n", "status", "action", "rule", "delay", "status", "action", "rule", "delay"]
+    ]
+    dispatch_number = 0
+    for index in range(max(len(setup.original.attempts), len(replayed))):
+        left = (
+            _original_cells(setup.original.attempts[index])
+            if index < len(setup.original.attempts)
+            else ["", "", "", ""]
+        )
+        right = ["", "", "", ""]
+        if index < len(replayed):
+            attempt = replayed[index]
+            got = _got(attempt.dispatched, attempt.status, attempt.transport_error)
+            if attempt.dispatched:
+                dispatch_number += 1
+                if dispatch_number == result.unscripted_dispatch:
+                    got = "unscripted"
+                elif dispatch_number in edited:
+                    got += "*"
+            right = [got, attempt.action, attempt.rule, _delay(attempt.delay_ms)]
+        rows.append([str(index + 1), *left, *right])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    left_width = sum(widths[1:5]) + 2 * 3
+    lines.append(" " * (widths[0] + 2) + "original".ljust(left_width) + " │ replay")
+    for row in rows:
+        left = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[1:5], start=1))
+        right = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[5:], start=5))
+        lines.append(f"{row[0].rjust(widths[0])}  {left} │ {right}".rstrip())
+    lines.append("")
+    lines.append(f"original: {describe_original(setup.original)}")
+    lines.append(f"replay:   {describe_replay(result)}")
+    lines.append("outcome changed" if result.changed else "outcome unchanged: same decisions")
+    if result.notes:
+        lines.append("notes:")
+        lines.extend(f"  - {note}" for note in result.notes)
+    return "\n".join(lines)
