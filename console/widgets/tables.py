@@ -176,7 +176,8 @@ class StepTable(NavigableTable):
         self.clear()
         for step in steps:
             capability = f"{step.tool}.{step.capability}" if step.tool else "-"
-            corrections = (step.validation_retries or 0) + (step.semantic_retries or 0)
+            # validation_retries is TruvaG3's one shared counter: it already counts layer 4.
+            corrections = step.validation_retries or 0
             self.add_row(
                 step.step_id,
                 status_text(step.status),

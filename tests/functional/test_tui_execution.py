@@ -252,3 +252,17 @@ async def test_a_running_execution_is_refreshed_until_it_finishes(tmp_path: Path
             assert row_keys(screen.query_one(StepTable))[-1] == "step-5"
     finally:
         recorder.close()
+
+
+async def test_corrections_column_counts_a_layer_4_correction_once(tmp_path: Path) -> None:
+    from console.samples import prepare_sample_store
+    from store.queries import ExecutionFilter, open_store
+
+    db = prepare_sample_store(tmp_path / "samples")
+    page = open_store(db).list_executions(ExecutionFilter(rule_id="re_resolution.accept"))
+    (tesla,) = [row.execution_id for row in page.executions]
+    app = tui_app(db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, tesla)
+        steps = screen.query_one(StepTable)
+        assert cell(steps, "step-2", "corrections") == "1"
