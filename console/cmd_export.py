@@ -1,0 +1,98 @@
+"""`truva-console export`: write recorded executions to one self-describing trace bundle file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from store.bundles import ExportResult, export_bundle
+from store.connection import resolve_db_path
+from store.errors import StoreError
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register `export` on an argparse subparsers object."""
+    parser = subparsers.add_parser(
+        "export",
+        help="write executions to a trace bundle file",
+        description="Write executions (their rows in every store table, and their spans as "
+        "OTLP JSON) to one zip file that `truva-console import` loads elsewhere. Secrets are "
+        "redacted unless --no-redact. See docs/bundles.md.",
+    )
+    parser.add_argument(
+        "execution_ids", nargs="*", metavar="EXEC_ID", help="execution ids, or unique prefixes"
+    )
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle to write")
+    parser.add_argument(
+        "--all", dest="export_all", action="store_true", help="every finished execution"
+    )
+    parser.add_argument(
+        "--no-redact",
+        action="store_true",
+        help="keep secrets in bodies, URLs, parameters and prompts (the manifest says so)",
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.add_argument("--json", action="store_true", help="print what was written as JSON")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export executions; 0 on success, 2 with one line on stderr for bad input."""
+    if bool(args.execution_ids) == bool(args.export_all):
+        print(
+            "truva-console: export: give execution ids or --all (one of the two)", file=sys.stderr
+        )
+        return 2
+    try:
+        result = export_bundle(
+            resolve_db_path(getattr(args, "db", None)),
+            args.output,
+            None if args.export_all else args.execution_ids,
+            redact=not args.no_redact,
+            overwrite=args.force,
+        )
+    except StoreError as error:
+        print(f"truva-console: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(export_document(result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(render_export(result))
+    if result.skipped_running:
+        print(
+            f"truva-console: note: skipped {len(result.skipped_running)} execution(s) still "
+            f"running: {', '.join(result.skipped_running)}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def export_document(result: ExportResult) -> dict[str, Any]:
+    """What was written, as JSON-able data."""
+    return {
+        "bundle": str(result.path),
+        "execution_ids": list(result.execution_ids),
+        "skipped_running": list(result.skipped_running),
+        "redacted": result.redacted,
+        "size_bytes": result.size_bytes,
+        "rows": dict(result.row_counts),
+        "spans": result.span_count,
+    }
+
+
+def render_export(result: ExportResult) -> str:
+    """One line per fact: the file, its executions, row counts and redaction."""
+    counts = result.row_counts
+    secrets = "secrets redacted" if result.redacted else "NOT redacted (--no-redact)"
+    return "\n".join(
+        [
+            f"wrote {result.path} ({result.size_bytes} bytes), {secrets}",
+            f"  {len(result.execution_ids)} execution(s): {', '.join(result.execution_ids)}",
+            f"  {counts.get('steps', 0)} steps, {counts.get('attempts', 0)} attempts, "
+            f"{counts.get('llm_calls', 0)} LLM calls, {counts.get('events', 0)} events, "
+            f"{result.span_count} spans",
+        ]
+    )

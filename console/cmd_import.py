@@ -1,0 +1,105 @@
+"""`truva-console import`: load a trace bundle into the store, validated first, idempotently."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from store.bundles import BundleLimits, ImportResult, import_bundle
+from store.connection import resolve_db_path
+from store.errors import StoreError
+
+_DEFAULT_LIMITS = BundleLimits()
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register `import` on an argparse subparsers object."""
+    parser = subparsers.add_parser(
+        "import",
+        help="load a trace bundle into the store",
+        description="Load a bundle written by `truva-console export`. The whole bundle is "
+        "checked first (versions, member paths, sizes, SHA-256 digests, every row); a bad "
+        "bundle is refused and nothing is written. Executions already in the store with the "
+        "same rows are skipped. See docs/bundles.md.",
+    )
+    parser.add_argument("bundle", metavar="FILE", help="the bundle (.zip) to load")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="overwrite executions the store holds with different rows (default: refuse)",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        default=_DEFAULT_LIMITS.max_total_bytes,
+        metavar="N",
+        help="refuse bundles over N bytes uncompressed (default 2 GiB)",
+    )
+    parser.add_argument(
+        "--max-members",
+        type=int,
+        default=_DEFAULT_LIMITS.max_members,
+        metavar="N",
+        help="refuse bundles of over N files (default 10000)",
+    )
+    parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Import a bundle; 0 on success, 2 with one line on stderr when refused."""
+    if args.max_bytes < 1 or args.max_members < 1:
+        print(
+            f"truva-console: --max-bytes and --max-members must be at least 1, got "
+            f"{args.max_bytes} and {args.max_members}",
+            file=sys.stderr,
+        )
+        return 2
+    limits = BundleLimits(max_total_bytes=args.max_bytes, max_members=args.max_members)
+    try:
+        result = import_bundle(
+            resolve_db_path(getattr(args, "db", None)),
+            args.bundle,
+            replace=args.replace,
+            limits=limits,
+        )
+    except StoreError as error:
+        print(f"truva-console: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(import_document(result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(render_import(result))
+    return 0
+
+
+def import_document(result: ImportResult) -> dict[str, Any]:
+    """What was imported, skipped and replaced, as JSON-able data."""
+    return {
+        "bundle": str(result.bundle),
+        "db": str(result.db),
+        "imported": list(result.imported),
+        "skipped": list(result.skipped),
+        "replaced": list(result.replaced),
+        "rows": dict(result.row_counts),
+        "redacted": result.redacted,
+        "tool_version": result.tool_version,
+    }
+
+
+def render_import(result: ImportResult) -> str:
+    """A line for the store, then one per outcome that happened."""
+    lines = [f"{result.bundle} → {result.db}"]
+    for label, ids in (
+        ("imported", result.imported),
+        ("replaced", result.replaced),
+        ("skipped (already in the store, identical)", result.skipped),
+    ):
+        if ids:
+            lines.append(f"  {label}: {len(ids)} — {', '.join(ids)}")
+    if result.redacted:
+        lines.append("  the bundle's secrets were redacted when it was exported")
+    return "\n".join(lines)

@@ -1,0 +1,1628 @@
+"""Trace bundles: executions' store rows, their OTLP spans and a manifest in one zip file.
+
+`export_bundle` reads the rows of chosen executions in one short session, redacts secrets (by
+default), rebuilds the spans from the rows and writes the zip atomically. `read_bundle`
+validates a bundle completely without touching any store; `import_bundle` then writes its rows
+in one transaction, skipping executions already present with identical rows. The format is
+described member by member in docs/bundles.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import functools
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+import tempfile
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from executor import __version__
+from executor.events import (
+    AttemptDecided,
+    AttemptDispatched,
+    AttemptResponded,
+    BackoffEvent,
+    CircuitStateChanged,
+    Event,
+    ExecutionFinished,
+    ExecutionStarted,
+    LLMCall,
+    Notice,
+    ParametersCoerced,
+    StepFinished,
+    StepStarted,
+)
+from executor.redact import (
+    REDACTED,
+    redact_headers,
+    redact_json_value,
+    redact_sensitive_text,
+)
+from store.connection import DEFAULT_LOCK_TIMEOUT_S, store_paths
+from store.errors import StoreError
+from store.queries import Store, open_store
+from store.schema import SCHEMA_VERSION, STORE_TABLES, ensure_schema
+
+BUNDLE_FORMAT = "truva-bundle"
+BUNDLE_VERSION = 1
+MANIFEST_MEMBER = "manifest.json"
+README_MEMBER = "README.txt"
+SPANS_MEMBER = "spans.otlp.json"
+TABLES_FOLDER = "tables"
+
+_MIB = 1024 * 1024
+_READ_CHUNK = _MIB
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+_TIMESTAMP_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?$")
+_DRIVE_LETTER = re.compile(r"^[A-Za-z]:")
+_ZIP_MAGIC = b"PK\x03\x04"
+_EMPTY_ZIP_MAGIC = b"PK\x05\x06"
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+# Non-finite DOUBLE values are written as these strings; JSON has no token for them.
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_FINISHED_STATUSES = frozenset({"succeeded", "partial", "failed", "cancelled", "interrupted"})
+
+_README = """\
+A truva-console trace bundle (format truva-bundle, version 1): recorded executions of AI-agent
+tool calls, with every attempt, routing decision, backoff wait and LLM call.
+
+  manifest.json      what is inside: versions, execution ids, redaction, tables with their
+                     columns, and the size and SHA-256 of every other member
+  tables/*.jsonl     the debug store's rows for these executions, one JSON object per line;
+                     BLOB columns are base64, JSON columns are JSON text, TIMESTAMPs are UTC
+                     text 'YYYY-MM-DD HH:MM:SS.ffffff'
+  spans.otlp.json    the executions as OpenTelemetry spans (an OTLP/JSON
+                     ExportTraceServiceRequest)
+
+Load it into a store with:  truva-console import BUNDLE
+Read it without truva-console:
+  unzip -p BUNDLE tables/attempts.jsonl | jq -r '[.step_id, .n, .status, .rule_id] | @tsv'
+See docs/bundles.md in truva-console for every member and column.
+"""
+
+
+class BundleError(StoreError):
+    """A bundle that cannot be imported; nothing was written. The message names file and problem."""
+
+
+class BundleConflictError(BundleError):
+    """The store already holds an execution of the bundle with different rows."""
+
+
+class BundleExportError(StoreError):
+    """The executions cannot be exported to the requested file; nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class BundleLimits:
+    """Bounds a bundle must stay within to be read: uncompressed bytes, members, manifest size."""
+
+    max_total_bytes: int = 2 * 1024 * _MIB
+    max_members: int = 10_000
+    max_manifest_bytes: int = 16 * _MIB
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSpec:
+    """One store column: name, DuckDB type, and whether it may be null."""
+
+    name: str
+    type: str
+    nullable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """One store table as a bundle carries it: columns in order and its primary key."""
+
+    name: str
+    columns: tuple[ColumnSpec, ...]
+    primary_key: tuple[str, ...]
+
+    @property
+    def member(self) -> str:
+        """The bundle member holding this table's rows."""
+        return f"{TABLES_FOLDER}/{self.name}.jsonl"
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The column names, in order."""
+        return tuple(column.name for column in self.columns)
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    """A validated bundle: its manifest and the rows of every table, ready to write.
+
+    Rows are dicts of raw values: BLOB as bytes, JSON and TIMESTAMP as their text, DOUBLE as
+    float, lists as lists.
+    """
+
+    path: Path
+    manifest: Mapping[str, Any]
+    execution_ids: tuple[str, ...]
+    redacted: bool
+    tool_version: str
+    created_at: str
+    rows: Mapping[str, tuple[dict[str, Any], ...]]
+    span_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """What `export_bundle` wrote."""
+
+    path: Path
+    execution_ids: tuple[str, ...]
+    skipped_running: tuple[str, ...]
+    redacted: bool
+    size_bytes: int
+    row_counts: Mapping[str, int]
+    span_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """What `import_bundle` did with each execution of the bundle."""
+
+    bundle: Path
+    db: Path
+    imported: tuple[str, ...]
+    skipped: tuple[str, ...]
+    replaced: tuple[str, ...]
+    row_counts: Mapping[str, int]
+    redacted: bool
+    tool_version: str
+
+
+# ---------------------------------------------------------------------------------------------
+# The store's tables, read from the schema itself
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def store_table_specs() -> tuple[TableSpec, ...]:
+    """The bundled tables of this store schema version, from an in-memory copy of the schema."""
+    conn = duckdb.connect(":memory:")
+    try:
+        ensure_schema(conn, ":memory:", create=True)
+        specs = []
+        for table in STORE_TABLES:
+            columns = tuple(
+                ColumnSpec(name=name, type=data_type, nullable=bool(nullable))
+                for name, data_type, nullable in conn.execute(
+                    "SELECT column_name, data_type, is_nullable FROM duckdb_columns() "
+                    "WHERE table_name = $table AND database_name = current_database() "
+                    "ORDER BY column_index",
+                    {"table": table},
+                ).fetchall()
+            )
+            key_row = conn.execute(
+                "SELECT constraint_column_names FROM duckdb_constraints() "
+                "WHERE table_name = $table AND constraint_type = 'PRIMARY KEY' "
+                "AND database_name = current_database()",
+                {"table": table},
+            ).fetchone()
+            unsupported = [c for c in columns if c.type not in _ARROW_TYPES]
+            if unsupported:
+                raise TypeError(
+                    f"table {table}: column {unsupported[0].name} has type {unsupported[0].type}, "
+                    "which bundles cannot encode yet"
+                )
+            specs.append(
+                TableSpec(
+                    name=table,
+                    columns=columns,
+                    primary_key=tuple(key_row[0]) if key_row else (),
+                )
+            )
+        return tuple(specs)
+    finally:
+        conn.close()
+
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "VARCHAR": pa.large_string(),
+    "JSON": pa.large_string(),
+    "TIMESTAMP": pa.large_string(),
+    "BLOB": pa.large_binary(),
+    "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "VARCHAR[]": pa.list_(pa.large_string()),
+}
+
+# How each column type is written in a JSONL row (the manifest repeats it per column).
+_ENCODINGS = {
+    "BLOB": "base64",
+    "JSON": "json_text",
+    "TIMESTAMP": "utc_timestamp_text",
+    "DOUBLE": "number_or_nonfinite_text",
+}
+
+
+def _column_sql(column: ColumnSpec) -> str:
+    """The SELECT expression that reads a column as its raw bundle value."""
+    quoted = _quote(column.name)
+    if column.type in ("JSON", "TIMESTAMP"):
+        return f"CAST({quoted} AS VARCHAR) AS {quoted}"
+    return quoted
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def read_execution_rows(
+    conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """Every bundled table's rows for `execution_ids`, as raw values, in a stable order."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for spec in store_table_specs():
+        cursor = conn.execute(
+            f"SELECT {', '.join(_column_sql(c) for c in spec.columns)} FROM {_quote(spec.name)} "
+            "WHERE list_contains($ids, execution_id) ORDER BY ALL",
+            {"ids": list(execution_ids)},
+        )
+        rows[spec.name] = [
+            dict(zip(spec.column_names, values, strict=True)) for values in cursor.fetchall()
+        ]
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding rows as JSON Lines, and decoding them back with validation
+# ---------------------------------------------------------------------------------------------
+
+
+def encode_value(column: ColumnSpec, value: Any) -> Any:
+    """A raw value as a bundle line writes it: BLOB as base64, non-finite DOUBLE as text."""
+    if value is None:
+        return None
+    if column.type == "BLOB":
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if column.type == "DOUBLE" and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def encode_row(spec: TableSpec, row: Mapping[str, Any]) -> dict[str, Any]:
+    """A raw row as the JSON object a bundle line holds, columns in table order."""
+    return {column.name: encode_value(column, row[column.name]) for column in spec.columns}
+
+
+def _row_line(spec: TableSpec, row: Mapping[str, Any]) -> bytes:
+    text = json.dumps(
+        encode_row(spec, row), ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    )
+    return text.encode("utf-8") + b"\n"
+
+
+class BundleValueError(ValueError):
+    """A bundle value that does not fit its column; the message says what was expected."""
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True) if not isinstance(value, bytes) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _valid_text(value: Any, expected: str) -> str:
+    if not isinstance(value, str):
+        raise BundleValueError(f"expected {expected}, got {_describe(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise BundleValueError(
+            f"expected {expected}, got text that is not valid Unicode"
+        ) from error
+    return value
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
+
+
+def decode_value(column: ColumnSpec, value: Any) -> Any:
+    """The raw value of one encoded cell; BundleValueError when it does not fit the column."""
+    if value is None:
+        if not column.nullable:
+            raise BundleValueError("expected a value, got null (the column is NOT NULL)")
+        return None
+    kind = column.type
+    if kind == "VARCHAR":
+        return _valid_text(value, "text")
+    if kind == "JSON":
+        text = _valid_text(value, "JSON text")
+        try:
+            json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as error:
+            raise BundleValueError(f"expected JSON text, got {_describe(value)}") from error
+        return text
+    if kind == "TIMESTAMP":
+        text = _valid_text(value, "a timestamp 'YYYY-MM-DD HH:MM:SS[.ffffff]'")
+        try:
+            if not _TIMESTAMP_TEXT.match(text):
+                raise ValueError(text)
+            datetime.fromisoformat(text)
+        except ValueError as error:
+            raise BundleValueError(
+                f"expected a timestamp 'YYYY-MM-DD HH:MM:SS[.ffffff]', got {_describe(value)}"
+            ) from error
+        return text
+    if kind == "BLOB":
+        text = _valid_text(value, "base64 text")
+        try:
+            return base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError) as error:
+            raise BundleValueError(f"expected base64 text, got {_describe(value)}") from error
+    if kind in ("INTEGER", "BIGINT"):
+        bits, (low, high) = (32, _INT32) if kind == "INTEGER" else (64, _INT64)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise BundleValueError(f"expected a {bits}-bit integer, got {_describe(value)}")
+        return value
+    if kind == "DOUBLE":
+        if isinstance(value, str) and value in _NON_FINITE:
+            return _NON_FINITE[value]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise BundleValueError(f"expected a number, got {_describe(value)}")
+        return float(value)
+    if kind == "BOOLEAN":
+        if not isinstance(value, bool):
+            raise BundleValueError(f"expected true or false, got {_describe(value)}")
+        return value
+    if kind == "VARCHAR[]":
+        if not isinstance(value, list):
+            raise BundleValueError(f"expected a list of text, got {_describe(value)}")
+        return [None if item is None else _valid_text(item, "a list of text") for item in value]
+    raise BundleValueError(f"column type {kind} is not supported")
+
+
+# ---------------------------------------------------------------------------------------------
+# Redaction
+# ---------------------------------------------------------------------------------------------
+
+# How each column is redacted on export; columns not named here hold no user data.
+REDACTED_COLUMNS: dict[str, dict[str, str]] = {
+    "executions": {"query": "text", "stop_reason": "text"},
+    "execution_snapshots": {
+        "plan": "plan",
+        "config": "json",
+        "config_sources": "json",
+        "llm": "json",
+    },
+    "steps": {
+        "url": "text",
+        "parameters": "json",
+        "error": "text",
+        "result": "json",
+        "skip_reason": "text",
+    },
+    "attempts": {
+        "parameters": "json",
+        "url": "text",
+        "request_headers": "headers",
+        "request_body": "body",
+        "response_headers": "headers",
+        "response_body": "body",
+        "transport_error_message": "text",
+        "reason": "text",
+        "decision": "json",
+        "corrected_parameters": "json",
+    },
+    "llm_calls": {
+        "base_url": "text",
+        "messages": "json",
+        "request_body": "body",
+        "response_body": "body",
+        "raw_text": "text",
+        "parsed": "json",
+        "parse_error": "text",
+        "error": "text",
+    },
+    "events": {"message": "text", "attrs": "json"},
+}
+# A redacted body's size column is set to the new length.
+_SIZE_COLUMNS = {"request_body": "request_size", "response_body": "response_size"}
+
+
+def redact_body(body: bytes) -> bytes:
+    """Body bytes with credentials replaced; bytes outside a replaced value are kept exactly.
+
+    UTF-8 text (JSON included, which stays valid JSON) goes through `redact_sensitive_text`.
+    Other bytes are matched as text with each undecodable byte standing for itself, so a
+    binary body without a secret pattern comes back byte-exact.
+    """
+    text = body.decode("utf-8", "surrogateescape")
+    redacted = redact_sensitive_text(text)
+    if redacted == text:
+        return body
+    try:
+        return redacted.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        # A JSON `\ud800` escape decoded to a lone surrogate: write it back as the escape.
+        return redacted.encode("utf-8", "backslashreplace")
+
+
+def _redact_json_text(text: str, redact: Any) -> str:
+    value = json.loads(text)
+    redacted = redact(value)
+    if redacted == value:
+        return text
+    return json.dumps(redacted, ensure_ascii=False)
+
+
+def _redact_strings(value: Any) -> Any:
+    """Every string of a JSON value through `redact_sensitive_text`, keys and shape kept."""
+    if isinstance(value, dict):
+        return {key: _redact_strings(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_strings(item) for item in value]
+    if isinstance(value, str):
+        return redact_sensitive_text(value)
+    return value
+
+
+def _redact_plan(plan: Any) -> Any:
+    """The plan snapshot redacted, capability schemas keeping their shape so replay still works.
+
+    A schema property named like a credential (`password`) describes a type, not a secret, so
+    schemas only have their strings redacted; the rest goes through `redact_json_value`.
+    """
+    if not isinstance(plan, dict) or not isinstance(plan.get("capabilities"), dict):
+        return redact_json_value(plan)
+    redacted = redact_json_value({key: item for key, item in plan.items() if key != "capabilities"})
+    capabilities = {}
+    for name, capability in plan["capabilities"].items():
+        if isinstance(capability, dict):
+            capabilities[name] = {
+                **redact_json_value({k: v for k, v in capability.items() if k != "schema"}),
+                **(
+                    {"schema": _redact_strings(capability["schema"])}
+                    if "schema" in capability
+                    else {}
+                ),
+            }
+        else:
+            capabilities[name] = redact_json_value(capability)
+    return {key: capabilities if key == "capabilities" else redacted[key] for key in plan}
+
+
+def _redact_headers_value(value: Any) -> Any:
+    if isinstance(value, dict) and all(isinstance(item, str) for item in value.values()):
+        return redact_headers({str(key): item for key, item in value.items()})
+    return redact_json_value(value)
+
+
+def redact_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a raw row with the columns of `REDACTED_COLUMNS[table]` redacted."""
+    redacted = dict(row)
+    for column, how in REDACTED_COLUMNS.get(table, {}).items():
+        value = redacted.get(column)
+        if value is None:
+            continue
+        if how == "text":
+            redacted[column] = redact_sensitive_text(value)
+        elif how == "json":
+            redacted[column] = _redact_json_text(value, redact_json_value)
+        elif how == "plan":
+            redacted[column] = _redact_json_text(value, _redact_plan)
+        elif how == "headers":
+            redacted[column] = _redact_json_text(value, _redact_headers_value)
+        elif how == "body":
+            body = redact_body(bytes(value))
+            if body != value and _SIZE_COLUMNS.get(column) in redacted:
+                redacted[_SIZE_COLUMNS[column]] = len(body)
+            redacted[column] = body
+    return redacted
+
+
+def _redaction_manifest(applied: bool) -> dict[str, Any]:
+    if not applied:
+        return {"applied": False}
+    return {
+        "applied": True,
+        "replacement": REDACTED,
+        "columns": REDACTED_COLUMNS,
+        "notes": (
+            "text: credential patterns (keys, authorization values, URL query parameters, "
+            "bearer/basic credentials, URL userinfo); json: values under credential-named keys "
+            "and every string; headers: credential-named headers lose their value; body: as "
+            "text, JSON stays valid JSON, non-UTF-8 bytes kept unless a pattern matches, and "
+            "the *_size column is the redacted length; plan: json, capability schemas keep "
+            "their shape"
+        ),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows back to executor events (for spans)
+# ---------------------------------------------------------------------------------------------
+
+
+def _epoch(text: str | None) -> float | None:
+    if text is None:
+        return None
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+# Events at the same instant are replayed in the order the executor reports them.
+_EVENT_ORDER = {
+    "execution_started": 0,
+    "step_started": 1,
+    "circuit_state_changed": 2,
+    "parameters_coerced": 3,
+    "attempt_dispatched": 4,
+    "attempt_responded": 5,
+    "llm_call": 6,
+    "notice": 7,
+    "attempt_decided": 8,
+    "backoff": 9,
+    "step_finished": 10,
+    "execution_finished": 11,
+}
+_BACKOFF_PHASE_ORDER = {"planned": 0, "started": 1, "finished": 2, "cancelled": 2}
+
+
+def _event_time(event: Event) -> float:
+    """When the executor reported the event: an LLM call is reported when it completes."""
+    if isinstance(event, LLMCall):
+        return event.at + event.latency_ms / 1000.0
+    for name in ("at", "started_at", "finished_at"):
+        value = getattr(event, name, None)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def events_from_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Event]:
+    """The executor events that store rows were folded from, in reporting order.
+
+    Enough for `executor.telemetry.build_spans_from_events` to rebuild the spans: times are the
+    stored (microsecond) times; an execution that is `interrupted` gets no finish event.
+    """
+    snapshots = {row["execution_id"]: row for row in rows.get("execution_snapshots", ())}
+    events: list[Event] = []
+    started = set()
+    for row in rows.get("executions", ()):
+        started_at = _epoch(row["started_at"])
+        if started_at is None:
+            continue
+        started.add(row["execution_id"])
+        snapshot = snapshots.get(row["execution_id"], {})
+        events.append(
+            ExecutionStarted(
+                execution_id=row["execution_id"],
+                started_at=started_at,
+                query=row["query"] or "",
+                plan_path=row["plan_path"],
+                plan=_loads(snapshot.get("plan")) or {},
+                config=_loads(snapshot.get("config")) or {},
+                config_sources=_loads(snapshot.get("config_sources")) or {},
+                llm=_loads(snapshot.get("llm")),
+                tool_version=row["tool_version"] or "",
+            )
+        )
+        finished_at = _epoch(row["finished_at"])
+        if row["status"] in _FINISHED_STATUSES - {"interrupted"} and finished_at is not None:
+            events.append(
+                ExecutionFinished(
+                    execution_id=row["execution_id"],
+                    finished_at=finished_at,
+                    status=row["status"],
+                    stop_reason=row["stop_reason"],
+                    incomplete_steps=tuple(row["incomplete_steps"] or ()),
+                    llm_calls=row["llm_calls"] or 0,
+                    llm_total_tokens=row["llm_total_tokens"] or 0,
+                )
+            )
+    events.extend(_step_events(rows.get("steps", ())))
+    events.extend(_attempt_events(rows.get("attempts", ())))
+    events.extend(_llm_events(rows.get("llm_calls", ())))
+    events.extend(_other_events(rows.get("events", ())))
+    events = [event for event in events if getattr(event, "execution_id", None) in started]
+    return sorted(
+        events,
+        key=lambda event: (
+            _event_time(event),
+            _EVENT_ORDER[event.kind],
+            _BACKOFF_PHASE_ORDER.get(getattr(event, "phase", ""), 0),
+        ),
+    )
+
+
+def _step_events(step_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
+    for row in step_rows:
+        started_at = _epoch(row["started_at"])
+        if started_at is not None:
+            yield StepStarted(
+                execution_id=row["execution_id"],
+                step_id=row["step_id"],
+                started_at=started_at,
+                tool=row["tool"] or "",
+                capability=row["capability"] or "",
+                url=row["url"] or "",
+                depends_on=tuple(row["depends_on"] or ()),
+                parameters=_loads(row["parameters"]) or {},
+                protected_keys=_loads(row["protected_keys"]) or {},
+                orchestrator=bool(row["orchestrator"]),
+                side_effects=row["side_effects"] or "none",
+            )
+        finished_at = _epoch(row["finished_at"])
+        if (
+            row["status"] in ("succeeded", "failed", "rejected", "skipped")
+            and finished_at is not None
+        ):
+            yield StepFinished(
+                execution_id=row["execution_id"],
+                step_id=row["step_id"],
+                finished_at=finished_at,
+                status=row["status"],
+                dispatch_count=row["dispatch_count"] or 0,
+                attempts=row["attempts"] or 0,
+                validation_retries=row["validation_retries"] or 0,
+                semantic_retries=row["semantic_retries"] or 0,
+                final_action=row["final_action"],
+                final_rule_id=row["final_rule_id"],
+                error=row["error"],
+                result=_loads(row["result"]),
+                skip_reason=row["skip_reason"],
+            )
+
+
+def _attempt_events(attempt_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
+    for row in attempt_rows:
+        where = {"execution_id": row["execution_id"], "step_id": row["step_id"], "n": row["n"]}
+        started_at = _epoch(row["started_at"])
+        if row["dispatched"] and started_at is not None:
+            yield AttemptDispatched(
+                **where,
+                attempt_number=row["attempt_number"] or row["n"],
+                at=started_at,
+                method=row["method"] or "",
+                url=row["url"] or "",
+                request_headers=_loads(row["request_headers"]) or {},
+                request_body=row["request_body"] or b"",
+                parameters=_loads(row["parameters"]) or {},
+                correction_layer=row["correction_layer"],
+            )
+        responded_at = _epoch(row["responded_at"])
+        if responded_at is not None:
+            yield AttemptResponded(
+                **where,
+                at=responded_at,
+                elapsed_ms=row["elapsed_ms"] or 0.0,
+                status=row["status"] or 0,
+                response_headers=_loads(row["response_headers"]) or {},
+                response_body=row["response_body"] or b"",
+                transport_error=row["transport_error"],
+                transport_error_message=row["transport_error_message"],
+                retry_policy=row["retry_policy"] or "unspecified",
+            )
+        decided_at = _epoch(row["decided_at"])
+        decision = _loads(row["decision"])
+        if decided_at is not None and isinstance(decision, dict):
+            yield AttemptDecided(
+                **where,
+                at=decided_at,
+                dispatched=bool(row["dispatched"]),
+                parameters=_loads(row["parameters"]) or {},
+                decision=decision,
+            )
+
+
+def _llm_events(llm_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
+    for row in llm_rows:
+        called_at = _epoch(row["called_at"])
+        if called_at is None:
+            continue
+        yield LLMCall(
+            execution_id=row["execution_id"],
+            step_id=row["step_id"],
+            n=row["n"],
+            call_id=row["call_id"],
+            site=row["site"] or "",
+            at=called_at,
+            latency_ms=row["latency_ms"] or 0.0,
+            base_url=row["base_url"] or "",
+            model=row["model"] or "",
+            temperature=row["temperature"] or 0.0,
+            max_tokens=row["max_tokens"] or 0,
+            messages=tuple(_loads(row["messages"]) or ()),
+            request_body=row["request_body"] or b"",
+            response_status=row["response_status"],
+            response_body=row["response_body"] or b"",
+            raw_text=row["raw_text"],
+            parsed=_loads(row["parsed"]),
+            parse_error=row["parse_error"],
+            error=row["error"],
+            prompt_tokens=row["prompt_tokens"],
+            completion_tokens=row["completion_tokens"],
+            total_tokens=row["total_tokens"],
+        )
+
+
+def _other_events(event_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
+    for row in event_rows:
+        at = _epoch(row["occurred_at"])
+        attrs = _loads(row["attrs"])
+        attrs = attrs if isinstance(attrs, dict) else {}
+        where = {"execution_id": row["execution_id"], "step_id": row["step_id"], "n": row["n"]}
+        if at is None:
+            continue
+        if row["kind"] == "coercion":
+            yield ParametersCoerced(**where, at=at, coercions=tuple(attrs.get("coercions") or ()))
+        elif row["kind"] == "backoff":
+            yield BackoffEvent(
+                **where,
+                at=at,
+                phase=row["name"] or "",
+                planned_ms=attrs.get("planned_ms") or 0.0,
+                source=attrs.get("source") or "",
+                actual_ms=attrs.get("actual_ms"),
+            )
+        elif row["kind"] == "notice":
+            yield Notice(
+                **where, at=at, name=row["name"] or "", message=row["message"] or "", attrs=attrs
+            )
+        elif row["kind"] == "circuit":
+            yield CircuitStateChanged(
+                breaker=str(attrs.get("breaker")),
+                at=at,
+                from_state=str(attrs.get("from_state")),
+                to_state=str(attrs.get("to_state")),
+                reason=row["message"] or "",
+                execution_id=row["execution_id"],
+            )
+
+
+def spans_document(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[dict[str, Any], int]:
+    """The OTLP/JSON document of the spans rebuilt from `rows`, and how many spans it holds."""
+    from executor.telemetry import build_spans_from_events, spans_to_otlp_json
+
+    spans = build_spans_from_events(events_from_rows(rows))
+    return spans_to_otlp_json(spans), len(spans)
+
+
+# ---------------------------------------------------------------------------------------------
+# Export
+# ---------------------------------------------------------------------------------------------
+
+
+def _utc_now_text() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _choose_executions(
+    store: Store, conn: duckdb.DuckDBPyConnection, requested: Sequence[str] | None
+) -> tuple[list[str], list[str]]:
+    """The execution ids to export and, for `requested=None` (all), the running ones skipped."""
+    statuses = dict(conn.execute("SELECT execution_id, status FROM executions").fetchall())
+    if requested is None:
+        ordered = [
+            row[0]
+            for row in conn.execute(
+                "SELECT execution_id FROM executions ORDER BY started_at NULLS LAST, execution_id"
+            ).fetchall()
+        ]
+        running = [eid for eid in ordered if statuses[eid] == "running"]
+        chosen = [eid for eid in ordered if statuses[eid] != "running"]
+        if not chosen:
+            detail = f" ({len(running)} still running)" if running else ""
+            raise BundleExportError(f"{store.path}: no finished executions to export{detail}")
+        return chosen, running
+    chosen = []
+    for id_or_prefix in requested:
+        execution_id = store.resolve_execution_id(conn, id_or_prefix)
+        if statuses.get(execution_id) == "running":
+            raise BundleExportError(
+                f"{store.path}: execution {execution_id} is still running; export it once it "
+                "has finished (or once its recorder has stopped and it shows as interrupted)"
+            )
+        if execution_id not in chosen:
+            chosen.append(execution_id)
+    return chosen, []
+
+
+def _check_output(output: Path, db: Path, *, overwrite: bool) -> None:
+    if output.is_dir():
+        raise BundleExportError(f"{output}: is a directory, expected a bundle file name")
+    if not output.parent.is_dir():
+        raise BundleExportError(f"{output}: its directory {output.parent} does not exist")
+    if output.exists() and not overwrite:
+        raise BundleExportError(f"{output}: already exists (pass --force to overwrite it)")
+    paths = store_paths(db)
+    target = output.resolve()
+    if target == paths.db.resolve() or paths.spool.resolve() in target.parents:
+        raise BundleExportError(f"{output}: is the store itself; choose another file name")
+
+
+def export_bundle(
+    db_path: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    execution_ids: Sequence[str] | None,
+    *,
+    redact: bool = True,
+    overwrite: bool = False,
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> ExportResult:
+    """Write the executions `execution_ids` (ids or unique prefixes; None for all) to `output`.
+
+    Rows are read in one short session. Secrets are redacted unless `redact` is false. A
+    running execution is refused when named and skipped by `None`. The file is written under
+    a temporary name and renamed, so `output` is either the whole bundle or untouched.
+    Raises BundleExportError, StoreOpenError, StoreBusyError or ExecutionNotFoundError.
+    """
+    output_path = Path(output)
+    if execution_ids is not None and not execution_ids:
+        raise BundleExportError(f"{output_path}: no execution ids given (None exports all)")
+    _check_output(output_path, Path(db_path), overwrite=overwrite)
+    store = open_store(db_path, lock_timeout_s=lock_timeout_s)
+    with store.session() as conn:
+        chosen, skipped_running = _choose_executions(store, conn, execution_ids)
+        rows = read_execution_rows(conn, chosen)
+    if redact:
+        rows = {
+            table: [redact_row(table, row) for row in table_rows]
+            for table, table_rows in rows.items()
+        }
+    spans, span_count = spans_document(rows)
+    size = write_bundle(output_path, chosen, rows, spans, redacted=redact, overwrite=overwrite)
+    return ExportResult(
+        path=output_path,
+        execution_ids=tuple(chosen),
+        skipped_running=tuple(skipped_running),
+        redacted=redact,
+        size_bytes=size,
+        row_counts={table: len(table_rows) for table, table_rows in rows.items()},
+        span_count=span_count,
+    )
+
+
+def write_bundle(
+    output: Path,
+    execution_ids: Sequence[str],
+    rows: Mapping[str, Sequence[Mapping[str, Any]]],
+    spans: Mapping[str, Any],
+    *,
+    redacted: bool,
+    overwrite: bool = False,
+    created_at: str | None = None,
+) -> int:
+    """Write a bundle of raw `rows` and an OTLP/JSON `spans` document; return its size in bytes.
+
+    Redaction is the caller's: `redacted` only records in the manifest whether it was applied.
+    """
+    members: list[tuple[str, bytes]] = [(README_MEMBER, _README.encode("utf-8"))]
+    tables = []
+    for spec in store_table_specs():
+        table_rows = rows.get(spec.name, ())
+        members.append((spec.member, b"".join(_row_line(spec, row) for row in table_rows)))
+        tables.append(
+            {
+                "name": spec.name,
+                "member": spec.member,
+                "rows": len(table_rows),
+                "primary_key": list(spec.primary_key),
+                "columns": [
+                    {
+                        "name": column.name,
+                        "type": column.type,
+                        "nullable": column.nullable,
+                        "encoding": _ENCODINGS.get(column.type, "json"),
+                    }
+                    for column in spec.columns
+                ],
+            }
+        )
+    span_total = sum(
+        len(scope.get("spans", ()))
+        for resource in spans.get("resourceSpans", ())
+        for scope in resource.get("scopeSpans", ())
+    )
+    spans_bytes = json.dumps(spans, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    members.append((SPANS_MEMBER, spans_bytes))
+    created_at = created_at or _utc_now_text()
+    manifest = {
+        "format": BUNDLE_FORMAT,
+        "bundle_version": BUNDLE_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "tool_version": __version__,
+        "created_at": created_at,
+        "execution_ids": list(execution_ids),
+        "redaction": _redaction_manifest(redacted),
+        "tables": tables,
+        "spans": {
+            "member": SPANS_MEMBER,
+            "encoding": "OTLP/JSON ExportTraceServiceRequest",
+            "spans": span_total,
+        },
+        "members": [
+            {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            for name, data in members
+        ],
+    }
+    manifest_bytes = (json.dumps(manifest, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    stamp = datetime.fromisoformat(created_at.replace("Z", "+00:00")).timetuple()[:6]
+    return _write_zip_atomically(
+        output, [(MANIFEST_MEMBER, manifest_bytes), *members], stamp, overwrite=overwrite
+    )
+
+
+def _write_zip_atomically(
+    output: Path, members: Sequence[tuple[str, bytes]], stamp: tuple[int, ...], *, overwrite: bool
+) -> int:
+    descriptor, temporary_name = tempfile.mkstemp(
+        dir=output.parent, prefix=f".{output.name}.", suffix=".tmp"
+    )
+    temporary = Path(temporary_name)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            with zipfile.ZipFile(handle, "w", allowZip64=True) as archive:
+                for name, data in members:
+                    info = zipfile.ZipInfo(name, date_time=stamp)  # type: ignore[arg-type]
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    info.external_attr = (stat.S_IFREG | 0o644) << 16
+                    archive.writestr(info, data, compresslevel=6)
+            handle.flush()
+            os.fsync(handle.fileno())
+        temporary.chmod(0o644)
+        if overwrite:
+            os.replace(temporary, output)
+        else:
+            try:
+                os.link(temporary, output)  # fails if another process created it meanwhile
+            except FileExistsError as error:
+                raise BundleExportError(
+                    f"{output}: already exists (pass --force to overwrite it)"
+                ) from error
+        return output.stat().st_size
+    except OSError as error:
+        raise BundleExportError(f"{output}: cannot write: {error.strerror or error}") from error
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading and validating
+# ---------------------------------------------------------------------------------------------
+
+
+def _refuse(path: Path, problem: str) -> BundleError:
+    return BundleError(f"{path}: {problem}; nothing was imported")
+
+
+def unsafe_member_reason(name: str) -> str | None:
+    """Why a member name could escape the bundle or is not a plain file path, else None."""
+    if not name:
+        return "an empty name"
+    if "\x00" in name or "\\" in name:
+        return "a NUL or backslash in its name"
+    if name.startswith("/") or _DRIVE_LETTER.match(name):
+        return "an absolute path"
+    parts = name.split("/")
+    if ".." in parts:
+        return "a '..' path component"
+    if any(part in ("", ".") for part in parts):
+        return "an empty or '.' path component"
+    return None
+
+
+def _check_directory(path: Path, infos: Sequence[zipfile.ZipInfo], limits: BundleLimits) -> None:
+    """Refuse member lists that are too long, unsafe, duplicated, exotic or too large."""
+    if len(infos) > limits.max_members:
+        raise _refuse(path, f"{len(infos)} members, over the limit of {limits.max_members}")
+    seen: set[str] = set()
+    total = 0
+    for info in infos:
+        for name in {info.filename, info.orig_filename}:
+            reason = unsafe_member_reason(name)
+            if reason:
+                raise _refuse(path, f"member {name!r} has an unsafe path ({reason})")
+        name = info.filename
+        if name in seen:
+            raise _refuse(path, f"member {name!r} appears twice")
+        seen.add(name)
+        mode = info.external_attr >> 16
+        if stat.S_ISLNK(mode):
+            raise _refuse(path, f"member {name!r} is a symbolic link")
+        if info.is_dir() or (mode and not stat.S_ISREG(mode)):
+            raise _refuse(path, f"member {name!r} is not a regular file")
+        if info.flag_bits & 0x1:
+            raise _refuse(path, f"member {name!r} is encrypted")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise _refuse(
+                path,
+                f"member {name!r} uses compression method {info.compress_type} "
+                "(expected stored or deflated)",
+            )
+        total += info.file_size
+        if total > limits.max_total_bytes:
+            raise _refuse(
+                path,
+                f"its members declare over {limits.max_total_bytes} bytes uncompressed, "
+                "over the limit",
+            )
+
+
+def _read_member(
+    path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected_size: int
+) -> bytes:
+    """The member's bytes, reading at most one byte past `expected_size`."""
+    chunks = []
+    total = 0
+    try:
+        with archive.open(info) as handle:
+            while True:
+                chunk = handle.read(min(_READ_CHUNK, expected_size - total + 1))
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > expected_size:
+                    raise _refuse(
+                        path,
+                        f"member {info.filename!r} holds more than the "
+                        f"{expected_size} bytes it declares",
+                    )
+                chunks.append(chunk)
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+        raise _refuse(
+            path, f"member {info.filename!r} is damaged ({_first_line(error)})"
+        ) from error
+    return b"".join(chunks)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _open_archive(path: Path, limits: BundleLimits) -> zipfile.ZipFile:
+    try:
+        info = path.stat()
+    except FileNotFoundError as error:
+        raise BundleError(f"{path}: no such file") from error
+    except OSError as error:
+        raise BundleError(f"{path}: cannot read: {error.strerror}") from error
+    if not stat.S_ISREG(info.st_mode):
+        raise BundleError(f"{path}: not a regular file, expected a bundle (.zip)")
+    if info.st_size > limits.max_total_bytes:
+        raise _refuse(
+            path, f"the file is {info.st_size} bytes, over the limit of {limits.max_total_bytes}"
+        )
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4)
+    except OSError as error:
+        raise BundleError(f"{path}: cannot read: {error.strerror}") from error
+    try:
+        return zipfile.ZipFile(path)
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        EOFError,
+        ValueError,
+        OSError,
+        NotImplementedError,
+    ) as error:
+        if head in (_ZIP_MAGIC, _EMPTY_ZIP_MAGIC):
+            problem = "a truncated or damaged zip archive (its directory at the end is unreadable)"
+        else:
+            problem = "not a truva bundle (not a zip archive)"
+        raise _refuse(path, problem) from error
+
+
+def _require(path: Path, condition: bool, problem: str) -> None:
+    if not condition:
+        raise _refuse(path, f"manifest.json: {problem}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_manifest(path: Path, manifest: Any) -> dict[str, dict[str, Any]]:
+    """Validate the manifest's fields; return its members by name."""
+    _require(path, isinstance(manifest, dict), "expected a JSON object")
+    found_format = manifest.get("format")
+    if found_format != BUNDLE_FORMAT:
+        raise _refuse(
+            path,
+            f"not a truva bundle (manifest format is {_describe(found_format)}, "
+            f"expected {BUNDLE_FORMAT!r})",
+        )
+    version = manifest.get("bundle_version")
+    _require(path, _is_int(version), f"bundle_version must be an integer, got {_describe(version)}")
+    if version != BUNDLE_VERSION:
+        newer = "; upgrade truva-console" if version > BUNDLE_VERSION else ""
+        raise _refuse(
+            path,
+            f"bundle version {version} is not supported (this truva-console "
+            f"reads version {BUNDLE_VERSION}){newer}",
+        )
+    schema_version = manifest.get("schema_version")
+    _require(
+        path,
+        _is_int(schema_version),
+        f"schema_version must be an integer, got {_describe(schema_version)}",
+    )
+    if schema_version > SCHEMA_VERSION:
+        raise _refuse(
+            path,
+            f"store schema version {schema_version} is newer than this "
+            f"truva-console understands ({SCHEMA_VERSION}); upgrade "
+            "truva-console",
+        )
+    if schema_version < SCHEMA_VERSION:
+        raise _refuse(
+            path,
+            f"store schema version {schema_version} is older than any this "
+            f"truva-console imports ({SCHEMA_VERSION}); re-export it with a "
+            f"truva-console of schema version {SCHEMA_VERSION}",
+        )
+    for key in ("tool_version", "created_at"):
+        _require(
+            path,
+            isinstance(manifest.get(key), str),
+            f"{key} must be text, got {_describe(manifest.get(key))}",
+        )
+    ids = manifest.get("execution_ids")
+    _require(
+        path,
+        isinstance(ids, list) and bool(ids) and all(isinstance(i, str) and i for i in ids),
+        "execution_ids must be a non-empty list of ids",
+    )
+    _require(path, len(set(ids)) == len(ids), "execution_ids lists an id twice")
+    redaction = manifest.get("redaction")
+    _require(
+        path,
+        isinstance(redaction, dict) and isinstance(redaction.get("applied"), bool),
+        'redaction must be an object with a boolean "applied"',
+    )
+    members = manifest.get("members")
+    _require(path, isinstance(members, list), "members must be a list")
+    by_name: dict[str, dict[str, Any]] = {}
+    for index, member in enumerate(members):
+        where = f"members[{index}]"
+        _require(
+            path,
+            isinstance(member, dict) and isinstance(member.get("name"), str),
+            f"{where} must be an object with a name",
+        )
+        name = member["name"]
+        reason = unsafe_member_reason(name)
+        if reason:
+            raise _refuse(path, f"manifest.json: member {name!r} has an unsafe path ({reason})")
+        _require(
+            path,
+            name not in by_name and name != MANIFEST_MEMBER,
+            f"{where} names {name!r} twice or names the manifest",
+        )
+        _require(
+            path,
+            _is_int(member.get("size")) and member["size"] >= 0,
+            f"{where} ({name}) size must be a non-negative integer",
+        )
+        _require(
+            path,
+            isinstance(member.get("sha256"), str) and bool(_SHA256_HEX.match(member["sha256"])),
+            f"{where} ({name}) sha256 must be 64 lowercase hex digits",
+        )
+        by_name[name] = member
+    return by_name
+
+
+def _check_tables(path: Path, manifest: Mapping[str, Any], members: Mapping[str, Any]) -> None:
+    tables = manifest.get("tables")
+    _require(
+        path,
+        isinstance(tables, list) and all(isinstance(t, dict) for t in tables),
+        "tables must be a list of objects",
+    )
+    found_names = [str(table.get("name")) for table in tables]
+    expected_names = [spec.name for spec in store_table_specs()]
+    if sorted(found_names) != sorted(expected_names):
+        raise _refuse(
+            path,
+            f"manifest.json: tables must be exactly {', '.join(expected_names)}, got "
+            f"{', '.join(found_names) or 'none'}",
+        )
+    by_name = {table["name"]: table for table in tables}
+    for spec in store_table_specs():
+        table = by_name[spec.name]
+        _require(
+            path,
+            table.get("member") == spec.member and spec.member in members,
+            f"table {spec.name} must be in member {spec.member}, listed in members",
+        )
+        _require(
+            path,
+            _is_int(table.get("rows")) and table["rows"] >= 0,
+            f"table {spec.name} rows must be a non-negative integer",
+        )
+        columns = table.get("columns")
+        found = (
+            [(c.get("name"), c.get("type")) for c in columns if isinstance(c, dict)]
+            if isinstance(columns, list)
+            else []
+        )
+        expected = [(c.name, c.type) for c in spec.columns]
+        if found != expected:
+            missing = [name for name, _ in expected if name not in dict(found)]
+            extra = [str(name) for name, _ in found if name not in dict(expected)]
+            detail = (
+                "; ".join(
+                    part
+                    for part in (
+                        f"missing {', '.join(missing)}" if missing else "",
+                        f"unknown {', '.join(extra)}" if extra else "",
+                    )
+                    if part
+                )
+                or "names, types or order differ"
+            )
+            raise _refuse(
+                path,
+                f"manifest.json: table {spec.name} columns do not match store "
+                f"schema version {SCHEMA_VERSION} ({detail})",
+            )
+    spans = manifest.get("spans")
+    _require(
+        path,
+        isinstance(spans, dict) and spans.get("member") == SPANS_MEMBER and SPANS_MEMBER in members,
+        f"spans must name member {SPANS_MEMBER}",
+    )
+
+
+def _decode_table(
+    path: Path, spec: TableSpec, data: bytes, declared_rows: int, execution_ids: set[str]
+) -> tuple[dict[str, Any], ...]:
+    """Every row of a table member, decoded and checked; BundleError names member and line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _refuse(path, f"{spec.member} is not UTF-8 text") from error
+    lines = text.split("\n")
+    if lines[-1] != "":
+        raise _refuse(path, f"{spec.member}: the last line has no newline (truncated?)")
+    lines.pop()
+    if len(lines) != declared_rows:
+        raise _refuse(
+            path, f"{spec.member} holds {len(lines)} rows, the manifest says {declared_rows}"
+        )
+    names = set(spec.column_names)
+    keys: set[tuple[Any, ...]] = set()
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        where = f"{spec.member} line {number}"
+        try:
+            encoded = json.loads(line, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as error:
+            raise _refuse(path, f"{where}: not a JSON object") from error
+        if not isinstance(encoded, dict):
+            raise _refuse(path, f"{where}: not a JSON object")
+        if set(encoded) != names:
+            missing = sorted(names - set(encoded))
+            extra = sorted(set(encoded) - names)
+            raise _refuse(
+                path,
+                f"{where}: columns differ from the table's (missing "
+                f"{missing or 'none'}, unknown {extra or 'none'})",
+            )
+        row = {}
+        for column in spec.columns:
+            try:
+                row[column.name] = decode_value(column, encoded[column.name])
+            except BundleValueError as problem:
+                raise _refuse(path, f"{where}: column {column.name}: {problem}") from None
+        if row["execution_id"] not in execution_ids:
+            raise _refuse(
+                path,
+                f"{where}: execution_id {_describe(row['execution_id'])} is not "
+                "one of the manifest's execution_ids",
+            )
+        if spec.primary_key:
+            key = tuple(row[name] for name in spec.primary_key)
+            if key in keys:
+                named = ", ".join(f"{name}={row[name]!r}" for name in spec.primary_key)
+                raise _refuse(path, f"{where}: a second row for {named}")
+            keys.add(key)
+        rows.append(row)
+    return tuple(rows)
+
+
+def read_bundle(
+    bundle_path: str | os.PathLike[str], *, limits: BundleLimits | None = None
+) -> Bundle:
+    """Open and validate a bundle completely; BundleError (one line) on the first problem.
+
+    Checks, before anything is decoded: a zip archive, within the limits, every member a plain
+    file with a safe relative path, no duplicates; then the manifest (format, versions,
+    members, tables and columns), every member's size and SHA-256, and every row (types,
+    execution ids, primary keys). Reads no store and writes nothing.
+    """
+    path = Path(bundle_path)
+    limits = limits or BundleLimits()
+    with _open_archive(path, limits) as archive:
+        infos = archive.infolist()
+        _check_directory(path, infos, limits)
+        by_name = {info.filename: info for info in infos}
+        manifest_info = by_name.get(MANIFEST_MEMBER)
+        if manifest_info is None:
+            raise _refuse(path, f"not a truva bundle ({MANIFEST_MEMBER} is missing)")
+        if manifest_info.file_size > limits.max_manifest_bytes:
+            raise _refuse(
+                path,
+                f"{MANIFEST_MEMBER} is {manifest_info.file_size} bytes, over the "
+                f"limit of {limits.max_manifest_bytes}",
+            )
+        manifest_bytes = _read_member(path, archive, manifest_info, manifest_info.file_size)
+        try:
+            manifest = json.loads(manifest_bytes.decode("utf-8"), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
+            raise _refuse(path, f"{MANIFEST_MEMBER} is not valid JSON") from error
+        members = _check_manifest(path, manifest)
+        for name in by_name:
+            if name != MANIFEST_MEMBER and name not in members:
+                raise _refuse(path, f"member {name!r} is not listed in the manifest")
+        for name, member in members.items():
+            info = by_name.get(name)
+            if info is None:
+                raise _refuse(
+                    path, f"member {name!r} is listed in the manifest but missing from the archive"
+                )
+            if info.file_size != member["size"]:
+                raise _refuse(
+                    path,
+                    f"member {name!r} is {info.file_size} bytes in the archive, "
+                    f"the manifest says {member['size']}",
+                )
+        _check_tables(path, manifest, members)
+        contents: dict[str, bytes] = {}
+        for name, member in members.items():
+            data = _read_member(path, archive, by_name[name], member["size"])
+            if len(data) != member["size"]:
+                raise _refuse(
+                    path,
+                    f"member {name!r} is {len(data)} bytes, the manifest says "
+                    f"{member['size']} (truncated?)",
+                )
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != member["sha256"]:
+                raise _refuse(
+                    path,
+                    f"member {name!r} has SHA-256 {digest[:12]}…, the manifest "
+                    f"says {member['sha256'][:12]}… (changed or damaged)",
+                )
+            contents[name] = data
+    return _decode_bundle(path, manifest, contents)
+
+
+def _decode_bundle(path: Path, manifest: dict[str, Any], contents: Mapping[str, bytes]) -> Bundle:
+    execution_ids = tuple(manifest["execution_ids"])
+    declared = {table["name"]: table for table in manifest["tables"]}
+    rows = {
+        spec.name: _decode_table(
+            path, spec, contents[spec.member], declared[spec.name]["rows"], set(execution_ids)
+        )
+        for spec in store_table_specs()
+    }
+    statuses = {row["execution_id"]: row["status"] for row in rows["executions"]}
+    for execution_id in execution_ids:
+        status = statuses.get(execution_id)
+        if status is None:
+            raise _refuse(
+                path,
+                f"execution {execution_id} is listed in the manifest but has no "
+                "row in tables/executions.jsonl",
+            )
+        if status not in _FINISHED_STATUSES:
+            raise _refuse(
+                path,
+                f"execution {execution_id} has status {status!r}; a bundle holds "
+                "finished executions only",
+            )
+    try:
+        spans = json.loads(contents[SPANS_MEMBER].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise _refuse(path, f"{SPANS_MEMBER} is not valid JSON") from error
+    if not isinstance(spans, dict) or not isinstance(spans.get("resourceSpans"), list):
+        raise _refuse(path, f"{SPANS_MEMBER} is not an OTLP/JSON document (no resourceSpans)")
+    span_count = sum(
+        len(scope.get("spans", ()))
+        for resource in spans["resourceSpans"]
+        if isinstance(resource, dict)
+        for scope in resource.get("scopeSpans", ())
+        if isinstance(scope, dict)
+    )
+    return Bundle(
+        path=path,
+        manifest=manifest,
+        execution_ids=execution_ids,
+        redacted=manifest["redaction"]["applied"],
+        tool_version=manifest["tool_version"],
+        created_at=manifest["created_at"],
+        rows=rows,
+        span_count=span_count,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Import
+# ---------------------------------------------------------------------------------------------
+
+
+def _canonical(spec: TableSpec, rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Rows as sorted canonical JSON lines, to compare two sets of rows exactly."""
+    return sorted(
+        json.dumps(encode_row(spec, row), sort_keys=True, ensure_ascii=False, allow_nan=False)
+        for row in rows
+    )
+
+
+def _by_execution(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    grouped: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault(row["execution_id"], []).append(row)
+    return grouped
+
+
+@dataclass(slots=True)
+class _ImportPlan:
+    """What to do with each execution of a bundle, decided against the store's rows."""
+
+    imported: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _plan_import(conn: duckdb.DuckDBPyConnection, bundle: Bundle, *, replace: bool) -> _ImportPlan:
+    existing = read_execution_rows(conn, bundle.execution_ids)
+    plan = _ImportPlan()
+    ours = {spec.name: _by_execution(existing[spec.name]) for spec in store_table_specs()}
+    theirs = {spec.name: _by_execution(bundle.rows[spec.name]) for spec in store_table_specs()}
+    for execution_id in bundle.execution_ids:
+        differing = [
+            spec.name
+            for spec in store_table_specs()
+            if _canonical(spec, ours[spec.name].get(execution_id, ()))
+            != _canonical(spec, theirs[spec.name].get(execution_id, ()))
+        ]
+        present = any(execution_id in ours[spec.name] for spec in store_table_specs())
+        if not present:
+            plan.imported.append(execution_id)
+        elif not differing:
+            plan.skipped.append(execution_id)
+        elif replace:
+            plan.replaced.append(execution_id)
+        else:
+            plan.conflicts.append((execution_id, f"different rows (in {', '.join(differing)})"))
+    writing = set(plan.imported) | set(plan.replaced)
+    call_ids = [
+        row["call_id"] for row in bundle.rows["llm_calls"] if row["execution_id"] in writing
+    ]
+    if call_ids:
+        for call_id, owner in conn.execute(
+            "SELECT call_id, execution_id FROM llm_calls WHERE list_contains($calls, call_id) "
+            "AND NOT list_contains($writing, execution_id)",
+            {"calls": call_ids, "writing": sorted(writing)},
+        ).fetchall():
+            plan.conflicts.append((owner, f"an LLM call {call_id!r} that the bundle also holds"))
+    return plan
+
+
+def _conflict_error(db: str, bundle: Bundle, conflicts: Sequence[tuple[str, str]]) -> BundleError:
+    execution_id, difference = conflicts[0]
+    more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+    rows_differ = difference.startswith("different rows")
+    hint = (
+        "; the bundle is redacted, so it differs from an unredacted recording of the same run"
+        if bundle.redacted and rows_differ
+        else ""
+    )
+    remedy = "pass --replace to overwrite" if rows_differ else "an LLM call id is unique"
+    return BundleConflictError(
+        f"{db}: execution {execution_id} is already in the store with {difference}{more}{hint}; "
+        f"nothing was imported ({remedy})"
+    )
+
+
+def _insert_rows(
+    conn: duckdb.DuckDBPyConnection, spec: TableSpec, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    if not rows:
+        return
+    schema = pa.schema([(column.name, _ARROW_TYPES[column.type]) for column in spec.columns])
+    staging = pa.Table.from_pylist([dict(row) for row in rows], schema=schema)
+    view_name = f"bundle_{spec.name}"
+    columns = ", ".join(_quote(column.name) for column in spec.columns)
+    casts = ", ".join(f"CAST({_quote(column.name)} AS {column.type})" for column in spec.columns)
+    conn.register(view_name, staging)
+    try:
+        conn.execute(f"INSERT INTO {_quote(spec.name)} ({columns}) SELECT {casts} FROM {view_name}")
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            conn.unregister(view_name)
+
+
+def import_bundle(
+    db_path: str | os.PathLike[str],
+    bundle_path: str | os.PathLike[str],
+    *,
+    replace: bool = False,
+    limits: BundleLimits | None = None,
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> ImportResult:
+    """Validate the bundle completely, then write its executions into the store in one transaction.
+
+    An execution already in the store with identical rows is skipped, so importing twice
+    changes nothing. One with different rows is refused (BundleConflictError, nothing written)
+    unless `replace`, which deletes its rows first. The store is created when missing.
+    """
+    bundle = read_bundle(bundle_path, limits=limits)
+    paths = store_paths(db_path)
+    store = Store(paths, lock_timeout_s=lock_timeout_s)
+    with store.session(create=True) as conn:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            plan = _plan_import(conn, bundle, replace=replace)
+            if plan.conflicts:
+                raise _conflict_error(store.path, bundle, plan.conflicts)
+            writing = set(plan.imported) | set(plan.replaced)
+            for spec in store_table_specs():
+                if plan.replaced:
+                    conn.execute(
+                        f"DELETE FROM {_quote(spec.name)} WHERE list_contains($ids, execution_id)",
+                        {"ids": plan.replaced},
+                    )
+                _insert_rows(
+                    conn,
+                    spec,
+                    [row for row in bundle.rows[spec.name] if row["execution_id"] in writing],
+                )
+            conn.execute("COMMIT")
+        except duckdb.Error as error:
+            conn.execute("ROLLBACK")
+            raise BundleError(
+                f"{store.path}: writing {bundle.path} failed ({_first_line(error)}); nothing "
+                "was imported"
+            ) from error
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    writing = set(plan.imported) | set(plan.replaced)
+    return ImportResult(
+        bundle=bundle.path,
+        db=paths.db,
+        imported=tuple(plan.imported),
+        skipped=tuple(plan.skipped),
+        replaced=tuple(plan.replaced),
+        row_counts={
+            spec.name: sum(1 for row in bundle.rows[spec.name] if row["execution_id"] in writing)
+            for spec in store_table_specs()
+        },
+        redacted=bundle.redacted,
+        tool_version=bundle.tool_version,
+    )
