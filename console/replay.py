@@ -20,13 +20,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 
+from console.loopback import LOOPBACK, NoDelayHandler, QuietThreadingHTTPServer
 from executor.config import CONFIG_FIELDS, ConfigError, ExecutorConfig, resolve_config
 from executor.events import FanoutRecorder, ListRecorder, LLMCall, NullRecorder, Recorder
 from executor.plan import Plan, PlanError, parse_plan
@@ -574,23 +574,15 @@ class _Request:
 _Answer = Callable[[_Request], "ReplayResponse | None"]
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
+class _QuietServer(QuietThreadingHTTPServer):
     owner: _ReplayServer
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        return None  # a client that hung up is not an error worth printing
 
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(NoDelayHandler):
     server: _QuietServer
 
     def setup(self) -> None:
         super().setup()
-        # Headers and body are separate writes; without this Nagle adds ~40 ms per response.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.owner.track(self.connection)
 
     def finish(self) -> None:
@@ -641,9 +633,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
 
 def _wire_text(value: str) -> str:
     """A header value whose latin-1 encoding is its original bytes (UTF-8 when not latin-1)."""
@@ -662,7 +651,7 @@ class _ReplayServer:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
-        self._httpd = _QuietServer(("127.0.0.1", 0), _Handler)
+        self._httpd = _QuietServer((LOOPBACK, 0), _Handler)
         self._httpd.owner = self
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-LOOPBACK = "127.0.0.1"
+from console.loopback import LOOPBACK, NoDelayHandler, QuietThreadingHTTPServer
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,23 +57,12 @@ def decode_json(body: bytes) -> Any:
         return None
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
+class _Server(QuietThreadingHTTPServer):
     owner: DemoHTTPServer
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        return None  # a client that hung up is not an error worth printing
 
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _RequestHandler(NoDelayHandler):
     server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body are separate writes; without this Nagle adds ~40 ms per response.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -102,9 +89,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
 
 
 class DemoHTTPServer:
