@@ -447,15 +447,6 @@ def _described(value: Any) -> str:
     return f"{json_type_name(value)} {shown}"
 
 
-def _required_bool(answer: Mapping[str, Any], key: str) -> bool:
-    if key not in answer:
-        raise LLMParseError(f"{key} is missing; expected a JSON boolean")
-    value = answer[key]
-    if not isinstance(value, bool):
-        raise LLMParseError(f"{key} must be a JSON boolean, got {_described(value)}")
-    return value
-
-
 def _optional_bool(answer: Mapping[str, Any], key: str) -> bool:
     value = answer.get(key)
     if value is None:
@@ -484,9 +475,12 @@ def _optional_object(answer: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 
 def analysis_verdict_from(answer: Mapping[str, Any]) -> AnalyzerVerdict:
-    """Type-check a decoded analyzer answer; null or absent optional fields get their zero value."""
+    """Type-check a decoded analyzer answer; null or absent fields get their zero value.
+
+    As Go's decoder does, a missing or null `should_retry` is false ("cannot fix").
+    """
     return AnalyzerVerdict(
-        should_retry=_required_bool(answer, "should_retry"),
+        should_retry=_optional_bool(answer, "should_retry"),
         reason=_optional_text(answer, "reason"),
         suggested_changes=_optional_object(answer, "suggested_changes"),
         is_transient_error=_optional_bool(answer, "is_transient_error"),
@@ -496,7 +490,7 @@ def analysis_verdict_from(answer: Mapping[str, Any]) -> AnalyzerVerdict:
 def reresolution_verdict_from(answer: Mapping[str, Any]) -> ResolverVerdict:
     """Type-check a decoded re-resolver answer; null `corrected_parameters` becomes {} (§5.1)."""
     return ResolverVerdict(
-        should_retry=_required_bool(answer, "should_retry"),
+        should_retry=_optional_bool(answer, "should_retry"),
         corrected_parameters=_optional_object(answer, "corrected_parameters"),
         analysis=_optional_text(answer, "analysis"),
     )

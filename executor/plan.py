@@ -263,6 +263,9 @@ def _first_duplicate_key(value: Any, path: str) -> tuple[str, str] | None:
     return None
 
 
+TOO_DEEP = "nested too deeply to be a plan (Python's recursion limit was reached)"
+
+
 def load_plan(path: str | Path) -> Plan:
     """Read and validate the plan file at `path`; raise PlanError naming the file and problem."""
     file = str(path)
@@ -288,7 +291,12 @@ def load_plan(path: str | Path) -> Plan:
     except _NonStandardConstant as error:
         problem = f"invalid JSON: {error.constant} is not a JSON value"
         raise PlanError(file, "", problem) from error
-    duplicate = _first_duplicate_key(data, "")
+    except RecursionError as error:
+        raise PlanError(file, "", TOO_DEEP) from error
+    try:
+        duplicate = _first_duplicate_key(data, "")
+    except RecursionError as error:
+        raise PlanError(file, "", TOO_DEEP) from error
     if duplicate is not None:
         object_path, key = duplicate
         raise PlanError(file, object_path, f"duplicate key {_quote(key)}")
@@ -302,7 +310,10 @@ def parse_plan(data: Any, source: str = "<plan>") -> Plan:
     (tools, capabilities, depends_on, hitl_approved keys, `{{step-…}}` bindings), dependency
     cycles over depends_on plus bindings, and the config values via `resolve_config`.
     """
-    return _PlanParser(source).parse(data)
+    try:
+        return _PlanParser(source).parse(data)
+    except RecursionError as error:
+        raise PlanError(source, "", TOO_DEEP) from error
 
 
 # ---------------------------------------------------------------------------------------------

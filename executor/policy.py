@@ -628,8 +628,9 @@ def _check_semantic_budget(inputs: DecisionInputs) -> Outcome:
         return miss(why)
     if inputs.validation_retries >= inputs.max_semantic_retries:
         return hit(
-            f"layer 4 budget used up: {inputs.validation_retries} corrections of "
-            f"{inputs.max_semantic_retries} semantic retries"
+            f"{_status_text(inputs)}: layer 3 said cannot fix and layer 4 has no budget left "
+            f"({inputs.validation_retries} corrections used, max_semantic_retries "
+            f"{inputs.max_semantic_retries}); never resent unchanged"
         )
     return miss(
         f"{inputs.validation_retries} of {inputs.max_semantic_retries} semantic retries used"
@@ -758,9 +759,9 @@ RESPONSE_RULES: tuple[Rule, ...] = (
          "analyzer correction touches a protected input", _check_analyzer_protected),
     Rule("analyzer.accept", Action.RETRY_CORRECTED, "8", "seed 000 §4, §5; seed 001",
          "analyzer correction accepted (attempt--)", _check_analyzer_accept),
-    # seed 000 §6: layer 4 needs semantic budget left.
-    Rule("budget.semantic_retries", Action.STOP_BUDGET, "9", "seed 000 §6",
-         "layer 4 budget used up", _check_semantic_budget),
+    # seed 000 §6: layer 4 needs semantic budget left; without it row 9 cannot apply (row 11).
+    Rule("re_resolution.budget_exhausted", Action.STOP_NO_CORRECTION, "11", "seed 000 §6",
+         "layer 3 said cannot fix and no semantic-retry budget is left", _check_semantic_budget),
     Rule("re_resolution.ask", Action.ASK_RESOLVER, "9", "seed 000 §6; seed 001",
          "consult the layer 4 contextual re-resolver", _check_ask_resolver),
     Rule("re_resolution.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",

@@ -764,7 +764,7 @@ class PlanExecutor:
             return assess_correction(
                 Layer.RE_RESOLUTION, answered=True,
                 proposed_parameters=verdict.corrected_parameters or None,
-                should_retry=verdict.should_retry and bool(verdict.corrected_parameters),
+                should_retry=verdict.should_retry,
                 explanation=verdict.analysis, changes=verdict.corrected_parameters, **common,
             )
         corrected, failure = await self._legacy(step, capability, state, outcome)

@@ -275,7 +275,7 @@ FAILURE_CASES = [
         "wrong_type_should_retry",
         FailureCase(
             LLMReply('{"should_retry": "true", "suggested_changes": {"city": "Tokyo"}}'),
-            parse_error='should_retry must be a JSON boolean, got string "true"',
+            parse_error='should_retry must be a JSON boolean or absent, got string "true"',
             parsed={"should_retry": "true", "suggested_changes": {"city": "Tokyo"}},
         ),
     ),

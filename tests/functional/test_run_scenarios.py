@@ -401,3 +401,39 @@ def test_bad_plan_gets_one_line_and_exit_2(tmp_path):
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "plan.json" in lines[0] and "paramters" in lines[0]
+
+
+def test_layer_4_yes_without_parameters_is_no_correction(tmp_path, tool_server, llm_server):
+    tool_server.script("/capabilities/x", ToolReply.error(400, "BAD", "bad value"))
+    llm_server.script(analysis(False, reason="cannot fix"),
+                      json.dumps({"should_retry": True, "analysis": "try again",
+                                  "corrected_parameters": {}}))
+    doc = run_plan_json(tmp_path, plan(
+        tool_server.base_url, {"x": capability("x")}, [step("step-1", "x", {"a": 1})],
+        llm_base_url=llm_server.base_url))
+    (attempt,) = step_of(doc)["attempts"]
+    assert (attempt["action"], attempt["rule"]) == ("stop_no_correction", "no_correction.stop")
+    assert "layer 4 proposed no change" in attempt["reason"]
+
+
+def test_no_semantic_budget_means_no_correction(tmp_path, tool_server, llm_server):
+    tool_server.script("/capabilities/x", ToolReply.error(422, "BAD", "bad value"))
+    llm_server.script(analysis(False, reason="cannot fix"))
+    doc = run_plan_json(tmp_path, plan(
+        tool_server.base_url, {"x": capability("x")}, [step("step-1", "x", {"a": 1})],
+        config={"max_semantic_retries": 0}, llm_base_url=llm_server.base_url))
+    assert actions(doc) == [(422, "stop_no_correction", "re_resolution.budget_exhausted")]
+    assert len(llm_server.requests) == 1
+
+
+def test_analyzer_answer_without_should_retry_counts_as_cannot_fix(tmp_path, tool_server,
+                                                                     llm_server):
+    tool_server.script("/capabilities/x", ToolReply.error(400, "BAD", "bad value"),
+                       ToolReply.ok({"ok": True}))
+    llm_server.script('{"reason": "no idea"}',
+                      json.dumps({"should_retry": True, "analysis": "a must be 2",
+                                  "corrected_parameters": {"a": 2}}))
+    doc = run_plan_json(tmp_path, plan(
+        tool_server.base_url, {"x": capability("x")}, [step("step-1", "x", {"a": 1})],
+        llm_base_url=llm_server.base_url))
+    assert actions(doc)[0] == (400, "retry_corrected", "re_resolution.accept")

@@ -848,3 +848,21 @@ def test_plan_is_frozen() -> None:
     with pytest.raises(AttributeError):
         plan.query = "other"  # type: ignore[misc]
     assert isinstance(plan, Plan)
+
+
+@pytest.mark.parametrize("depth", [900, 5000], ids=["deep_parameters", "deeper_than_json_decoder"])
+def test_a_plan_nested_too_deeply_is_one_line_not_a_traceback(tmp_path, depth):
+    nested = "[" * depth + "]" * depth
+    text = (
+        '{"tools": {"t": {"base_url": "http://127.0.0.1:1"}}, "capabilities": {"t.c": {}},'
+        ' "steps": [{"id": "step-1", "tool": "t", "capability": "c",'
+        f' "parameters": {{"x": {nested}}}}}]}}'
+    )
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    with pytest.raises(PlanError) as caught:
+        load_plan(path)
+    assert (
+        str(caught.value)
+        == f"{path}: nested too deeply to be a plan (Python's recursion limit was reached)"
+    )
