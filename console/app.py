@@ -1,4 +1,4 @@
-"""The Textual app of truva-console: executions list, execution detail, command palette."""
+"""The Textual app of truva-console: executions, one execution, replay, bundles, palette."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ from textual import on
 from textual.app import App
 from textual.binding import Binding, BindingType
 
+from console.screens.bundle import ImportDialog
 from console.screens.execution import ExecutionScreen
 from console.screens.executions import DEFAULT_PAGE_SIZE, ExecutionsScreen
 from console.screens.palette import ConsoleCommands
+from console.screens.replay import ReplayScreen
 from console.screens.store_source import StoreSource
 from console.widgets.tables import ExecutionTable
+from store.queries import ExecutionDetail
 
 REFRESH_INTERVAL_S = 1.0
 
@@ -25,6 +28,8 @@ class TruvaConsoleApp(App[int]):
 
     `db_arg` is the `--db` value shown in the CLI twin commands (None when the default or
     `$TRUVA_DB` applies). `live_refresh=False` turns the store polling off (snapshot tests).
+    `replay_files_dir` is where edited replay responses are written (a new temporary
+    directory by default, kept after exit so the copied `replay` commands still work).
     """
 
     CSS_PATH = "console.tcss"
@@ -42,6 +47,7 @@ class TruvaConsoleApp(App[int]):
         live_refresh: bool = True,
         refresh_interval_s: float = REFRESH_INTERVAL_S,
         page_size: int = DEFAULT_PAGE_SIZE,
+        replay_files_dir: Path | None = None,
     ) -> None:
         super().__init__()
         self.source = StoreSource(Path(db_path))
@@ -49,6 +55,7 @@ class TruvaConsoleApp(App[int]):
         self.refresh_interval_s = refresh_interval_s if live_refresh else None
         self.page_size = page_size
         self.store_problem: str | None = None
+        self._replay_files_dir = replay_files_dir
 
     def get_default_screen(self) -> ExecutionsScreen:
         return ExecutionsScreen(
@@ -68,6 +75,32 @@ class TruvaConsoleApp(App[int]):
                 refresh_interval_s=self.refresh_interval_s,
             )
         )
+
+    def replay_files_dir(self) -> Path:
+        """Where edited replay responses go; a temporary directory made on first use."""
+        if self._replay_files_dir is None:
+            self._replay_files_dir = Path(tempfile.mkdtemp(prefix="truva-replay-"))
+        return self._replay_files_dir
+
+    def open_replay(self, detail: ExecutionDetail, step_id: str) -> None:
+        """Show the replay screen for one step of a loaded execution."""
+        self.push_screen(
+            ReplayScreen(
+                detail,
+                step_id,
+                db_path=self.source.db_path,
+                db_arg=self.db_arg,
+                files_dir=self.replay_files_dir(),
+            )
+        )
+
+    @on(ReplayScreen.ReplayFinished)
+    @on(ImportDialog.ImportFinished)
+    def _store_written(self) -> None:
+        """A replay or an import added executions: list them."""
+        for screen in self.screen_stack:
+            if isinstance(screen, ExecutionsScreen):
+                screen.load_page()
 
     @on(ExecutionTable.ExecutionChosen)
     def _execution_chosen(self, message: ExecutionTable.ExecutionChosen) -> None:

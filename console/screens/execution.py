@@ -34,6 +34,8 @@ class ExecutionScreen(Screen):
         Binding("r", "refresh", "Refresh", id="refresh", tooltip="Query the store again now"),
         Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
                 tooltip="Copy the equivalent `truva-console explain` command"),
+        Binding("R", "replay_step", "Replay step", id="replay-step", key_display="R",
+                tooltip="Replay the selected step locally with edited tool responses"),
         *(
             Binding(str(number), f"show_tab('{tab_id}')", title, show=False,
                     id=f"show-{tab_id}", tooltip=f"Show the {title} tab of the attempt")
@@ -91,6 +93,14 @@ class ExecutionScreen(Screen):
         self.load_execution()
         if self.refresh_interval_s:
             self.set_interval(self.refresh_interval_s, self.poll_store, name="poll-store")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Offer replay once a step of a finished execution is selected."""
+        if action == "replay_step":
+            detail = self.detail
+            finished = detail is not None and detail.execution.status != "running"
+            return finished and self._step(self.step_id) is not None
+        return True
 
     # ------------------------------------------------------------------ loading
 
@@ -197,6 +207,7 @@ class ExecutionScreen(Screen):
         step = self._step(step_id)
         self.step_id = step_id
         self._update_twin()
+        self.refresh_bindings()
         attempts_table = self.query_one(AttemptTable)
         detail_pane = self.query_one(AttemptDetail)
         if step is None:
@@ -294,6 +305,13 @@ class ExecutionScreen(Screen):
         """Show one tab of the attempt detail."""
         self.query_one(AttemptDetail).show_tab(tab_id)
 
+    def action_replay_step(self, step_id: str | None = None) -> None:
+        """Open the replay screen for `step_id` (the selected step by default)."""
+        open_replay = getattr(self.app, "open_replay", None)
+        step_id = step_id or self.step_id
+        if self.detail is not None and step_id is not None and open_replay is not None:
+            open_replay(self.detail, step_id)
+
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
@@ -321,6 +339,13 @@ class ExecutionScreen(Screen):
                     f"step: Show {step.step_id}",
                     f"{step.status} · {step.tool}.{step.capability}",
                     lambda step_id=step.step_id: self.select_step(step_id),
+                )
+            )
+            commands.append(
+                PaletteCommand(
+                    f"replay: Replay {step.step_id}",
+                    "Re-run it locally with edited tool responses",
+                    lambda step_id=step.step_id: self.action_replay_step(step_id),
                 )
             )
         return commands

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Header, Static
 from textual.worker import Worker, WorkerState
 
+from console.screens.bundle import ExportDialog, ImportDialog
 from console.screens.palette import PaletteCommand
 from console.screens.store_source import StoreSource, StoreUnavailable
 from console.widgets.cells import twin_command
@@ -38,6 +39,10 @@ class ExecutionsScreen(Screen):
                 tooltip="Show the previous page of newer executions"),
         Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
                 tooltip="Copy the equivalent `truva-console ls` command"),
+        Binding("x", "export", "Export", id="export-bundle",
+                tooltip="Write the highlighted execution (or all listed) to a trace bundle"),
+        Binding("i", "import_bundle", "Import", id="import-bundle",
+                tooltip="Load a trace bundle file into this store"),
     ]  # fmt: skip
 
     @dataclass
@@ -99,6 +104,10 @@ class ExecutionsScreen(Screen):
             return self.page is not None and self.page_offset + self.page_size < self.page.total
         if action == "previous_page":
             return self.page_offset > 0
+        if action == "export":
+            return self.problem is None and bool(self.page and self.page.executions)
+        if action == "import_bundle":
+            return self.problem is None
         return True
 
     # ------------------------------------------------------------------ loading
@@ -324,6 +333,33 @@ class ExecutionsScreen(Screen):
         self.app.copy_to_clipboard(self.twin_command)
         self.notify(self.twin_command, title="Copied the CLI command")
 
+    def action_export(self, all_listed: bool = False) -> None:
+        """Open the export dialog for the highlighted execution (or every listed one)."""
+        rows = self.page.executions if self.page and self.problem is None else ()
+        if not rows:
+            return
+        finished = tuple(row.execution_id for row in rows if row.status != "running")
+        self.app.push_screen(
+            ExportDialog(
+                self.source.db_path,
+                db_arg=self.db_arg,
+                highlighted=self.query_one(ExecutionTable).highlighted_key(),
+                listed=finished,
+                listed_is_everything=not self.parsed_filter.text and len(rows) == self.page.total,
+                left_out_running=len(rows) - len(finished),
+                all_listed=all_listed,
+            )
+        )
+
+    def export_execution(self, execution_id: str) -> None:
+        """Put the cursor on `execution_id` and open the export dialog for it."""
+        self.query_one(ExecutionTable).move_to_key(execution_id)
+        self.action_export()
+
+    def action_import_bundle(self) -> None:
+        """Open the import dialog."""
+        self.app.push_screen(ImportDialog(self.source.db_path, db_arg=self.db_arg))
+
     def palette_commands(self) -> list[PaletteCommand]:
         """Commands of this screen for the command palette."""
         commands = [
@@ -341,7 +377,17 @@ class ExecutionsScreen(Screen):
             PaletteCommand("page: Next page", "Older executions", self.action_next_page),
             PaletteCommand("page: Previous page", "Newer executions", self.action_previous_page),
             PaletteCommand("cli: Copy the ls command", self.twin_command, self.action_copy_twin),
+            PaletteCommand("bundle: Import file", "Load a trace bundle into this store",
+                           self.action_import_bundle),
         ]  # fmt: skip
+        if self.page and self.page.executions and self.problem is None:
+            commands.append(
+                PaletteCommand(
+                    "bundle: Export all listed",
+                    "Every listed execution to one file",
+                    lambda: self.action_export(all_listed=True),
+                )
+            )
         open_execution = getattr(self.app, "open_execution", None)
         for row in self.page.executions if self.page and open_execution else ():
             commands.append(
@@ -349,6 +395,14 @@ class ExecutionsScreen(Screen):
                     f"execution: Open {row.execution_id}",
                     f"{row.status} · {row.query or ''}",
                     lambda execution_id=row.execution_id: open_execution(execution_id),
+                )
+            )
+        for row in self.page.executions if self.page and self.problem is None else ():
+            commands.append(
+                PaletteCommand(
+                    f"bundle: Export {row.execution_id}",
+                    f"{row.status} · {row.query or ''}",
+                    lambda execution_id=row.execution_id: self.export_execution(execution_id),
                 )
             )
         return commands

@@ -1,0 +1,403 @@
+"""Dialogs that export executions to a trace bundle and import one into the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
+from textual.worker import Worker, WorkerState
+
+from console.widgets.cells import twin_command
+from store.bundles import ExportResult, ImportResult, export_bundle, import_bundle
+from store.errors import StoreError
+
+BUNDLE_SUFFIX = ".truva.zip"
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def default_bundle_path(execution_ids: tuple[str, ...] | None) -> str:
+    """`./<execution_id>.truva.zip` for one execution, `./executions.truva.zip` for several."""
+    if execution_ids is not None and len(execution_ids) == 1:
+        return f"./{execution_ids[0]}{BUNDLE_SUFFIX}"
+    return f"./executions{BUNDLE_SUFFIX}"
+
+
+def export_summary(result: ExportResult) -> Text:
+    """What was written: file, size, redaction, then executions and row counts."""
+    counts = result.row_counts
+    secrets = (
+        Text("secrets redacted", style="green")
+        if result.redacted
+        else Text("secrets NOT redacted", style="bold red")
+    )
+    return Text.assemble(
+        ("wrote ", "bold"), (str(result.path), "bold"), f" ({result.size_bytes:,} bytes), ",
+        secrets, "\n",
+        f"{_plural(len(result.execution_ids), 'execution')} · "
+        f"{_plural(counts.get('steps', 0), 'step')}, "
+        f"{_plural(counts.get('attempts', 0), 'attempt')}, "
+        f"{_plural(counts.get('llm_calls', 0), 'LLM call')}, "
+        f"{_plural(counts.get('events', 0), 'event')}, {_plural(result.span_count, 'span')}",
+    )  # fmt: skip
+
+
+def import_summary(result: ImportResult) -> Text:
+    """What the import did with each execution of the bundle."""
+    text = Text.assemble(
+        ("imported ", "bold"), (str(len(result.imported)), "bold green"),
+        ", skipped (already in the store) ", (str(len(result.skipped)), "bold"),
+    )  # fmt: skip
+    if result.replaced:
+        text.append(", replaced ")
+        text.append(str(len(result.replaced)), style="bold yellow")
+    for label, ids in (("imported", result.imported), ("replaced", result.replaced),
+                       ("skipped", result.skipped)):  # fmt: skip
+        if ids:
+            text.append(f"\n{label}: {', '.join(ids)}")
+    if result.redacted:
+        text.append("\nthe bundle's secrets were redacted when it was exported", style="dim")
+    return text
+
+
+class ExportDialog(ModalScreen[None]):
+    """Writes the highlighted execution, or every listed one, to a bundle file."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Close", id="close-dialog", key_display="esc",
+                tooltip="Close the dialog"),
+    ]  # fmt: skip
+
+    @dataclass
+    class ExportFinished(Message):
+        """The bundle was written."""
+
+        request: int
+        result: ExportResult
+
+    @dataclass
+    class ExportFailed(Message):
+        """Nothing was written; `problem` is one line."""
+
+        request: int
+        problem: str
+
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        db_arg: str | None,
+        highlighted: str | None,
+        listed: tuple[str, ...],
+        listed_is_everything: bool = False,
+        left_out_running: int = 0,
+        all_listed: bool = False,
+    ) -> None:
+        super().__init__()
+        self.db_path = db_path
+        self.db_arg = db_arg
+        self.highlighted = highlighted
+        self.listed = listed
+        self.listed_is_everything = listed_is_everything
+        self.left_out_running = left_out_running
+        self.all_listed = all_listed or highlighted is None
+        self.result: ExportResult | None = None
+        self.problem: str | None = None
+        self.exporting = False
+        self._request = 0
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="export-box", classes="bundle-box"):
+            with RadioSet(id="export-scope"):
+                if self.highlighted is not None:
+                    yield RadioButton(
+                        f"execution {self.highlighted}",
+                        value=not self.all_listed,
+                        id="scope-highlighted",
+                    )
+                running = (
+                    f" ({self.left_out_running} running left out)" if self.left_out_running else ""
+                )
+                yield RadioButton(
+                    f"all {_plural(len(self.listed), 'listed execution')}{running}",
+                    value=self.all_listed,
+                    id="scope-listed",
+                )
+            yield Input(value=default_bundle_path(self.execution_ids), id="export-path")
+            with Horizontal(classes="bundle-flags"):
+                yield Checkbox("Redact secrets", value=True, id="export-redact")
+                yield Checkbox("Overwrite an existing file", value=False, id="export-overwrite")
+            yield Static(id="export-result", classes="bundle-result")
+            yield Static(id="export-twin", classes="bundle-twin")
+            with Horizontal(classes="bundle-buttons"):
+                yield Button("Export", variant="primary", id="export-run")
+                yield Button("Close", id="export-close")
+
+    def on_mount(self) -> None:
+        self.query_one("#export-box").border_title = "Export a trace bundle"
+        self.query_one("#export-scope").border_title = "executions"
+        self.query_one("#export-path", Input).border_title = "bundle file"
+        self._show_result()
+        self._update_twin()
+        self.query_one("#export-path", Input).focus()
+
+    @property
+    def execution_ids(self) -> tuple[str, ...] | None:
+        """The ids to export; None means every finished execution (`--all`)."""
+        if not self.all_listed and self.highlighted is not None:
+            return (self.highlighted,)
+        return None if self.listed_is_everything else self.listed
+
+    @property
+    def twin_command(self) -> str:
+        """The `truva-console export` command that writes the same bundle."""
+        ids = self.execution_ids
+        args = ["export", *(ids if ids is not None else ["--all"])]
+        args += ["-o", self.query_one("#export-path", Input).value.strip() or "FILE"]
+        if not self.query_one("#export-redact", Checkbox).value:
+            args.append("--no-redact")
+        if self.query_one("#export-overwrite", Checkbox).value:
+            args.append("--force")
+        return twin_command(self.db_arg, *args)
+
+    def _update_twin(self) -> None:
+        self.sub_title = f"CLI: {self.twin_command}"
+        twin = Text.assemble(("CLI ", "bold"), self.twin_command)
+        self.query_one("#export-twin", Static).update(twin)
+
+    def _show_result(self) -> None:
+        shown = self.query_one("#export-result", Static)
+        if self.exporting:
+            shown.update(Text("Exporting…", style="bold cyan"))
+        elif self.problem is not None:
+            shown.update(Text(self.problem, style="bold red"))
+        elif self.result is not None:
+            shown.update(export_summary(self.result))
+        else:
+            shown.update(Text("enter or Export writes the file; esc closes", style="dim"))
+
+    @on(RadioSet.Changed, "#export-scope")
+    def _scope_chosen(self, event: RadioSet.Changed) -> None:
+        path = self.query_one("#export-path", Input)
+        was_default = path.value == default_bundle_path(self.execution_ids)
+        self.all_listed = event.pressed.id == "scope-listed"
+        if was_default:
+            path.value = default_bundle_path(self.execution_ids)
+        self._update_twin()
+
+    @on(Input.Changed, "#export-path")
+    @on(Checkbox.Changed)
+    def _option_changed(self) -> None:
+        self._update_twin()
+
+    @on(Input.Submitted, "#export-path")
+    @on(Button.Pressed, "#export-run")
+    def action_export(self) -> None:
+        """Write the bundle in a worker thread."""
+        if self.exporting:
+            return
+        output = self.query_one("#export-path", Input).value.strip()
+        if not output:
+            self.problem = "bundle file: expected a file name, got nothing"
+            self._show_result()
+            return
+        self._request += 1
+        self.exporting, self.problem = True, None
+        self._show_result()
+        self._export(
+            self._request,
+            output,
+            self.execution_ids,
+            redact=self.query_one("#export-redact", Checkbox).value,
+            overwrite=self.query_one("#export-overwrite", Checkbox).value,
+        )
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="bundle-export")
+    def _export(
+        self,
+        request: int,
+        output: str,
+        execution_ids: tuple[str, ...] | None,
+        *,
+        redact: bool,
+        overwrite: bool,
+    ) -> None:
+        try:
+            result = export_bundle(
+                self.db_path, output, execution_ids, redact=redact, overwrite=overwrite
+            )
+        except (StoreError, OSError) as error:
+            self.post_message(self.ExportFailed(request, _one_line(error)))
+            return
+        self.post_message(self.ExportFinished(request, result))
+
+    @on(ExportFinished)
+    def _export_finished(self, message: ExportFinished) -> None:
+        if message.request == self._request:
+            self.exporting, self.result, self.problem = False, message.result, None
+            self._show_result()
+
+    @on(ExportFailed)
+    def _export_failed(self, message: ExportFailed) -> None:
+        if message.request == self._request:
+            self.exporting, self.problem = False, message.problem
+            self._show_result()
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "bundle-export" and event.state == WorkerState.ERROR:
+            self.exporting = False
+            self.problem = f"unexpected error: {_one_line(event.worker.error)}"
+            self._show_result()
+
+    @on(Button.Pressed, "#export-close")
+    def action_close(self) -> None:
+        """Close the dialog."""
+        self.dismiss()
+
+
+class ImportDialog(ModalScreen[None]):
+    """Loads a bundle file into the store the console shows."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Close", id="close-dialog", key_display="esc",
+                tooltip="Close the dialog"),
+    ]  # fmt: skip
+
+    @dataclass
+    class ImportFinished(Message):
+        """The bundle was loaded (or every execution of it was already there)."""
+
+        request: int
+        result: ImportResult
+
+    @dataclass
+    class ImportFailed(Message):
+        """The bundle was refused and nothing was written; `problem` is one line."""
+
+        request: int
+        problem: str
+
+    def __init__(self, db_path: Path, *, db_arg: str | None) -> None:
+        super().__init__()
+        self.db_path = db_path
+        self.db_arg = db_arg
+        self.result: ImportResult | None = None
+        self.problem: str | None = None
+        self.importing = False
+        self._request = 0
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="import-box", classes="bundle-box"):
+            yield Input(placeholder=f"path/to/bundle{BUNDLE_SUFFIX}", id="import-path")
+            with Horizontal(classes="bundle-flags"):
+                yield Checkbox("Replace executions the store holds with different rows",
+                               value=False, id="import-replace")  # fmt: skip
+            yield Static(id="import-result", classes="bundle-result")
+            yield Static(id="import-twin", classes="bundle-twin")
+            with Horizontal(classes="bundle-buttons"):
+                yield Button("Import", variant="primary", id="import-run")
+                yield Button("Close", id="import-close")
+
+    def on_mount(self) -> None:
+        self.query_one("#import-box").border_title = "Import a trace bundle"
+        self.query_one("#import-path", Input).border_title = "bundle file"
+        self._show_result()
+        self._update_twin()
+        self.query_one("#import-path", Input).focus()
+
+    @property
+    def twin_command(self) -> str:
+        """The `truva-console import` command that loads the same file."""
+        args = ["import", self.query_one("#import-path", Input).value.strip() or "FILE"]
+        if self.query_one("#import-replace", Checkbox).value:
+            args.append("--replace")
+        return twin_command(self.db_arg, *args)
+
+    def _update_twin(self) -> None:
+        self.sub_title = f"CLI: {self.twin_command}"
+        twin = Text.assemble(("CLI ", "bold"), self.twin_command)
+        self.query_one("#import-twin", Static).update(twin)
+
+    def _show_result(self) -> None:
+        shown = self.query_one("#import-result", Static)
+        if self.importing:
+            shown.update(Text("Importing…", style="bold cyan"))
+        elif self.problem is not None:
+            shown.update(Text(self.problem, style="bold red"))
+        elif self.result is not None:
+            shown.update(import_summary(self.result))
+        else:
+            hint = f"into {self.db_path}  ·  enter or Import loads the file; esc closes"
+            shown.update(Text(hint, style="dim"))
+
+    @on(Input.Changed, "#import-path")
+    @on(Checkbox.Changed)
+    def _option_changed(self) -> None:
+        self._update_twin()
+
+    @on(Input.Submitted, "#import-path")
+    @on(Button.Pressed, "#import-run")
+    def action_import(self) -> None:
+        """Validate and load the bundle in a worker thread."""
+        if self.importing:
+            return
+        bundle = self.query_one("#import-path", Input).value.strip()
+        if not bundle:
+            self.problem = "bundle file: expected a path, got nothing"
+            self._show_result()
+            return
+        self._request += 1
+        self.importing, self.problem = True, None
+        self._show_result()
+        self._import(
+            self._request, bundle, replace=self.query_one("#import-replace", Checkbox).value
+        )
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="bundle-import")
+    def _import(self, request: int, bundle: str, *, replace: bool) -> None:
+        try:
+            result = import_bundle(self.db_path, bundle, replace=replace)
+        except (StoreError, OSError) as error:
+            self.post_message(self.ImportFailed(request, _one_line(error)))
+            return
+        self.post_message(self.ImportFinished(request, result))
+
+    @on(ImportFinished)
+    def _import_finished(self, message: ImportFinished) -> None:
+        if message.request == self._request:
+            self.importing, self.result, self.problem = False, message.result, None
+            self._show_result()
+
+    @on(ImportFailed)
+    def _import_failed(self, message: ImportFailed) -> None:
+        if message.request == self._request:
+            self.importing, self.problem = False, message.problem
+            self._show_result()
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "bundle-import" and event.state == WorkerState.ERROR:
+            self.importing = False
+            self.problem = f"unexpected error: {_one_line(event.worker.error)}"
+            self._show_result()
+
+    @on(Button.Pressed, "#import-close")
+    def action_close(self) -> None:
+        """Close the dialog."""
+        self.dismiss()
