@@ -138,3 +138,12 @@ async def test_a_plain_coroutine_is_a_legacy_callback(tool_server):
     outcome, _ = await _run(document, legacy_callback=fix)
     assert seen == [("step-1", {"amount": 0})]
     assert [a.rule for a in outcome.steps[0].attempts] == ["legacy.accept", "success.2xx"]
+
+
+def test_execution_ids_sort_by_time_and_do_not_collide_within_a_second():
+    from executor.runtime import new_execution_id
+
+    ids = {new_execution_id(1_796_000_000.0) for _ in range(5000)}
+    assert len(ids) == 5000
+    assert all(i.startswith("20261130-") for i in ids)
+    assert new_execution_id(1_796_000_000.0) < new_execution_id(1_796_000_001.0)
