@@ -697,6 +697,8 @@ def _no_correction_reason(inputs: DecisionInputs) -> str:
             parts.append(f"{label} proposed invalid parameters")
     if inputs.analyzer is None and inputs.analyzer_available is False and inputs.llm_configured:
         parts.append("the error analyzer is disabled")
+        if inputs.legacy is None:
+            parts.append(f"legacy correction not used: {_wants_legacy(inputs)[1]}")
     summary = "; ".join(parts) if parts else "no correction layer applies"
     return f"{_status_text(inputs)}: no accepted correction ({summary}); never resent unchanged"
 
