@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import time
@@ -25,6 +26,11 @@ from store.queries import (
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _AGE_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _QUERY_WIDTH = 48
+# The store's row counts and offsets are 64-bit integers.
+_MAX_ROWS = 2**63 - 1
+# Times as UTC dates can show them: years 1 to 9999.
+_EARLIEST_S = datetime(1, 1, 1, tzinfo=UTC).timestamp()
+_LATEST_S = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 
 
 class ArgumentProblem(ValueError):
@@ -63,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
     """List executions; 0 on success, 2 with one line on stderr for bad input."""
     try:
         filters = filters_from_args(args)
-        if args.limit < 1 or args.offset < 0:
-            raise ArgumentProblem(
-                f"--limit must be at least 1 and --offset at least 0, got {args.limit} "
-                f"and {args.offset}"
-            )
+        for option, value, lowest in (("--limit", args.limit, 1), ("--offset", args.offset, 0)):
+            if not lowest <= value <= _MAX_ROWS:
+                raise ArgumentProblem(
+                    f"{option} must be at least {lowest} and at most {_MAX_ROWS}, got {value}"
+                )
         store = open_store(resolve_db_path(getattr(args, "db", None)))
         page = store.list_executions(filters, limit=args.limit, offset=args.offset)
     except (StoreError, ArgumentProblem) as error:
@@ -104,15 +110,20 @@ def filters_from_args(args: argparse.Namespace, *, now: float | None = None) -> 
 
 
 def parse_time(option: str, text: str, *, now: float) -> float:
-    """Epoch seconds for an ISO date/time, epoch seconds, or an age before `now` (`30m`)."""
+    """Epoch seconds for an ISO date/time, epoch seconds, or an age before `now` (`30m`).
+
+    The time must fall in the years 1 to 9999 (UTC); NaN and infinities are refused.
+    """
     value = text.strip()
     age = _AGE.match(value)
     if age:
-        return now - float(age.group(1)) * _AGE_UNIT_S[age.group(2)]
+        return _in_range(option, text, now - float(age.group(1)) * _AGE_UNIT_S[age.group(2)])
     try:
-        return float(value)
+        epoch_s = float(value)
     except ValueError:
         pass
+    else:
+        return _in_range(option, text, epoch_s)
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
@@ -122,7 +133,16 @@ def parse_time(option: str, text: str, *, now: float) -> float:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+    return _in_range(option, text, moment.timestamp())
+
+
+def _in_range(option: str, text: str, epoch_s: float) -> float:
+    if not math.isfinite(epoch_s) or not _EARLIEST_S <= epoch_s <= _LATEST_S:
+        raise ArgumentProblem(
+            f"{option} {text!r}: expected a time between the years 1 and 9999 "
+            f"(epoch seconds {_EARLIEST_S:.0f} to {_LATEST_S:.0f})"
+        )
+    return epoch_s
 
 
 def format_time(epoch_s: float | None) -> str:

@@ -80,6 +80,7 @@ _MARK_NAMES = frozenset(
 )
 
 _REDACTED = "[REDACTED]"
+_URL_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@")
 _LIVE_LLM_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "TRUVAG3_LLM_MODEL")
 _STEP_ID_HEADER = "X-TruvaG3-Step-ID"
 
@@ -170,14 +171,35 @@ def parse_response_spec(value: Any, where: str, path: str = "") -> ReplayRespons
     body: bytes = b""
     content_type: str | None = None
     if "body" in value:
-        if isinstance(value["body"], str):
-            body, content_type = value["body"].encode("utf-8"), "text/plain; charset=utf-8"
-        else:
-            text = json.dumps(value["body"], ensure_ascii=False, allow_nan=False)
-            body, content_type = text.encode("utf-8"), "application/json"
+        body, content_type = _body_bytes(value["body"], where, _join(path, "body"))
     if content_type is not None and "content-type" not in names:
         headers = (("Content-Type", content_type), *headers)
     return ReplayResponse(status=status, headers=headers, body=body)
+
+
+def _body_bytes(value: Any, where: str, path: str) -> tuple[bytes, str]:
+    """The bytes a response body is sent as, and its default Content-Type."""
+    if isinstance(value, str):
+        text, content_type = value, "text/plain; charset=utf-8"
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except ValueError as error:
+            problem = "expected finite JSON numbers, got one too large for a float (like 1e400)"
+            raise _problem(where, path, problem) from error
+        except RecursionError as error:
+            problem = "expected a JSON value, got one nested too deeply"
+            raise _problem(where, path, problem) from error
+        content_type = "application/json"
+    return _utf8(text, where, path), content_type
+
+
+def _utf8(text: str, where: str, path: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        problem = f"expected Unicode text, got a lone surrogate (\\u{ord(text[error.start]):04x})"
+        raise _problem(where, path, problem) from error
 
 
 def _join(path: str, key: str) -> str:
@@ -198,6 +220,7 @@ def _parse_headers(value: Any, where: str, path: str) -> tuple[tuple[str, str], 
             raise _problem(where, here, f"expected a string, got {_shown(header_value)}")
         if any(ch in header_value for ch in "\r\n\0"):
             raise _problem(where, here, "expected one line of text, got a line break or NUL")
+        _utf8(header_value, where, here)
         headers.append((name, header_value))
     return tuple(headers)
 
@@ -246,6 +269,8 @@ def _read_json(path: str) -> Any:
         raise _problem(path, "", f"duplicate key {_shown(error.key)}") from error
     except _NonStandardConstant as error:
         raise _problem(path, "", f"invalid JSON: {error.constant} is not a JSON value") from error
+    except RecursionError as error:
+        raise _problem(path, "", "JSON nested too deeply to read") from error
 
 
 def load_response_file(path: str) -> ReplayResponse:
@@ -394,7 +419,9 @@ def prepare_replay(
             f"execution {execution_id} has no plan snapshot recorded; it cannot be replayed"
         )
     try:
-        plan = parse_plan(detail.plan, source=f"execution {execution_id} plan snapshot")
+        plan = parse_plan(
+            _replayable_plan(detail.plan), source=f"execution {execution_id} plan snapshot"
+        )
     except PlanError as error:
         raise ReplayError(f"{error} (the recorded plan cannot be rebuilt)") from error
     if step_id not in plan.step_ids:
@@ -431,6 +458,28 @@ def prepare_replay(
         llm_answers=answers,
         notes=tuple(notes),
     )
+
+
+def _replayable_plan(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan snapshot without the redacted URL parts that would not parse as URLs.
+
+    Secrets in URLs are redacted at rest, and `https://[REDACTED]@host` is not a valid URL.
+    Replay keeps only the path of a tool's base_url, so a redacted userinfo is dropped; a
+    redacted `llm.base_url` is dropped too, so `--llm live` falls back to OPENAI_BASE_URL.
+    """
+    replayable = dict(plan)
+    tools = plan.get("tools")
+    if isinstance(tools, dict):
+        replayable["tools"] = {
+            name: {**spec, "base_url": _URL_USERINFO.sub(r"\1", spec["base_url"])}
+            if isinstance(spec, dict) and _REDACTED in str(spec.get("base_url", ""))
+            else spec
+            for name, spec in tools.items()
+        }
+    llm = plan.get("llm")
+    if isinstance(llm, dict) and _REDACTED in str(llm.get("base_url", "")):
+        replayable["llm"] = {key: value for key, value in llm.items() if key != "base_url"}
+    return replayable
 
 
 def _with_dependencies(plan: Plan, step_id: str) -> set[str]:
@@ -530,8 +579,10 @@ def _llm_settings(
         return None, ()
     if llm_mode == LLM_LIVE:
         block = dict(plan.llm or {})
-        if not block.get("base_url") and recorded_llm and recorded_llm.get("base_url"):
-            block = {"base_url": recorded_llm["base_url"], "model": recorded_llm.get("model")}
+        recorded_url = str((recorded_llm or {}).get("base_url") or "")
+        if not block.get("base_url") and recorded_url and _REDACTED not in recorded_url:
+            # A redacted recorded URL is no address: OPENAI_BASE_URL supplies one instead.
+            block = {"base_url": recorded_url, "model": (recorded_llm or {}).get("model")}
         if _REDACTED in str(block.get("api_key", "")):
             del block["api_key"]  # redacted at rest: OPENAI_API_KEY supplies it
         return {k: v for k, v in block.items() if v is not None}, ()

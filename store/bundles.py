@@ -849,6 +849,15 @@ def _check_output(output: Path, db: Path, *, overwrite: bool) -> None:
         raise BundleExportError(f"{output}: is a directory, expected a bundle file name")
     if not output.parent.is_dir():
         raise BundleExportError(f"{output}: its directory {output.parent} does not exist")
+    try:
+        existing = output.stat()
+    except OSError:
+        existing = None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        raise BundleExportError(
+            f"{output}: exists and is not a regular file (a device, pipe or socket); "
+            "choose a file name"
+        )
     if output.exists() and not overwrite:
         raise BundleExportError(f"{output}: already exists (pass --force to overwrite it)")
     paths = store_paths(db)
@@ -972,9 +981,12 @@ def write_bundle(
 def _write_zip_atomically(
     output: Path, members: Sequence[tuple[str, bytes]], stamp: tuple[int, ...], *, overwrite: bool
 ) -> int:
-    descriptor, temporary_name = tempfile.mkstemp(
-        dir=output.parent, prefix=f".{output.name}.", suffix=".tmp"
-    )
+    try:
+        descriptor, temporary_name = tempfile.mkstemp(
+            dir=output.parent, prefix=f".{output.name}.", suffix=".tmp"
+        )
+    except OSError as error:
+        raise BundleExportError(f"{output}: cannot write: {error.strerror or error}") from error
     temporary = Path(temporary_name)
     try:
         with os.fdopen(descriptor, "wb") as handle:
@@ -1000,7 +1012,7 @@ def _write_zip_atomically(
     except OSError as error:
         raise BundleExportError(f"{output}: cannot write: {error.strerror or error}") from error
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             temporary.unlink()
 
 
@@ -1047,7 +1059,8 @@ def _check_directory(path: Path, infos: Sequence[zipfile.ZipInfo], limits: Bundl
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
             raise _refuse(path, f"member {name!r} is a symbolic link")
-        if info.is_dir() or (mode and not stat.S_ISREG(mode)):
+        # Only the file-type bits count: writers such as zipfile.writestr set permissions alone.
+        if info.is_dir() or (stat.S_IFMT(mode) and not stat.S_ISREG(mode)):
             raise _refuse(path, f"member {name!r} is not a regular file")
         if info.flag_bits & 0x1:
             raise _refuse(path, f"member {name!r} is encrypted")
@@ -1447,15 +1460,7 @@ def _decode_bundle(path: Path, manifest: dict[str, Any], contents: Mapping[str, 
         spans = json.loads(contents[SPANS_MEMBER].decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise _refuse(path, f"{SPANS_MEMBER} is not valid JSON") from error
-    if not isinstance(spans, dict) or not isinstance(spans.get("resourceSpans"), list):
-        raise _refuse(path, f"{SPANS_MEMBER} is not an OTLP/JSON document (no resourceSpans)")
-    span_count = sum(
-        len(scope.get("spans", ()))
-        for resource in spans["resourceSpans"]
-        if isinstance(resource, dict)
-        for scope in resource.get("scopeSpans", ())
-        if isinstance(scope, dict)
-    )
+    span_count = _count_spans(path, spans)
     return Bundle(
         path=path,
         manifest=manifest,
@@ -1466,6 +1471,38 @@ def _decode_bundle(path: Path, manifest: dict[str, Any], contents: Mapping[str, 
         rows=rows,
         span_count=span_count,
     )
+
+
+def _count_spans(path: Path, spans: Any) -> int:
+    """The spans in an OTLP/JSON document; BundleError when its nesting is not OTLP's lists."""
+    if not isinstance(spans, dict) or not isinstance(spans.get("resourceSpans"), list):
+        raise _refuse(path, f"{SPANS_MEMBER} is not an OTLP/JSON document (no resourceSpans)")
+    count = 0
+    for resource_index, resource in enumerate(spans["resourceSpans"]):
+        where = f"resourceSpans[{resource_index}]"
+        if not isinstance(resource, dict):
+            raise _refuse(
+                path, f"{SPANS_MEMBER}: {where} is {_describe(resource)}, expected an object"
+            )
+        scopes = resource.get("scopeSpans", [])
+        if not isinstance(scopes, list):
+            raise _refuse(
+                path, f"{SPANS_MEMBER}: {where}.scopeSpans is {_describe(scopes)}, expected a list"
+            )
+        for scope_index, scope in enumerate(scopes):
+            here = f"{where}.scopeSpans[{scope_index}]"
+            if not isinstance(scope, dict):
+                raise _refuse(
+                    path, f"{SPANS_MEMBER}: {here} is {_describe(scope)}, expected an object"
+                )
+            scope_spans = scope.get("spans", [])
+            if not isinstance(scope_spans, list):
+                raise _refuse(
+                    path,
+                    f"{SPANS_MEMBER}: {here}.spans is {_describe(scope_spans)}, expected a list",
+                )
+            count += len(scope_spans)
+    return count
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1496,6 +1533,7 @@ class _ImportPlan:
     skipped: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     conflicts: list[tuple[str, str]] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
 
 
 def _plan_import(conn: duckdb.DuckDBPyConnection, bundle: Bundle, *, replace: bool) -> _ImportPlan:
@@ -1511,10 +1549,15 @@ def _plan_import(conn: duckdb.DuckDBPyConnection, bundle: Bundle, *, replace: bo
             != _canonical(spec, theirs[spec.name].get(execution_id, ()))
         ]
         present = any(execution_id in ours[spec.name] for spec in store_table_specs())
+        stored_status = next(
+            (row["status"] for row in ours["executions"].get(execution_id, ())), None
+        )
         if not present:
             plan.imported.append(execution_id)
         elif not differing:
             plan.skipped.append(execution_id)
+        elif replace and stored_status == "running":
+            plan.running.append(execution_id)
         elif replace:
             plan.replaced.append(execution_id)
         else:
@@ -1588,6 +1631,12 @@ def import_bundle(
         conn.execute("BEGIN TRANSACTION")
         try:
             plan = _plan_import(conn, bundle, replace=replace)
+            if plan.running:
+                raise BundleConflictError(
+                    f"{store.path}: execution {plan.running[0]} is still running in the store "
+                    "(its recorder may be writing it), so --replace leaves it alone; nothing "
+                    "was imported (import again once it has finished or shows as interrupted)"
+                )
             if plan.conflicts:
                 raise _conflict_error(store.path, bundle, plan.conflicts)
             writing = set(plan.imported) | set(plan.replaced)
@@ -1604,18 +1653,21 @@ def import_bundle(
                 )
             conn.execute("COMMIT")
         except duckdb.Error as error:
-            conn.execute("ROLLBACK")
+            # A failed COMMIT has already rolled back; the original error is the one to report.
+            with contextlib.suppress(duckdb.Error):
+                conn.execute("ROLLBACK")
             raise BundleError(
                 f"{store.path}: writing {bundle.path} failed ({_first_line(error)}); nothing "
                 "was imported"
             ) from error
         except BaseException:
-            conn.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error):
+                conn.execute("ROLLBACK")
             raise
     writing = set(plan.imported) | set(plan.replaced)
     return ImportResult(
         bundle=bundle.path,
-        db=paths.db,
+        db=paths.given,
         imported=tuple(plan.imported),
         skipped=tuple(plan.skipped),
         replaced=tuple(plan.replaced),

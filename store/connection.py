@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import random
 import re
+import stat
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -14,12 +17,17 @@ from pathlib import Path
 
 import duckdb
 
-from store.errors import StoreBusyError, StoreOpenError
+from store.errors import StoreAccessError, StoreBusyError, StoreOpenError
 from store.schema import ensure_schema
+from store.turns import Turn, TurnTimeoutError, take_turn
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DB_PATH = Path(".truva") / "debug.duckdb"
 DB_ENV_VAR = "TRUVA_DB"
 DEFAULT_LOCK_TIMEOUT_S = 2.0
+# A process waits in line for the file while the line moves, up to this many lock timeouts.
+LINE_WAIT_FACTOR = 5
 
 # A DuckDB file starts with an 8-byte checksum followed by this magic.
 _DUCKDB_MAGIC = b"DUCK"
@@ -27,30 +35,58 @@ _DUCKDB_MAGIC_OFFSET = 8
 _LOCK_ERROR_MARKERS = ("Could not set lock on file", "Conflicting lock is held")
 _LOCK_HOLDER_PID = re.compile(r"\(PID (\d+)\)")
 
-_process_locks: dict[Path, threading.RLock] = {}
-_process_locks_guard = threading.Lock()
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+@dataclass(slots=True)
+class _ProcessTurn:
+    """This process's hold on one store file: threads take turns, nested sessions share it."""
+
+    lock: threading.RLock
+    depth: int = 0
+    turn: Turn | None = None
+
+
+_process_turns: dict[Path, _ProcessTurn] = {}
+_process_turns_guard = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
 class StorePaths:
-    """Where one store keeps its database and its spool of not-yet-ingested segments."""
+    """Where one store keeps its database and its spool of not-yet-ingested segments.
+
+    `db` is the database with symbolic links resolved, so every spelling of one store shares one
+    spool and one set of writer leases; `given` is the path as the user spelled it.
+    """
 
     db: Path
     spool: Path
     segments: Path
     writers: Path
+    given: Path
 
     @property
     def label(self) -> str:
-        """The database path as the user gave it, for error messages."""
-        return str(self.db)
+        """The database path as the user gave it, for messages."""
+        return str(self.given)
 
 
 def store_paths(db_path: str | os.PathLike[str]) -> StorePaths:
-    """The paths of the store whose database is `db_path`; the spool is `<db>.spool/`."""
-    db = Path(db_path)
+    """The paths of the store whose database is `db_path`; the spool is `<real db>.spool/`."""
+    given = Path(db_path)
+    try:
+        db = given.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: the file checks report it
+        db = given.absolute()
     spool = db.with_name(db.name + ".spool")
-    return StorePaths(db=db, spool=spool, segments=spool / "segments", writers=spool / "writers")
+    return StorePaths(
+        db=db, spool=spool, segments=spool / "segments", writers=spool / "writers", given=given
+    )
 
 
 def resolve_db_path(cli_value: str | None, env: Mapping[str, str] = os.environ) -> Path:
@@ -69,7 +105,13 @@ def check_store_file(paths: StorePaths, *, create: bool) -> bool:
     With `create`, a missing file is fine (its directory is made); the file is never touched.
     """
     db = paths.db
-    if not db.exists():
+    try:
+        mode = db.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as error:
+        raise StoreOpenError(f"{paths.label}: cannot read: {error.strerror}") from error
+    if mode is None:
         if create:
             try:
                 db.parent.mkdir(parents=True, exist_ok=True)
@@ -82,8 +124,11 @@ def check_store_file(paths: StorePaths, *, create: bool) -> bool:
             f"{paths.label}: no such file "
             "(run 'truva-console run PLAN' to record one, or pass --db)"
         )
-    if db.is_dir():
+    if stat.S_ISDIR(mode):
         raise StoreOpenError(f"{paths.label}: is a directory, expected a DuckDB database file")
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+        raise StoreOpenError(f"{paths.label}: is {kind}, expected a DuckDB database file")
     try:
         with db.open("rb") as handle:
             header = handle.read(_DUCKDB_MAGIC_OFFSET + len(_DUCKDB_MAGIC))
@@ -102,18 +147,64 @@ def is_lock_conflict(error: BaseException) -> bool:
     )
 
 
-def _process_lock(db: Path) -> threading.RLock:
-    """One lock per database file in this process, so threads take turns with the file."""
-    key = db.resolve()
-    with _process_locks_guard:
-        lock = _process_locks.get(key)
-        if lock is None:
-            lock = _process_locks[key] = threading.RLock()
-        return lock
+def store_is_writable(paths: StorePaths) -> bool:
+    """Whether this process may write the database file and create files beside it (its WAL)."""
+    return os.access(paths.db, os.W_OK) and os.access(paths.db.parent, os.W_OK)
 
 
-def connect(paths: StorePaths, *, lock_timeout_s: float) -> duckdb.DuckDBPyConnection:
-    """Open the database read-write, retrying a held lock for up to `lock_timeout_s` seconds.
+def _process_turn(db: Path) -> _ProcessTurn:
+    with _process_turns_guard:
+        held = _process_turns.get(db)
+        if held is None:
+            held = _process_turns[db] = _ProcessTurn(lock=threading.RLock())
+        return held
+
+
+@contextmanager
+def _turn(paths: StorePaths, *, lock_timeout_s: float, create_spool: bool) -> Iterator[None]:
+    """Hold this process's turn with the file: threads one at a time, processes in line."""
+    held = _process_turn(paths.db)
+    with held.lock:
+        if held.depth == 0:
+            if create_spool:
+                with contextlib.suppress(OSError):
+                    paths.spool.mkdir(exist_ok=True)
+            try:
+                held.turn = take_turn(
+                    paths.spool,
+                    stall_timeout_s=lock_timeout_s,
+                    deadline=time.monotonic() + lock_timeout_s * LINE_WAIT_FACTOR,
+                )
+            except TurnTimeoutError as error:
+                held_by = f"process {error.holder_pid}" if error.holder_pid else "another process"
+                if error.stalled:
+                    problem = f"{held_by} kept the file locked for over {lock_timeout_s:g} s"
+                else:
+                    problem = (
+                        "other processes kept the file in turn for over "
+                        f"{lock_timeout_s * LINE_WAIT_FACTOR:g} s"
+                    )
+                raise StoreBusyError(f"{paths.label}: busy: {problem}") from error
+        held.depth += 1
+        try:
+            yield
+        finally:
+            held.depth -= 1
+            if held.depth == 0 and held.turn is not None:
+                held.turn.release()
+                held.turn = None
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message, or its type name when it has none."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def connect(
+    paths: StorePaths, *, lock_timeout_s: float, read_only: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """Open the database, retrying a held lock for up to `lock_timeout_s` seconds.
 
     Raises StoreBusyError when the lock stays held, StoreOpenError for any other failure.
     """
@@ -121,11 +212,10 @@ def connect(paths: StorePaths, *, lock_timeout_s: float) -> duckdb.DuckDBPyConne
     pause_s = 0.002
     while True:
         try:
-            return duckdb.connect(str(paths.db))
+            return duckdb.connect(str(paths.db), read_only=read_only)
         except duckdb.Error as error:
             if not is_lock_conflict(error):
-                first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-                raise StoreOpenError(f"{paths.label}: cannot open: {first_line}") from error
+                raise StoreOpenError(f"{paths.label}: cannot open: {first_line(error)}") from error
             remaining_s = deadline - time.monotonic()
             if remaining_s <= 0:
                 holder = _LOCK_HOLDER_PID.search(str(error))
@@ -140,20 +230,40 @@ def connect(paths: StorePaths, *, lock_timeout_s: float) -> duckdb.DuckDBPyConne
 
 @contextmanager
 def session(
-    paths: StorePaths, *, create: bool = False, lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
+    paths: StorePaths,
+    *,
+    create: bool = False,
+    read_only: bool = False,
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection held only for the `with` block, with the schema checked and migrated.
 
-    Threads of one process take turns; other processes wait up to `lock_timeout_s`.
+    Threads of one process take turns; processes wait in line, in arrival order, and give up
+    (StoreBusyError) when one process keeps the file for over `lock_timeout_s` or after
+    `LINE_WAIT_FACTOR` times that in line. A DuckDB error inside the block becomes
+    StoreAccessError.
     """
-    with _process_lock(paths.db):
-        check_store_file(paths, create=create)
-        conn = connect(paths, lock_timeout_s=lock_timeout_s)
+    existed = check_store_file(paths, create=create)
+    if existed and not read_only and not store_is_writable(paths):
+        raise StoreOpenError(
+            f"{paths.label}: not writable by this process (no write permission on the file or "
+            "its directory)"
+        )
+    with _turn(paths, lock_timeout_s=lock_timeout_s, create_spool=create and not existed):
+        conn = connect(paths, lock_timeout_s=lock_timeout_s, read_only=read_only)
         try:
             try:
-                ensure_schema(conn, paths.label, create=create)
+                ensure_schema(conn, paths.label, create=create, writable=not read_only)
             except duckdb.Error as error:
-                raise StoreOpenError(f"{paths.label}: cannot read the schema: {error}") from error
-            yield conn
+                raise StoreOpenError(
+                    f"{paths.label}: cannot read the schema: {first_line(error)}"
+                ) from error
+            try:
+                yield conn
+            except duckdb.Error as error:
+                raise StoreAccessError(f"{paths.label}: {first_line(error)}") from error
         finally:
-            conn.close()
+            try:
+                conn.close()
+            except duckdb.Error as error:  # committed work is in the WAL; say so, do not mask
+                log.warning("closing %s failed: %s", paths.label, first_line(error))

@@ -11,6 +11,10 @@ class StoreOpenError(StoreError):
     """The store file is missing, unreadable, not a DuckDB database, or of a newer schema."""
 
 
+class StoreAccessError(StoreError):
+    """Reading or writing an open store failed part-way: a damaged file, a full disk, no memory."""
+
+
 class StoreBusyError(StoreError):
     """Another process held the store file for longer than the lock timeout."""
 

@@ -24,8 +24,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from executor.redact import redact_headers, redact_json_value
-from store.connection import StorePaths
+from executor.redact import redact_headers, redact_json_value, redact_sensitive_text
+from store.connection import StorePaths, first_line
+from store.errors import StoreAccessError, StoreOpenError
 from store.spool import (
     WriterIdentity,
     dead_writers,
@@ -52,6 +53,8 @@ SEGMENT_SCHEMA = pa.schema(
     ]
 )
 _BYTES_FIELDS = ("request_body", "response_body")
+# Event fields holding a URL, whose userinfo and credential query parameters are redacted.
+_URL_FIELDS = ("url", "base_url")
 # At most this many segment bytes go into one ingest transaction.
 _MAX_INGEST_BYTES = 256 * 1024 * 1024
 
@@ -249,12 +252,15 @@ def _as_bytes(value: Any) -> bytes | None:
 
 
 def _event_fields(event: Any) -> dict[str, Any]:
-    """The event's fields by name, secrets in outgoing headers and the LLM snapshot redacted."""
+    """The event's fields by name, with secrets in headers, URLs and the snapshots redacted."""
     values = {
         item.name: getattr(event, item.name)
         for item in dataclasses.fields(event)
         if item.name != "kind" and item.name not in _BYTES_FIELDS
     }
+    for url_field in _URL_FIELDS:
+        if isinstance(values.get(url_field), str):
+            values[url_field] = redact_sensitive_text(values[url_field])
     for header_field in ("request_headers", "response_headers"):
         headers = values.get(header_field)
         if isinstance(headers, dict):
@@ -267,18 +273,33 @@ def _event_fields(event: Any) -> dict[str, Any]:
 
 
 def _redacted_plan(plan: dict[str, Any]) -> dict[str, Any]:
-    """The plan snapshot with its tools' outgoing headers and its `llm` block redacted."""
+    """The plan snapshot with its tools' headers and URLs, capability paths and `llm` redacted."""
     redacted = dict(plan)
     tools = plan.get("tools")
     if isinstance(tools, dict):
         redacted["tools"] = {
-            name: {**spec, "headers": redact_headers({str(k): str(v)
-                                                      for k, v in spec["headers"].items()})}
-            if isinstance(spec, dict) and isinstance(spec.get("headers"), dict) else spec
+            name: _redacted_tool(spec) if isinstance(spec, dict) else spec
             for name, spec in tools.items()
+        }
+    capabilities = plan.get("capabilities")
+    if isinstance(capabilities, dict):
+        redacted["capabilities"] = {
+            name: {**spec, "path": redact_sensitive_text(spec["path"])}
+            if isinstance(spec, dict) and isinstance(spec.get("path"), str)
+            else spec
+            for name, spec in capabilities.items()
         }
     if plan.get("llm") is not None:
         redacted["llm"] = redact_json_value(plan["llm"])
+    return redacted
+
+
+def _redacted_tool(spec: dict[str, Any]) -> dict[str, Any]:
+    redacted = dict(spec)
+    if isinstance(spec.get("headers"), dict):
+        redacted["headers"] = redact_headers({str(k): str(v) for k, v in spec["headers"].items()})
+    if isinstance(spec.get("base_url"), str):
+        redacted["base_url"] = redact_sensitive_text(spec["base_url"])
     return redacted
 
 
@@ -714,8 +735,16 @@ def _select_expression(column: str) -> str:
     return column
 
 
-def _write_table(
-    conn: duckdb.DuckDBPyConnection,
+@dataclass(frozen=True, slots=True)
+class _StagedInsert:
+    """One `INSERT ... SELECT` of a table's rows, from an Arrow table built before the write."""
+
+    table_name: str
+    sql: str
+    staging: pa.Table
+
+
+def _stage_table(
     table_name: str,
     schema: pa.Schema,
     rows: Iterable[dict[str, Any]],
@@ -723,20 +752,19 @@ def _write_table(
     key: tuple[str, ...] = (),
     on_conflict: str = "",
     overrides: dict[str, str] | None = None,
-) -> None:
-    """Insert `rows` into `table_name` in one statement from an Arrow table.
+) -> _StagedInsert | None:
+    """The insert of `rows` into `table_name` as one statement; None for no rows.
 
     `on_conflict` is "" (plain insert), "ignore", or "merge" (non-null new values win).
     """
     row_list = list(rows)
     if not row_list:
-        return
+        return None
     staging = pa.Table.from_pylist(row_list, schema=schema)
-    view_name = f"staging_{table_name}"
     columns = schema.names
     sql = (
         f"INSERT INTO {table_name} ({', '.join(columns)}) "
-        f"SELECT {', '.join(_select_expression(c) for c in columns)} FROM {view_name}"
+        f"SELECT {', '.join(_select_expression(c) for c in columns)} FROM staging_{table_name}"
     )
     if on_conflict == "ignore":
         sql += " ON CONFLICT DO NOTHING"
@@ -748,9 +776,14 @@ def _write_table(
             if c not in key
         ]
         sql += f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(assignments)}"
-    conn.register(view_name, staging)
+    return _StagedInsert(table_name, sql, staging)
+
+
+def _run_staged(conn: duckdb.DuckDBPyConnection, insert: _StagedInsert) -> None:
+    view_name = f"staging_{insert.table_name}"
+    conn.register(view_name, insert.staging)
     try:
-        conn.execute(sql)
+        conn.execute(insert.sql)
     finally:
         # An aborted transaction refuses the unregister; the next register replaces the view.
         with contextlib.suppress(duckdb.Error):
@@ -781,45 +814,75 @@ WHERE steps.tool IS NULL
 """
 
 
-def write_rows(conn: duckdb.DuckDBPyConnection, rows: _Rows) -> None:
-    """Upsert folded rows into every table (the caller owns the transaction)."""
-    _write_table(
-        conn,
-        "executions",
-        _EXECUTIONS,
-        rows.executions.values(),
-        key=("execution_id",),
-        on_conflict="merge",
-        # A finish states its stop reason and incomplete steps, even when they are empty.
-        overrides={
-            "stop_reason": "CASE WHEN excluded.finished_at IS NOT NULL "
-            "THEN excluded.stop_reason ELSE stop_reason END",
-        },
+@dataclass(frozen=True, slots=True)
+class StagedRows:
+    """Folded rows ready to write: every Arrow table built, so writing runs only SQL."""
+
+    inserts: tuple[_StagedInsert, ...]
+    step_execution_ids: tuple[str, ...]
+
+
+class SegmentDecodeError(Exception):
+    """A batch of segments holds events that cannot be decoded into rows; the batch is at fault."""
+
+
+def stage_rows(rows: _Rows) -> StagedRows:
+    """Build the Arrow tables that `write_staged` inserts into every table."""
+    inserts = (
+        _stage_table(
+            "executions",
+            _EXECUTIONS,
+            rows.executions.values(),
+            key=("execution_id",),
+            on_conflict="merge",
+            # A finish states its stop reason and incomplete steps, even when they are empty.
+            overrides={
+                "stop_reason": "CASE WHEN excluded.finished_at IS NOT NULL "
+                "THEN excluded.stop_reason ELSE stop_reason END",
+            },
+        ),
+        _stage_table(
+            "execution_snapshots", _SNAPSHOTS, rows.snapshots.values(), on_conflict="ignore"
+        ),
+        _stage_table(
+            "steps",
+            _STEPS,
+            rows.steps.values(),
+            key=("execution_id", "step_id"),
+            on_conflict="merge",
+        ),
+        _stage_table(
+            "attempts",
+            _ATTEMPTS,
+            rows.attempts.values(),
+            key=("execution_id", "step_id", "n"),
+            on_conflict="merge",
+        ),
+        _stage_table("llm_calls", _LLM_CALLS, rows.llm_calls.values(), on_conflict="ignore"),
+        _stage_table("events", _EVENTS, rows.events),
     )
-    _write_table(
-        conn, "execution_snapshots", _SNAPSHOTS, rows.snapshots.values(), on_conflict="ignore"
+    return StagedRows(
+        inserts=tuple(insert for insert in inserts if insert is not None),
+        step_execution_ids=tuple(sorted({execution_id for execution_id, _ in rows.steps})),
     )
-    _write_table(
-        conn,
-        "steps",
-        _STEPS,
-        rows.steps.values(),
-        key=("execution_id", "step_id"),
-        on_conflict="merge",
-    )
-    _write_table(
-        conn,
-        "attempts",
-        _ATTEMPTS,
-        rows.attempts.values(),
-        key=("execution_id", "step_id", "n"),
-        on_conflict="merge",
-    )
-    _write_table(conn, "llm_calls", _LLM_CALLS, rows.llm_calls.values(), on_conflict="ignore")
-    _write_table(conn, "events", _EVENTS, rows.events)
-    if rows.steps:
-        execution_ids = sorted({execution_id for execution_id, _ in rows.steps})
-        conn.execute(_FILL_STEPS_FROM_PLAN, {"execution_ids": execution_ids})
+
+
+def write_staged(conn: duckdb.DuckDBPyConnection, staged: StagedRows) -> None:
+    """Upsert staged rows into every table (the caller owns the transaction)."""
+    for insert in staged.inserts:
+        _run_staged(conn, insert)
+    if staged.step_execution_ids:
+        conn.execute(_FILL_STEPS_FROM_PLAN, {"execution_ids": list(staged.step_execution_ids)})
+
+
+def decode_segments(tables: Sequence[pa.Table]) -> StagedRows:
+    """Fold and stage the events of segment tables; SegmentDecodeError when they do not decode."""
+    try:
+        return stage_rows(fold_segments(tables))
+    except MemoryError:
+        raise
+    except Exception as error:  # any failure to decode is the segments' fault, not the store's
+        raise SegmentDecodeError(f"{type(error).__name__}: {error}") from error
 
 
 def apply_segments(
@@ -828,11 +891,15 @@ def apply_segments(
     *,
     segment_names: Sequence[str] = (),
 ) -> None:
-    """Write the events of `tables` in one transaction, recording `segment_names` as ingested."""
-    rows = fold_segments(tables)
+    """Write the events of `tables` in one transaction, recording `segment_names` as ingested.
+
+    Raises SegmentDecodeError before touching the database when the events do not decode, and
+    the DuckDB error when the write fails (the transaction is then rolled back).
+    """
+    staged = decode_segments(tables)
     conn.execute("BEGIN TRANSACTION")
     try:
-        write_rows(conn, rows)
+        write_staged(conn, staged)
         if segment_names:
             conn.execute(
                 "INSERT INTO ingested_segments "
@@ -841,7 +908,9 @@ def apply_segments(
             )
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # A failed COMMIT has already rolled back; the original error is the one to report.
+        with contextlib.suppress(duckdb.Error):
+            conn.execute("ROLLBACK")
         raise
 
 
@@ -850,11 +919,19 @@ def apply_segments(
 # ---------------------------------------------------------------------------------------------
 
 
+# DuckDB errors caused by a segment's values rather than by the database or the machine.
+_SEGMENT_DATA_ERRORS = (duckdb.DataError, duckdb.IntegrityError)
+_SEGMENT_FAULTS = (SegmentDecodeError, *_SEGMENT_DATA_ERRORS)
+
+
 def ingest_spool(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> int:
     """Ingest every ready spool segment, oldest first; return how many were written.
 
     A segment already recorded in `ingested_segments` (its delete was lost) is only deleted.
-    A segment that cannot be read or written is renamed `*.failed` and kept.
+    A segment whose bytes are not an Arrow file, or whose events do not decode or fit their
+    columns, is renamed `*.failed` and kept. Any other DuckDB failure (I/O, a full disk, out of
+    memory) stops the ingest with StoreAccessError and leaves every segment not yet written in
+    the spool for the next session.
     """
     segments = ready_segments(paths)
     if not segments:
@@ -873,12 +950,23 @@ def ingest_spool(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> int:
         loaded = _load_segments(group)
         try:
             apply_segments(conn, [table for _, table in loaded], segment_names=_names(loaded))
-        except Exception as error:  # one bad segment must not stop every reader
+        except (*_SEGMENT_FAULTS, duckdb.OutOfMemoryException) as error:
+            # One bad segment must not stop every reader, nor one batch too big for memory.
             log.warning("ingesting %d spool segments together failed (%s)", len(loaded), error)
-            loaded = _apply_one_by_one(conn, loaded)
+            loaded = _apply_one_by_one(conn, paths, loaded)
+        except duckdb.Error as error:
+            raise _ingest_failed(paths, error) from error
         written += len(loaded)
         _forget_segments(conn, [path for path, _ in loaded])
     return written
+
+
+def _ingest_failed(paths: StorePaths, error: duckdb.Error) -> StoreAccessError:
+    kept = len(ready_segments(paths))
+    return StoreAccessError(
+        f"{paths.label}: cannot ingest the spool ({first_line(error)}); its {kept} "
+        f"segment(s) are kept in {paths.segments} for the next try"
+    )
 
 
 def _names(loaded: Sequence[tuple[Path, pa.Table]]) -> list[str]:
@@ -903,42 +991,51 @@ def _groups_by_size(segments: Sequence[Path]) -> Iterable[list[Path]]:
 
 
 def _load_segments(paths: Sequence[Path]) -> list[tuple[Path, pa.Table]]:
+    """The segments' tables. One that is not an Arrow file is set aside; an OSError is raised."""
     loaded = []
     for path in paths:
         try:
             loaded.append((path, read_segment(path)))
         except FileNotFoundError:
             continue  # another thread of this process already ingested it
-        except (OSError, pa.ArrowException) as error:
+        except pa.ArrowException as error:
             log.warning("spool segment %s is unreadable (%s); kept as .failed", path, error)
             set_aside_segment(path)
     return loaded
 
 
 def _apply_one_by_one(
-    conn: duckdb.DuckDBPyConnection, loaded: Sequence[tuple[Path, pa.Table]]
+    conn: duckdb.DuckDBPyConnection, paths: StorePaths, loaded: Sequence[tuple[Path, pa.Table]]
 ) -> list[tuple[Path, pa.Table]]:
+    """Apply segments singly, setting aside the faulty ones; stop at any other DuckDB error.
+
+    Segments applied before such a stop are in `ingested_segments`, so the next session only
+    deletes them.
+    """
     applied = []
     for path, table in loaded:
         try:
             apply_segments(conn, [table], segment_names=[path.name])
-        except Exception as error:
+        except _SEGMENT_FAULTS as error:
             log.warning("spool segment %s cannot be ingested (%s); kept as .failed", path, error)
             set_aside_segment(path)
             continue
+        except duckdb.Error as error:
+            raise _ingest_failed(paths, error) from error
         applied.append((path, table))
     return applied
 
 
 def _forget_segments(conn: duckdb.DuckDBPyConnection, segments: Sequence[Path]) -> None:
-    """Delete ingested segment files, then their `ingested_segments` rows."""
+    """Delete ingested segment files, then the `ingested_segments` rows of those now gone."""
     if not segments:
         return
-    remove_files(segments)
-    conn.execute(
-        "DELETE FROM ingested_segments WHERE list_contains($names, segment)",
-        {"names": [path.name for path in segments]},
-    )
+    gone = remove_files(segments)
+    if gone:
+        conn.execute(
+            "DELETE FROM ingested_segments WHERE list_contains($names, segment)",
+            {"names": [path.name for path in gone]},
+        )
 
 
 _MARK_INTERRUPTED = """
@@ -992,7 +1089,9 @@ def mark_interrupted(conn: duckdb.DuckDBPyConnection, writer_tokens: set[str | N
         )
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # A failed COMMIT has already rolled back; the original error is the one to report.
+        with contextlib.suppress(duckdb.Error):
+            conn.execute("ROLLBACK")
         raise
     return execution_ids
 
@@ -1003,8 +1102,19 @@ def maintain(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> None:
     Writers already known are checked before ingesting, so every segment they renamed is in by
     the time their unfinished executions are marked. Writers first seen in this ingest are
     checked after it; one that died in between may be marked too early, and its finish, ingested
-    on the next open, overrides `interrupted`.
+    on the next open, overrides `interrupted`. A spool that cannot be used (not a directory, no
+    permission) raises StoreOpenError naming it; a failed ingest raises StoreAccessError.
     """
+    try:
+        _maintain(conn, paths)
+    except OSError as error:
+        where = error.filename or paths.spool
+        raise StoreOpenError(
+            f"{paths.label}: cannot use its spool: {where}: {error.strerror or error}"
+        ) from error
+
+
+def _maintain(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> None:
     known_tokens = _running_writer_tokens(conn)
     dead = dead_writers(paths, known_tokens) | set(orphaned_leases(paths))
     if ingest_spool(conn, paths):

@@ -24,6 +24,7 @@ from store.connection import (
     StorePaths,
     check_store_file,
     session,
+    store_is_writable,
     store_paths,
 )
 from store.errors import ExecutionNotFoundError, StepNotFoundError
@@ -521,14 +522,22 @@ class Store:
 
     @property
     def path(self) -> str:
-        """The database file path."""
-        return str(self.paths.db)
+        """The database file path as the user gave it."""
+        return self.paths.label
 
     @contextmanager
     def session(self, *, create: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection for several queries, after ingesting the spool; hold it briefly."""
-        with session(self.paths, create=create, lock_timeout_s=self.lock_timeout_s) as conn:
-            maintain(conn, self.paths)
+        """A connection for several queries, after ingesting the spool; hold it briefly.
+
+        A store this process may not write is opened read-only, as it is: its spool is not
+        ingested and no execution is marked interrupted.
+        """
+        read_only = not create and not store_is_writable(self.paths)
+        with session(
+            self.paths, create=create, read_only=read_only, lock_timeout_s=self.lock_timeout_s
+        ) as conn:
+            if not read_only:
+                maintain(conn, self.paths)
             yield conn
 
     def refresh(self) -> None:

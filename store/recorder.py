@@ -20,7 +20,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from store.connection import DEFAULT_LOCK_TIMEOUT_S, session, store_paths
+from store.connection import (
+    DEFAULT_LOCK_TIMEOUT_S,
+    first_line,
+    session,
+    store_paths,
+)
 from store.errors import StoreBusyError, StoreOpenError
 from store.ingest import apply_segments, encode_events, ingest_spool
 from store.spool import WriterIdentity, WriterLease, segment_name, write_segment
@@ -35,8 +40,10 @@ class StoreRecorder:
     """Records executor events into the store at `db_path`; never raises from `record()`.
 
     Creates the store (and its directory) when missing. Raises StoreOpenError at construction
-    when the file is not a usable store; if another process holds the file, recording starts
-    in the spool. Events must not be mutated after they are recorded.
+    when the file is not a usable store, or one this process may not write; if another process
+    holds the file, recording starts in the spool. Events must not be mutated after they are
+    recorded. After `close()`, `unsaved_events` counts the events that could not be made
+    durable and `last_error` says why.
     """
 
     def __init__(
@@ -70,7 +77,7 @@ class StoreRecorder:
             with session(self.paths, create=True, lock_timeout_s=lock_timeout_s):
                 pass
         except StoreBusyError:
-            log.info("%s is busy; recording into the spool until it is free", self.paths.db)
+            log.info("%s is busy; recording into the spool until it is free", self.paths.label)
         try:
             self._lease = WriterLease(self.paths, self.writer)
         except OSError as error:
@@ -94,6 +101,13 @@ class StoreRecorder:
                 self._wake.set()
         except Exception:  # the executor must not fail because recording did
             self.dropped_events += 1
+
+    @property
+    def unsaved_events(self) -> int:
+        """Events recorded but not durable: waiting, failed to write, or recorded after close."""
+        with self._pending_lock:
+            waiting = len(self._pending)
+        return waiting + sum(table.num_rows for table in self._unsaved) + self.dropped_events
 
     def flush(self) -> None:
         """Make every event recorded so far durable: in the database, or else in the spool."""
@@ -143,7 +157,7 @@ class StoreRecorder:
                     return
                 self._write_unsaved(lock_timeout_s=lock_timeout_s)
             except Exception as error:  # keep recording; the batch stays queued for the next try
-                self._note_error(f"recording failed: {error!r}")
+                self._note_error(_describe(error))
 
     def _write_unsaved(self, *, lock_timeout_s: float) -> None:
         now = time.monotonic()
@@ -159,13 +173,22 @@ class StoreRecorder:
             except StoreBusyError:
                 pass
             except Exception as error:
-                self._note_error(f"writing to {self.paths.db} failed, spooling instead: {error!r}")
+                self._note_error(f"{_describe(error)} (spooling instead)")
         batch = pa.concat_tables(self._unsaved)
         write_segment(self.paths, segment_name(self.writer, self._next_segment), batch)
         self._next_segment += 1
         self._unsaved.clear()
 
     def _note_error(self, message: str) -> None:
+        message = message.removeprefix(f"{self.paths.label}: ")
         if message != self.last_error:
-            log.warning(message)
+            log.warning("recording to %s: %s", self.paths.label, message)
         self.last_error = message
+
+
+def _describe(error: Exception) -> str:
+    """One line naming what failed: the OS's reason for an OSError, else the first line."""
+    if isinstance(error, OSError) and error.strerror:
+        where = f" ({error.filename})" if error.filename else ""
+        return f"{error.strerror}{where}"
+    return first_line(error)

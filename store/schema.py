@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import duckdb
@@ -212,11 +213,14 @@ def stored_schema_version(conn: duckdb.DuckDBPyConnection) -> int | None:
         return None
 
 
-def ensure_schema(conn: duckdb.DuckDBPyConnection, label: str, *, create: bool) -> int:
+def ensure_schema(
+    conn: duckdb.DuckDBPyConnection, label: str, *, create: bool, writable: bool = True
+) -> int:
     """Check the store's schema version and apply forward migrations; return the version.
 
     An empty database gets the current schema when `create` is true. A database with other
-    tables but no schema version, or with a newer version, is refused and left untouched.
+    tables but no schema version, or with a newer version, is refused and left untouched, as
+    is an older one that is not `writable`.
     """
     version = stored_schema_version(conn)
     if version is None:
@@ -240,6 +244,11 @@ def ensure_schema(conn: duckdb.DuckDBPyConnection, label: str, *, create: bool) 
             f"({SCHEMA_VERSION}); upgrade truva-console"
         )
     if version < SCHEMA_VERSION:
+        if not writable:
+            raise StoreOpenError(
+                f"{label}: schema version {version} needs an upgrade to {SCHEMA_VERSION}, "
+                "and the file is read-only here"
+            )
         _migrate(conn, version)
     return SCHEMA_VERSION
 
@@ -259,5 +268,7 @@ def _migrate(conn: duckdb.DuckDBPyConnection, from_version: int) -> None:
         )
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # A failed COMMIT has already rolled back; the original error is the one to report.
+        with contextlib.suppress(duckdb.Error):
+            conn.execute("ROLLBACK")
         raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import socket
 import uuid
@@ -21,6 +22,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from store.connection import StorePaths
+
+log = logging.getLogger(__name__)
 
 SEGMENT_SUFFIX = ".arrow"
 TEMP_SUFFIX = ".tmp"
@@ -67,17 +70,28 @@ def segment_name(writer: WriterIdentity, segment_number: int) -> str:
 
 
 def write_segment(paths: StorePaths, name: str, table: pa.Table) -> Path:
-    """Write `table` as an Arrow IPC file under `name`, durably and atomically."""
+    """Write `table` as an Arrow IPC file under `name`, durably and atomically.
+
+    On any failure (a full disk, say) the half-written file is deleted and the error raised.
+    """
     paths.segments.mkdir(parents=True, exist_ok=True)
     final_path = paths.segments / name
     temp_path = paths.segments / (name + TEMP_SUFFIX)
-    with temp_path.open("wb") as handle:
-        with ipc.new_file(handle, table.schema) as writer:
-            writer.write_table(table)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp_path, final_path)
-    _fsync_directory(paths.segments)
+    try:
+        with temp_path.open("wb") as handle:
+            with ipc.new_file(handle, table.schema) as writer:
+                writer.write_table(table)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_path, final_path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp_path.unlink()
+        raise
+    try:
+        _fsync_directory(paths.segments)
+    except OSError as error:  # the segment is complete under its name; rewriting would repeat it
+        log.warning("cannot fsync %s (%s)", paths.segments, error.strerror or error)
     return final_path
 
 
@@ -103,11 +117,19 @@ def set_aside_segment(path: Path) -> Path:
     return failed_path
 
 
-def remove_files(paths: Iterable[Path]) -> None:
-    """Delete files, ignoring ones already gone."""
+def remove_files(paths: Iterable[Path]) -> list[Path]:
+    """Delete files; return those now gone. One that cannot be deleted is logged and kept."""
+    gone = []
     for path in paths:
-        with contextlib.suppress(FileNotFoundError):
+        try:
             path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            log.warning("cannot delete %s (%s); it is kept", path, error.strerror or error)
+            continue
+        gone.append(path)
+    return gone
 
 
 def _fsync_directory(directory: Path) -> None:

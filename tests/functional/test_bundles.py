@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import hashlib
 import json
+import os
 import shutil
+import stat
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator
@@ -17,6 +20,7 @@ from typing import Any
 import duckdb
 import pytest
 
+import store.bundles
 from console.samples import sample_trace_files
 from executor.eventlog import read_event_log
 from executor.events import (
@@ -31,7 +35,7 @@ from executor.events import (
 )
 from executor.telemetry import build_spans_from_events, spans_to_otlp_json
 from store.bundles import MANIFEST_MEMBER, read_bundle
-from store.queries import open_store
+from store.queries import Store, open_store
 from store.recorder import StoreRecorder
 from store.schema import SCHEMA_VERSION, STORE_TABLES
 from tests.support.events_factory import (
@@ -512,6 +516,16 @@ def add_unknown_execution(manifest: dict[str, Any]) -> None:
     manifest["execution_ids"].append("exec-ghost")
 
 
+def set_spans(document: Any) -> Callable[[Members], None]:
+    def edit(members: Members) -> None:
+        for member in members:
+            if member[0] == "spans.otlp.json":
+                member[1] = json.dumps(document).encode()
+        set_manifest(members, manifest_of(members))
+
+    return edit
+
+
 BAD_BUNDLES: list[tuple[str, Callable[[Members], None] | bytes | str, tuple[str, ...], str]] = [
     # (case, how the file is made, extra import options, expected message fragment)
     ("not_a_zip", b"hello, this is not a bundle\n", (), "not a truva bundle (not a zip archive)"),
@@ -569,6 +583,12 @@ BAD_BUNDLES: list[tuple[str, Callable[[Members], None] | bytes | str, tuple[str,
      "table attempts columns do not match store schema version"),
     ("running_execution", edit_table("executions", set_in_first_row("status", "running")), (),
      "has status 'running'; a bundle holds finished executions only"),
+    ("spans_resource_not_an_object", set_spans({"resourceSpans": [5]}), (),
+     "spans.otlp.json: resourceSpans[0] is 5, expected an object"),
+    ("spans_scopes_not_a_list", set_spans({"resourceSpans": [{"scopeSpans": 5}]}), (),
+     "spans.otlp.json: resourceSpans[0].scopeSpans is 5, expected a list"),
+    ("spans_spans_not_a_list", set_spans({"resourceSpans": [{"scopeSpans": [{"spans": 5}]}]}),
+     (), "spans.otlp.json: resourceSpans[0].scopeSpans[0].spans is 5, expected a list"),
 ]  # fmt: skip
 
 
@@ -822,3 +842,118 @@ def test_running_execution_is_refused_by_id_and_skipped_by_all(tmp_path, capsys)
         assert read_bundle(bundle).execution_ids == ("exec-done-0001",)
     finally:
         recorder.close()
+
+
+def test_a_bundle_rezipped_without_file_type_bits_imports(small_bundle, tmp_path, capsys):
+    rezipped = tmp_path / "rezipped.zip"
+    with zipfile.ZipFile(rezipped, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in read_members(small_bundle):
+            archive.writestr(name, data)  # permissions 0o600 only, as zipfile writes them
+
+    code, out, err = run_cli(capsys, "--db", str(tmp_path / "db.duckdb"), "import", str(rezipped))
+
+    assert (code, err) == (0, "")
+    assert f"imported: 2 — {TRIP}, {SMALL}" in out
+
+
+def test_export_refuses_to_replace_something_that_is_not_a_file(source_db, tmp_path, capsys):
+    pipe = tmp_path / "pipe.zip"
+    os.mkfifo(pipe)
+
+    code, out, err = run_cli(
+        capsys, "--db", str(source_db), "export", TRIP, "-o", str(pipe), "--force"
+    )
+
+    assert (code, out) == (2, "")
+    assert err == (
+        f"truva-console: {pipe}: exists and is not a regular file (a device, pipe or socket); "
+        "choose a file name\n"
+    )
+    assert stat.S_ISFIFO(pipe.stat().st_mode)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["pipe.zip"]
+
+
+def refuse_temporary_files(*args: Any, **kwargs: Any) -> Any:
+    raise PermissionError(13, "Permission denied")
+
+
+@pytest.mark.parametrize("target", ["unwritable", "proc"])
+def test_export_to_a_place_it_cannot_write_is_one_line(
+    target, source_db, tmp_path, capsys, monkeypatch
+):
+    if target == "proc":
+        if not Path("/proc/self").is_dir():
+            pytest.skip("no /proc on this system")
+        output, expected = Path("/proc/truva-bundle.zip"), "cannot write: "
+    else:
+        output, expected = tmp_path / "out.zip", "cannot write: Permission denied"
+        monkeypatch.setattr(store.bundles.tempfile, "mkstemp", refuse_temporary_files)
+
+    code, out, err = run_cli(capsys, "--db", str(source_db), "export", TRIP, "-o", str(output))
+
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith(f"truva-console: {output}: {expected}")
+    assert not output.exists()
+
+
+def test_replace_leaves_an_execution_that_is_still_running(small_bundle, tmp_path, capsys):
+    db = tmp_path / "debug.duckdb"
+    recorder = StoreRecorder(db)
+    try:
+        for event in small_execution(SMALL, start_at=START_AT + 120)[:-1]:
+            recorder.record(event)
+        recorder.flush()
+        before = table_rows(db, [SMALL])
+
+        code, out, err = run_cli(capsys, "--db", str(db), "import", str(small_bundle), "--replace")
+
+        assert (code, out) == (2, "")
+        assert err.startswith(
+            f"truva-console: {db}: execution {SMALL} is still running in the store"
+        )
+        assert err.rstrip().endswith(
+            "nothing was imported (import again once it has finished or shows as interrupted)"
+        )
+        assert table_rows(db, [SMALL]) == before
+        assert all_ids(db) == [SMALL]
+    finally:
+        recorder.close()
+
+
+class CommitFails:
+    """A connection whose COMMIT fails as DuckDB's does on a full disk: rolled back, then raised."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.strip().upper() == "COMMIT":
+            self._connection.execute("ROLLBACK")
+            raise duckdb.IOException("Could not write file: No space left on device")
+        return self._connection.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+
+def test_a_failed_import_commit_reports_the_disk_not_the_rollback(
+    small_bundle, tmp_path, capsys, monkeypatch
+):
+    db = tmp_path / "debug.duckdb"
+    real_session = Store.session
+
+    @contextlib.contextmanager
+    def failing_commits(self: Store, **options: Any) -> Iterator[Any]:
+        with real_session(self, **options) as conn:
+            yield CommitFails(conn)
+
+    monkeypatch.setattr(Store, "session", failing_commits)
+    code, out, err = run_cli(capsys, "--db", str(db), "import", str(small_bundle))
+    monkeypatch.undo()
+
+    assert (code, out) == (2, "")
+    assert err == (
+        f"truva-console: {db}: writing {small_bundle} failed (Could not write file: "
+        "No space left on device); nothing was imported\n"
+    )
+    assert all_ids(db) == []

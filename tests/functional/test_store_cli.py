@@ -114,13 +114,26 @@ def test_ls_no_match_says_so(db: Path, capsys) -> None:
     assert (exit_code, out) == (0, "no executions match these filters\n")
 
 
+OUT_OF_RANGE = "expected a time between the years 1 and 9999"
+TOO_MANY = "99999999999999999999"
+LS_BAD_OPTION_CASES = [
+    ("unparseable-time", ["--since", "yesterday-ish"],
+     "--since 'yesterday-ish': expected an ISO date/time"),
+    ("zero-limit", ["--limit", "0"], "--limit must be at least 1"),
+    ("epoch-past-year-9999", ["--since", "1e20"], f"--since '1e20': {OUT_OF_RANGE}"),
+    ("not-a-number", ["--since", "nan"], f"--since 'nan': {OUT_OF_RANGE}"),
+    ("infinity", ["--until", "inf"], f"--until 'inf': {OUT_OF_RANGE}"),
+    ("overflowing-float", ["--since", "1e400"], f"--since '1e400': {OUT_OF_RANGE}"),
+    ("age-past-year-1", ["--since", "999999999999w"], f"--since '999999999999w': {OUT_OF_RANGE}"),
+    ("huge-offset", ["--offset", TOO_MANY], f"--offset must be at least 0 and at most {2**63 - 1}"),
+    ("huge-limit", ["--limit", TOO_MANY], f"--limit must be at least 1 and at most {2**63 - 1}"),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
-    [
-        (["--since", "yesterday-ish"], "--since 'yesterday-ish': expected an ISO date/time"),
-        (["--limit", "0"], "--limit must be at least 1"),
-    ],
-    ids=["unparseable-time", "zero-limit"],
+    [(options, message) for _, options, message in LS_BAD_OPTION_CASES],
+    ids=[name for name, _, _ in LS_BAD_OPTION_CASES],
 )
 def test_ls_bad_option_value_exits_2(db: Path, capsys, options: list[str], message: str) -> None:
     exit_code, out, err = run_cli(capsys, "--db", str(db), "ls", *options)

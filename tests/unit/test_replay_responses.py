@@ -144,7 +144,17 @@ FILES = [
     ("duplicate_key", b'{"status": 200, "status": 422}', 'duplicate key "status"'),
     ("not_utf8", b'{"status": 200, "body": "\xff"}', "not UTF-8 text (invalid byte at offset"),
     ("wrong_shape_names_the_file", b'{"status": 1000}', "status: expected an integer"),
-]
+    ("body_number_too_big_for_a_float", b'{"status": 200, "body": 1e400}',
+     "body: expected finite JSON numbers, got one too large for a float (like 1e400)"),
+    ("body_lone_surrogate", b'{"status": 200, "body": "\\ud800"}',
+     "body: expected Unicode text, got a lone surrogate (\\ud800)"),
+    ("body_lone_surrogate_inside_json", b'{"status": 200, "body": {"a": ["\\udfff"]}}',
+     "body: expected Unicode text, got a lone surrogate (\\udfff)"),
+    ("header_lone_surrogate", b'{"status": 200, "headers": {"X-Note": "\\ud800"}}',
+     "headers.X-Note: expected Unicode text, got a lone surrogate (\\ud800)"),
+    ("nested_too_deeply", b'{"status": 200, "body": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+     "JSON nested too deeply to read"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(

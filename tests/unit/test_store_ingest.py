@@ -11,7 +11,10 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+import store.ingest
+import store.spool
 from store.connection import StorePaths, session, store_paths
+from store.errors import StoreAccessError
 from store.ingest import (
     SEGMENT_SCHEMA,
     apply_segments,
@@ -19,7 +22,9 @@ from store.ingest import (
     ingest_spool,
     json_text,
     maintain,
+    mark_interrupted,
 )
+from store.schema import ensure_schema
 from store.spool import WriterIdentity, WriterLease, segment_name, write_segment
 from tests.support.events_factory import realistic_execution, small_execution
 
@@ -197,3 +202,162 @@ def test_segment_carries_redacted_headers_and_writer(paths) -> None:
     dispatched = next(p for p in payloads if "request_headers" in p)
     assert dispatched["request_headers"]["Authorization"] == "[REDACTED]"
     assert WriterIdentity.from_metadata(table.schema.metadata) == WRITER
+
+
+def write_good_segments(paths: StorePaths, how_many: int) -> list[Path]:
+    return [
+        write_segment(
+            paths,
+            segment_name(WRITER, number),
+            encode_events(small_execution(f"exec-good-{number}"), 1, WRITER),
+        )
+        for number in range(1, how_many + 1)
+    ]
+
+
+def test_a_database_failure_keeps_good_segments_for_the_next_try(conn, paths, monkeypatch) -> None:
+    segments = write_good_segments(paths, 3)
+
+    def disk_full(connection, staged) -> None:
+        raise duckdb.IOException('Could not write file "debug.duckdb.wal": No space left on device')
+
+    monkeypatch.setattr(store.ingest, "write_staged", disk_full)
+    with pytest.raises(StoreAccessError) as raised:
+        ingest_spool(conn, paths)
+    kept = sorted(path.name for path in paths.segments.iterdir())
+    monkeypatch.undo()
+    written = ingest_spool(conn, paths)
+
+    assert "No space left on device" in str(raised.value)
+    assert "its 3 segment(s) are kept" in str(raised.value)
+    assert "\n" not in str(raised.value)
+    assert kept == [path.name for path in segments]
+    assert written == 3
+    assert count(conn, "SELECT count(*) FROM executions WHERE status = 'succeeded'") == 3
+    assert list(paths.segments.iterdir()) == []
+
+
+class CommitFails:
+    """A connection whose COMMIT fails as DuckDB's does on a full disk: rolled back, then raised."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, *args):
+        if sql.strip().upper() == "COMMIT":
+            self._connection.execute("ROLLBACK")
+            raise duckdb.IOException("Could not write file: No space left on device")
+        return self._connection.execute(sql, *args)
+
+    def __getattr__(self, name: str):
+        return getattr(self._connection, name)
+
+
+def no_preparation(connection: duckdb.DuckDBPyConnection) -> None:
+    ensure_schema(connection, "debug.duckdb", create=True)
+
+
+def record_a_running_execution(connection: duckdb.DuckDBPyConnection) -> None:
+    ensure_schema(connection, "debug.duckdb", create=True)
+    apply_segments(connection, [encode_events(small_execution("exec-run")[:5], 1, WRITER)])
+
+
+COMMIT_SITES = [
+    ("apply-segments", no_preparation,
+     lambda conn: apply_segments(conn, [encode_events(small_execution("x"), 1, WRITER)])),
+    ("mark-interrupted", record_a_running_execution,
+     lambda conn: mark_interrupted(conn, {WRITER.token})),
+    ("migrate", lambda connection: None,
+     lambda conn: ensure_schema(conn, "debug.duckdb", create=True)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("prepare", "write"),
+    [(prepare, write) for _, prepare, write in COMMIT_SITES],
+    ids=[name for name, _, _ in COMMIT_SITES],
+)
+def test_a_failed_commit_raises_its_own_error_not_the_rollbacks(
+    tmp_path: Path, prepare, write
+) -> None:
+    connection = duckdb.connect(str(tmp_path / "debug.duckdb"))
+    try:
+        prepare(connection)
+        with pytest.raises(duckdb.Error) as raised:
+            write(CommitFails(connection))
+    finally:
+        connection.close()
+
+    assert "No space left on device" in str(raised.value)
+
+
+def segment_of(kind: str, payload: dict) -> pa.Table:
+    table = pa.Table.from_pydict(
+        {"seq": [1], "kind": [kind], "execution_id": ["exec-bad"], "payload": [json.dumps(payload)],
+         "request_body": [None], "response_body": [None]},
+        schema=SEGMENT_SCHEMA,
+    )  # fmt: skip
+    return table.replace_schema_metadata(WRITER.to_metadata())
+
+
+FAULTY_SEGMENTS = [
+    ("event-without-its-key", segment_of("attempt_dispatched", {"step_id": "step-1"})),
+    ("number-too-big-for-its-column", segment_of("attempt_dispatched",
+                                                 {"step_id": "s", "n": 2**40})),
+    ("time-out-of-range", segment_of("execution_started", {"started_at": 1e300})),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "bad_table",
+    [table for _, table in FAULTY_SEGMENTS],
+    ids=[name for name, _ in FAULTY_SEGMENTS],
+)
+def test_only_the_faulty_segment_is_set_aside(conn, paths, bad_table) -> None:
+    good = write_good_segments(paths, 2)
+    bad = write_segment(paths, segment_name(WRITER, 9), bad_table)
+
+    ingest_spool(conn, paths)
+
+    assert sorted(path.name for path in paths.segments.iterdir()) == [bad.name + ".failed"]
+    assert count(conn, "SELECT count(*) FROM executions WHERE status = 'succeeded'") == len(good)
+
+
+def test_a_segment_the_reader_cannot_delete_is_kept_and_never_applied_twice(
+    conn, paths, monkeypatch
+) -> None:
+    [segment] = write_good_segments(paths, 1)
+    real_unlink = Path.unlink
+
+    def refuse_segments(path: Path, missing_ok: bool = False) -> None:
+        if path.parent == paths.segments:
+            raise PermissionError(13, "Permission denied", str(path))
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refuse_segments)
+    ingest_spool(conn, paths)
+    events_once = count(conn, "SELECT count(*) FROM events")
+    ingest_spool(conn, paths)
+    events_after_retry = count(conn, "SELECT count(*) FROM events")
+    still_there = segment.exists()
+    monkeypatch.undo()
+    ingest_spool(conn, paths)
+
+    assert still_there
+    assert events_once > 0
+    assert events_after_retry == events_once == count(conn, "SELECT count(*) FROM events")
+    assert not segment.exists()
+    assert count(conn, "SELECT count(*) FROM ingested_segments") == 0
+
+
+def test_a_failed_segment_write_leaves_no_half_written_file(paths, monkeypatch) -> None:
+    def disk_full(descriptor: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store.spool.os, "fsync", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        write_segment(
+            paths, segment_name(WRITER, 1), encode_events(small_execution("x"), 1, WRITER)
+        )
+
+    assert list(paths.segments.iterdir()) == []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,12 +12,16 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import store.connection
 from console import cmd_explain, cmd_ls
-from store.connection import resolve_db_path
+from store.connection import resolve_db_path, store_paths
 from store.errors import StoreOpenError
+from store.ingest import encode_events
 from store.queries import open_store
 from store.recorder import StoreRecorder
 from store.schema import SCHEMA_VERSION, stored_schema_version
+from store.spool import WriterIdentity, segment_name, write_segment
+from tests.support.events_factory import small_execution
 
 
 @pytest.mark.parametrize(
@@ -189,3 +195,145 @@ def test_store_package_imports_no_ui_libraries() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == ""
+
+
+def test_a_named_pipe_is_refused_without_reading_from_it(tmp_path: Path) -> None:
+    path = tmp_path / "x.duckdb"
+    os.mkfifo(path)
+    # A writer keeps the pipe from blocking; the bytes in it show whether anyone read them.
+    descriptor = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        os.write(descriptor, b"0123456789abcdef")
+        with pytest.raises(StoreOpenError) as raised:
+            open_store(path)
+        unread = os.read(descriptor, 64)
+    finally:
+        os.close(descriptor)
+
+    assert str(raised.value) == f"{path}: is a named pipe, expected a DuckDB database file"
+    assert unread == b"0123456789abcdef"
+
+
+def record_one_execution(path: Path) -> None:
+    with StoreRecorder(path) as recorder:
+        for event in small_execution("exec-one"):
+            recorder.record(event)
+
+
+@pytest.mark.parametrize("size", [1024 * 1024, 2 * 1024 * 1024], ids=["1-mib", "2-mib"])
+@pytest.mark.parametrize("command", [("ls",), ("explain", "exec-one")], ids=["ls", "explain"])
+def test_cli_on_a_truncated_store_exits_2_with_one_line(
+    tmp_path: Path, capsys, size: int, command: tuple[str, ...]
+) -> None:
+    path = tmp_path / "x.duckdb"
+    record_one_execution(path)
+    os.truncate(path, size)  # the header and the schema still read; the tables do not
+    args = cli("--db", str(path), *command)
+
+    exit_code = args.handler(args)
+
+    captured = capsys.readouterr()
+    assert (exit_code, captured.out) == (2, "")
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith(f"truva-console: {path}: IO Error: Could not read")
+
+
+def spool_is_a_file(path: Path) -> None:
+    path.with_name(path.name + ".spool").write_text("not a directory")
+
+
+def segments_is_a_file(path: Path) -> None:
+    spool = path.with_name(path.name + ".spool")
+    spool.mkdir()
+    (spool / "segments").write_text("not a directory")
+
+
+@pytest.mark.parametrize(
+    ("break_spool", "where"),
+    [(spool_is_a_file, "x.duckdb.spool/"), (segments_is_a_file, "x.duckdb.spool/segments")],
+    ids=["spool-is-a-file", "segments-is-a-file"],
+)
+def test_a_spool_that_is_not_a_directory_is_one_line_exit_2(
+    tmp_path: Path, capsys, break_spool, where: str
+) -> None:
+    path = tmp_path / "x.duckdb"
+    record_one_execution(path)
+    shutil.rmtree(path.with_name(path.name + ".spool"))
+    break_spool(path)
+    args = cli("--db", str(path), "ls")
+
+    exit_code = args.handler(args)
+
+    captured = capsys.readouterr()
+    assert (exit_code, captured.out) == (2, "")
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith(f"truva-console: {path}: cannot use its spool: ")
+    assert where in captured.err and "Not a directory" in captured.err
+
+
+def test_a_store_opened_through_a_symlink_shares_its_spool_and_leases(tmp_path: Path) -> None:
+    real = tmp_path / "real.duckdb"
+    record_one_execution(real)
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(real)
+
+    with StoreRecorder(link, flush_interval_s=60) as recorder:
+        for event in small_execution("exec-live")[:5]:
+            recorder.record(event)
+        recorder.flush()
+        live = {
+            row.execution_id: row.status for row in open_store(real).list_executions().executions
+        }
+
+    assert live["exec-live"] == "running"
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == [
+        "link.duckdb",
+        "real.duckdb",
+        "real.duckdb.spool",
+    ]
+
+
+def test_a_store_this_process_may_not_write_is_browsed_read_only(
+    tmp_path: Path, monkeypatch
+) -> None:
+    path = tmp_path / "ro" / "debug.duckdb"
+    record_one_execution(path)
+    dead = WriterIdentity(token="deadbeef00000009", pid=1, host="test-host")
+    paths = store_paths(path)
+    segment = write_segment(
+        paths, segment_name(dead, 1), encode_events(small_execution("exec-spooled")[:5], 1, dead)
+    )
+    conn = duckdb.connect(str(path))
+    conn.execute("UPDATE executions SET status = 'running', writer_token = 'gone'")
+    conn.close()
+    path.chmod(0o444)
+    path.parent.chmod(0o555)
+    before = path.read_bytes()
+    real_access = os.access
+    monkeypatch.setattr(
+        store.connection.os, "access",
+        lambda target, mode: False if mode & os.W_OK else real_access(target, mode),
+    )  # fmt: skip
+    opened_read_only = []
+    real_connect = duckdb.connect
+
+    def spy_connect(database: str, read_only: bool = False, **options):
+        opened_read_only.append(read_only)
+        return real_connect(database, read_only=read_only, **options)
+
+    monkeypatch.setattr(store.connection.duckdb, "connect", spy_connect)
+    try:
+        page = open_store(path).list_executions()
+        with pytest.raises(StoreOpenError) as refused:
+            StoreRecorder(path)
+    finally:
+        path.parent.chmod(0o755)
+
+    assert [(row.execution_id, row.status) for row in page.executions] == [("exec-one", "running")]
+    assert opened_read_only and all(opened_read_only)
+    assert segment.exists()
+    assert path.read_bytes() == before
+    assert not path.with_name(path.name + ".wal").exists()
+    assert str(refused.value) == (
+        f"{path}: not writable by this process (no write permission on the file or its directory)"
+    )
