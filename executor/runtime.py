@@ -324,6 +324,7 @@ class PlanExecutor:
         self._results: dict[str, StepOutcome] = {}
         self._parsed_results: dict[str, Any] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
+        self.recorder_error: Exception | None = None  # the last exception a recorder raised
 
     # ------------------------------------------------------------------ public
 
@@ -942,7 +943,7 @@ class PlanExecutor:
         try:
             self.recorder.record(event)
         except Exception as exc:  # a recorder failure must never stop the executor
-            self._recorder_error = exc
+            self.recorder_error = exc
 
     def _llm_description(self) -> dict[str, Any] | None:
         if self.llm_settings is None:

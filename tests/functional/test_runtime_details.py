@@ -147,3 +147,17 @@ def test_execution_ids_sort_by_time_and_do_not_collide_within_a_second():
     assert len(ids) == 5000
     assert all(i.startswith("20261130-") for i in ids)
     assert new_execution_id(1_796_000_000.0) < new_execution_id(1_796_000_001.0)
+
+
+async def test_a_recorder_that_raises_never_stops_the_run(tool_server):
+    class Broken:
+        def record(self, event):
+            raise RuntimeError("disk on fire")
+
+    tool_server.script("/capabilities/x", ToolReply.ok({"ok": True}))
+    executor = PlanExecutor(parse_plan(plan(tool_server.base_url, {"x": capability("x")},
+                                            [step("step-1", "x", {})])),
+                            recorder=Broken(), env={})
+    outcome = await executor.run()
+    assert outcome.status == "succeeded"
+    assert str(executor.recorder_error) == "disk on fire"
