@@ -72,6 +72,7 @@ from executor.policy import (
 from executor.redact import redact_sensitive_text
 from executor.resilience import CircuitBreaker, StateChange
 from executor.wire import (
+    WireEnvelope,
     is_transient_status,
     parse_envelope,
     parse_retry_after_header,
@@ -220,6 +221,12 @@ class HttpOutcome:
     elapsed_ms: float
     transport_error: str | None = None
     transport_error_message: str | None = None
+
+    envelope: WireEnvelope = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The body read as a TruvaG3 envelope, parsed once per attempt.
+        object.__setattr__(self, "envelope", parse_envelope(self.body))
 
 
 @dataclass(frozen=True, slots=True)
@@ -522,7 +529,7 @@ class PlanExecutor:
             decision = await self._route(ctx, state, outcome)
             self._record_decision(step, state, decision, dispatched=True, outcome=outcome)
             if decision.action is Action.SUCCESS:
-                parsed = parse_envelope(outcome.body).json_value
+                parsed = outcome.envelope.json_value
                 self._parsed_results[step.id] = parsed
                 return self._finish_step(step, state, STEP_SUCCEEDED, decision, result=parsed)
             if decision.action is Action.RETRY_SAME:
@@ -549,7 +556,7 @@ class PlanExecutor:
 
     async def _route(self, ctx: _StepContext, state: _StepState, outcome: HttpOutcome) -> Decision:
         step = ctx.step
-        envelope = parse_envelope(outcome.body)
+        envelope = outcome.envelope
         retry_after_ms, retry_after_source = None, None
         header_value = _header(outcome.headers, "retry-after")
         if header_value is not None:
@@ -667,7 +674,7 @@ class PlanExecutor:
             response_headers=outcome.headers, response_body=outcome.body,
             transport_error=outcome.transport_error,
             transport_error_message=outcome.transport_error_message,
-            retry_policy=str(parse_envelope(outcome.body).retry_policy),
+            retry_policy=str(outcome.envelope.retry_policy),
         ))
         return outcome
 
@@ -864,7 +871,7 @@ class PlanExecutor:
         ))
 
     def _warn_contract(self, step: StepSpec, state: _StepState, outcome: HttpOutcome,
-                       envelope: Any) -> None:
+                       envelope: WireEnvelope) -> None:
         if not 200 <= outcome.status < 300:
             if envelope.success is True:
                 self._notice(step, state, "tool_contract.success_true_on_error",
