@@ -55,6 +55,8 @@ SEGMENT_SCHEMA = pa.schema(
 _BYTES_FIELDS = ("request_body", "response_body")
 # Event fields holding a URL, whose userinfo and credential query parameters are redacted.
 _URL_FIELDS = ("url", "base_url")
+# Failure texts can quote a URL or a credential (`request failed: … api_key=…`).
+_ERROR_TEXT_FIELDS = ("transport_error_message", "error")
 # At most this many segment bytes go into one ingest transaction.
 _MAX_INGEST_BYTES = 256 * 1024 * 1024
 
@@ -258,9 +260,9 @@ def _event_fields(event: Any) -> dict[str, Any]:
         for item in dataclasses.fields(event)
         if item.name != "kind" and item.name not in _BYTES_FIELDS
     }
-    for url_field in _URL_FIELDS:
-        if isinstance(values.get(url_field), str):
-            values[url_field] = redact_sensitive_text(values[url_field])
+    for text_field in (*_URL_FIELDS, *_ERROR_TEXT_FIELDS):
+        if isinstance(values.get(text_field), str):
+            values[text_field] = redact_sensitive_text(values[text_field])
     for header_field in ("request_headers", "response_headers"):
         headers = values.get(header_field)
         if isinstance(headers, dict):

@@ -234,3 +234,27 @@ def test_odd_events_never_raise_and_are_kept(db: Path, event) -> None:
     with open_store(db).session() as conn:
         kinds = conn.execute("SELECT kind FROM events WHERE execution_id = 'exec-odd'").fetchall()
     assert len(kinds) == 1
+
+
+def test_credentials_quoted_in_failure_texts_are_redacted_at_rest(db: Path) -> None:
+    import dataclasses
+
+    secret = "sk-transport-secret-77"
+    events = [
+        dataclasses.replace(
+            event,
+            transport_error="connect",
+            transport_error_message=f"request failed: ConnectError: https://api.test/?api_key={secret}",
+        )
+        if event.kind == "attempt_responded"
+        else dataclasses.replace(event, error=f"component returned status 401: api_key={secret}")
+        if event.kind == "step_finished" and event.error
+        else event
+        for event in realistic_execution("exec-error-secret")
+    ]
+    record(db, events)
+    detail = open_store(db).get_execution("exec-error-secret")
+    messages = [a.transport_error_message for s in detail.steps for a in s.attempts]
+    assert any("api_key=[REDACTED]" in (m or "") for m in messages)
+    stored = db.read_bytes() + _bytes_under(db.with_name(db.name + ".spool"))
+    assert secret.encode() not in stored
