@@ -7,16 +7,14 @@ import asyncio
 import importlib
 import importlib.util
 import json
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from console.exits import EXIT_CANCELLED, EXIT_OK, fail, run_cancellable
+
 PACKAGES = ("console", "executor", "store")
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
-EXIT_CANCELLED = 130
 DB_HELP = "debug store file (default: $TRUVA_DB or ./.truva/debug.duckdb)"
 
 
@@ -41,12 +39,6 @@ def check_package_origins() -> None:
                 f"installation ({here}); another distribution named {name!r} shadows it — "
                 f"uninstall it (pip uninstall {name}) or use a separate virtualenv"
             )
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
-    """Print one line to stderr and return the exit code."""
-    print(f"truva-console: {message}", file=sys.stderr)
-    return code
 
 
 # ------------------------------------------------------------------------ run
@@ -91,7 +83,7 @@ def run_command(args: argparse.Namespace) -> int:
     recorders = [r for r in (recorder, telemetry) if r is not None]
     executor = PlanExecutor(plan, recorder=FanoutRecorder(*recorders))
     try:
-        outcome = asyncio.run(_run_with_sigint(executor))
+        outcome = asyncio.run(run_cancellable(executor))
     finally:
         if recorder is not None:
             recorder.close()
@@ -113,16 +105,6 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"truva-console: cancelled; incomplete steps: {incomplete}", file=sys.stderr)
         return EXIT_CANCELLED
     return EXIT_OK
-
-
-async def _run_with_sigint(executor: Any) -> Any:
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, executor.cancel)
-        loop.add_signal_handler(signal.SIGTERM, executor.cancel)
-    except (NotImplementedError, RuntimeError):
-        pass
-    return await executor.run()
 
 
 def render_outcome(outcome: Any) -> str:

@@ -18,9 +18,8 @@ from console.demo.runner import (
     start_demo_services,
 )
 from console.demo.tools import TOOL_NAMES
+from console.exits import EXIT_BAD_INPUT, EXIT_OK, fail
 
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
 _LAST_PORT_OFFSET = len(TOOL_NAMES)
 
 
@@ -112,11 +111,6 @@ def _usage(parser: argparse.ArgumentParser) -> Any:
     return show
 
 
-def _fail(message: str) -> int:
-    print(f"truva-console: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
 def _check_base_port(base_port: int, *, allow_zero: bool) -> str | None:
     if allow_zero and base_port == 0:
         return None
@@ -155,11 +149,11 @@ def write_plans(directory: Path, endpoints: DemoEndpoints, *, fast: bool) -> lis
 def _serve(args: argparse.Namespace) -> int:
     problem = _check_base_port(args.base_port, allow_zero=True)
     if problem:
-        return _fail(problem)
+        return fail(problem)
     try:
         services = start_demo_services(base_port=args.base_port)
     except OSError as error:
-        return _fail(f"{error.strerror or error}; try another --base-port, or 0 for free ports")
+        return fail(f"{error.strerror or error}; try another --base-port, or 0 for free ports")
     with services:
         print("truva demo services on 127.0.0.1 (Ctrl-C to stop):")
         for name, url in services.tools_base_urls.items():
@@ -169,7 +163,7 @@ def _serve(args: argparse.Namespace) -> int:
             try:
                 paths = write_plans(args.plans_dir, services.endpoints, fast=args.fast)
             except OSError as error:
-                return _fail(f"{args.plans_dir}: cannot write the demo plans: {error}")
+                return fail(f"{args.plans_dir}: cannot write the demo plans: {error}")
             print(f"demo plans written to {args.plans_dir}; run one with:")
             print(f"  truva-console run {paths[0]}")
         sys.stdout.flush()
@@ -188,7 +182,7 @@ def _record(args: argparse.Namespace) -> int:
     try:
         outcomes = record_demo(db_path, fast=not args.slow)
     except StoreError as error:
-        return _fail(str(error))
+        return fail(str(error))
     print(f"recorded {len(outcomes)} demo executions into {db_path}:")
     for plan, outcome in zip(DEMO_PLANS, outcomes, strict=True):
         rules = ", ".join(f"{s.id} {s.final_rule or s.status}" for s in outcome.steps)
@@ -199,12 +193,12 @@ def _record(args: argparse.Namespace) -> int:
 def _plans(args: argparse.Namespace) -> int:
     problem = _check_base_port(args.base_port, allow_zero=False)
     if problem:
-        return _fail(problem)
+        return fail(problem)
     endpoints = DemoEndpoints.for_base_port(args.base_port)
     try:
         paths = write_plans(args.dir, endpoints, fast=args.fast)
     except OSError as error:
-        return _fail(f"{args.dir}: cannot write the demo plans: {error}")
+        return fail(f"{args.dir}: cannot write the demo plans: {error}")
     for plan, path in zip(DEMO_PLANS, paths, strict=True):
         print(f"{path}  {plan.summary}")
     return EXIT_OK

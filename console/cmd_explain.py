@@ -9,6 +9,7 @@ import textwrap
 from typing import Any
 
 from console.cmd_ls import format_duration, format_time
+from console.exits import fail
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import (
@@ -48,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
         detail = store.get_execution(args.execution)
         steps = (detail.step(args.step),) if args.step else detail.steps
     except StoreError as error:
-        print(f"truva-console: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
     if args.json:
         json.dump(explain_document(detail, steps), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -362,12 +362,7 @@ def _render_decision(
 
 
 def _render_llm_call(out: _Lines, call: LLMCallRecord, *, depth: int) -> None:
-    tokens = (
-        f"{call.prompt_tokens} prompt + {call.completion_tokens} completion = "
-        f"{call.total_tokens} tokens"
-        if call.total_tokens is not None
-        else "tokens unknown"
-    )
+    tokens = call.tokens_text
     latency = "?" if call.latency_ms is None else f"{call.latency_ms:.0f}"
     out.field("llm call", f"{call.site}  model {call.model}  HTTP {call.response_status}  "
               f"{tokens}  latency {latency} ms", depth=depth)  # fmt: skip

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from console.exits import fail
 from store.bundles import ExportResult, export_bundle
 from store.connection import resolve_db_path
 from store.errors import StoreError
@@ -54,8 +55,7 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.force,
         )
     except StoreError as error:
-        print(f"truva-console: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
     if args.json:
         json.dump(export_document(result), sys.stdout, indent=2)
         sys.stdout.write("\n")

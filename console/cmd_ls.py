@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from console.exits import fail
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import (
@@ -77,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
         store = open_store(resolve_db_path(getattr(args, "db", None)))
         page = store.list_executions(filters, limit=args.limit, offset=args.offset)
     except (StoreError, ArgumentProblem) as error:
-        print(f"truva-console: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
     if args.json:
         document = {
             "executions": [to_jsonable(row) for row in page.executions],

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import signal
 import sys
 from typing import Any
 
+from console.exits import EXIT_CANCELLED, EXIT_OK, fail, run_cancellable
 from console.replay import (
     LLM_MODES,
     LLM_RECORDED,
@@ -24,10 +23,6 @@ from console.replay import (
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import AttemptRecord, StepRecord, open_store
-
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
-EXIT_CANCELLED = 130
 
 
 def add_parser(subparsers: Any) -> None:
@@ -71,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         edits = load_edits(args.response, args.responses)
         overrides = dict(parse_config_override(text) for text in args.config)
     except (ResponseSpecError, ReplayError) as error:
-        return _fail(str(error))
+        return fail(str(error))
     db_path = resolve_db_path(getattr(args, "db", None))
     try:
         detail = open_store(db_path).get_execution(args.execution)
@@ -79,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             detail, args.step, edits=edits, llm_mode=args.llm, config_overrides=overrides
         )
     except (StoreError, ReplayError) as error:
-        return _fail(str(error))
+        return fail(str(error))
     recorder = None
     if not args.no_store:
         from store.recorder import StoreRecorder
@@ -87,10 +82,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             recorder = StoreRecorder(db_path)
         except StoreError as error:
-            return _fail(str(error))
+            return fail(str(error))
     replayer = Replayer(setup, recorder=recorder)
     try:
-        result = asyncio.run(_run_with_signals(replayer))
+        result = asyncio.run(run_cancellable(replayer))
     finally:
         if recorder is not None:
             recorder.close()
@@ -103,26 +98,6 @@ def run(args: argparse.Namespace) -> int:
         print("truva-console: replay cancelled", file=sys.stderr)
         return EXIT_CANCELLED
     return EXIT_OK
-
-
-def _fail(message: str) -> int:
-    print(f"truva-console: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
-async def _run_with_signals(replayer: Replayer) -> ReplayResult:
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, replayer.cancel)
-        loop.add_signal_handler(signal.SIGTERM, replayer.cancel)
-    except (NotImplementedError, RuntimeError):
-        pass
-    try:
-        return await replayer.run()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -138,6 +138,16 @@ class LLMCallRecord:
     latency_ms: float | None
     called_at: float | None
 
+    @property
+    def tokens_text(self) -> str:
+        """`P prompt + C completion = T tokens`, or `tokens unknown`."""
+        if self.total_tokens is None:
+            return "tokens unknown"
+        return (
+            f"{self.prompt_tokens} prompt + {self.completion_tokens} completion = "
+            f"{self.total_tokens} tokens"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class EventRecord:

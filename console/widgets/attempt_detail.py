@@ -187,12 +187,7 @@ def llm_text(calls: tuple[LLMCallRecord, ...], step_calls: tuple[LLMCallRecord, 
 
 
 def _llm_block(call: LLMCallRecord, index: int, count: int) -> str:
-    tokens = (
-        f"{call.prompt_tokens} prompt + {call.completion_tokens} completion = "
-        f"{call.total_tokens} tokens"
-        if call.total_tokens is not None
-        else "tokens unknown"
-    )
+    tokens = call.tokens_text
     latency = "?" if call.latency_ms is None else f"{call.latency_ms:.0f} ms"
     lines = [
         f"══ LLM call {index} of {count} · {call.site} · model {call.model} · "
