@@ -100,7 +100,9 @@ PROTOCOL_CASES = [
 
 @pytest.mark.parametrize(("capture",), [(False,), (True,)], ids=["content_off", "content_on"])
 @pytest.mark.parametrize(
-    ("name", "variables", "kind", "content_type"), PROTOCOL_CASES, ids=[c[0] for c in PROTOCOL_CASES]
+    ("name", "variables", "kind", "content_type"),
+    PROTOCOL_CASES,
+    ids=[c[0] for c in PROTOCOL_CASES],
 )
 async def test_each_protocol_delivers_the_run_and_content_only_when_captured(
     name, variables, kind, content_type, capture, grpc_receiver, http_receiver, tool_server,
@@ -124,8 +126,9 @@ async def test_each_protocol_delivers_the_run_and_content_only_when_captured(
     llm = attributes_of(spans["chat scripted-model"].attributes)
     assert llm["openinference.span.kind"] == "LLM"
     assert llm["llm.token_count.prompt"] == llm["gen_ai.usage.input_tokens"] > 0
-    content_keys = {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
-                    "input.value", "output.value", "llm.input_messages.0.message.content"}
+    content_keys = {"gen_ai.input.messages", "gen_ai.output.messages",
+                    "gen_ai.system_instructions", "input.value", "output.value",
+                    "llm.input_messages.0.message.content"}
     if capture:
         # The analyzer's prompt is one user message: no system instructions to report.
         assert content_keys - {"gen_ai.system_instructions"} <= llm.keys()
