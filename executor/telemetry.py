@@ -1886,12 +1886,17 @@ def telemetry_from_env(
     return recorder
 
 def build_spans_from_events(
-    events: Iterable[Event], service_name: str = DEFAULT_SERVICE_NAME
+    events: Iterable[Event],
+    service_name: str = DEFAULT_SERVICE_NAME,
+    *,
+    capture_content: bool = False,
+    resource: Any = None,
 ) -> list[ReadableSpan]:
-    """The finished spans of recorded events, built in memory (for bundles and the console).
+    """The finished spans of recorded events, built in memory (for bundles, `publish`, the console).
 
     Spans left open by an unfinished run are ended at their execution's last event time and
-    marked `truva.interrupted`. Trace ids are `trace_id_for_execution(execution_id)`.
+    marked `truva.interrupted`. Trace ids are `trace_id_for_execution(execution_id)` and span
+    ids `span_id_for(...)`, the ids a live export of the same run gave them.
     """
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
@@ -1900,12 +1905,13 @@ def build_spans_from_events(
 
     exporter = InMemorySpanExporter()
     provider = SdkTracerProvider(
-        resource=Resource.create({"service.name": service_name, "service.version": __version__}),
+        resource=resource
+        or Resource.create({"service.name": service_name, "service.version": __version__}),
         id_generator=ExecutionTraceIds(),
         shutdown_on_exit=False,
     )
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    recorder = TelemetryRecorder(tracer_provider=provider)
+    recorder = TelemetryRecorder(tracer_provider=provider, capture_content=capture_content)
     for event in events:
         recorder.record(event)
     recorder.end_open_spans()
