@@ -71,6 +71,7 @@ from executor.policy import (
 )
 from executor.redact import redact_sensitive_text
 from executor.resilience import CircuitBreaker, StateChange
+from executor.tracecontext import attempt_headers, llm_trace_context
 from executor.wire import (
     WireEnvelope,
     is_transient_status,
@@ -674,6 +675,7 @@ class PlanExecutor:
     async def _dispatch(self, step: StepSpec, url: str, state: _StepState) -> HttpOutcome:
         body = encode_json_body(state.parameters)
         headers = self._request_headers(step)
+        headers.update(attempt_headers(self.recorder, self.execution_id, step.id, state.n))
         self._emit(AttemptDispatched(
             execution_id=self.execution_id, step_id=step.id, n=state.n,
             attempt_number=state.attempt_number, at=self.clock(), method="POST", url=url,
@@ -865,7 +867,8 @@ class PlanExecutor:
     async def _layer_call(
         self, step: StepSpec, state: _StepState, call: Awaitable[LayerResult]
     ) -> LayerResult | None:
-        finished, result = await self._race_cancel(call)
+        with llm_trace_context(self.recorder, self.execution_id, step.id, state.n):
+            finished, result = await self._race_cancel(call)
         if not finished:
             return None
         self._record_llm(step, state, result)

@@ -12,7 +12,6 @@ OpenTelemetry) otherwise. Spans carry previews only; the full payloads live in t
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
 import os
@@ -43,6 +42,11 @@ from executor.events import (
 )
 from executor.llm import SITE_CORRECTION, SITE_ERROR_ANALYSIS, SITE_SEMANTIC_RETRY
 from executor.redact import redact_json_value, redact_sensitive_text
+from executor.tracecontext import (  # noqa: F401 (re-exported: the ids spans get)
+    attempt_traceparent,
+    span_id_for,
+    trace_id_for_execution,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -117,30 +121,6 @@ def json_preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
     """A JSON value with credentials removed, as compact sorted JSON cut to `limit` chars."""
     text = json.dumps(redact_json_value(value), sort_keys=True, default=str, ensure_ascii=False)
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def trace_id_for_execution(execution_id: str) -> str:
-    """The 32-hex-digit trace id an execution's spans get from `ExecutionTraceIds`."""
-    digest = hashlib.sha256(execution_id.encode("utf-8")).digest()[:16]
-    return (digest if any(digest) else b"\x00" * 15 + b"\x01").hex()
-
-
-def span_id_for(execution_id: str, *key: object) -> str:
-    """The 16-hex-digit span id of one recorded thing of an execution, derived from its ids.
-
-    `key` is ("execution",), ("step", step_id), ("attempt", step_id, n) or ("llm", call_id):
-    live export, rebuilt bundle spans and `publish` all give a span the same id, so a
-    backend that receives it twice deduplicates instead of showing two spans.
-    """
-    text = "\x1f".join(("span", execution_id, *(str(part) for part in key)))
-    digest = hashlib.sha256(text.encode("utf-8")).digest()[:8]
-    return (digest if any(digest) else b"\x00" * 7 + b"\x01").hex()
-
-
-def attempt_traceparent(execution_id: str, step_id: str, n: int) -> str:
-    """The W3C `traceparent` of attempt `n` of `step_id`: its trace id and attempt span id."""
-    span_id = span_id_for(execution_id, "attempt", step_id, n)
-    return f"00-{trace_id_for_execution(execution_id)}-{span_id}-01"
 
 
 def _ns(at: float) -> int:
