@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     add_run_parser(subparsers)
     for module_name in ("console.cmd_ls", "console.cmd_explain", "console.cmd_demo",
-                        "console.cmd_replay", "console.cmd_export", "console.cmd_import"):
+                        "console.cmd_replay", "console.cmd_export", "console.cmd_import",
+                        "console.cmd_publish"):
         importlib.import_module(module_name).add_parser(subparsers)
     for subparser in subparsers.choices.values():
         if not any("--db" in action.option_strings for action in subparser._actions):
@@ -175,7 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc))
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.handler(args) or 0)
+    from executor.telemetry import TelemetryConfigError
+
+    try:
+        return int(args.handler(args) or 0)
+    except TelemetryConfigError as exc:  # a bad OTEL_* value, found before anything ran
+        return fail(str(exc))
 
 
 if __name__ == "__main__":

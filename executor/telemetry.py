@@ -19,7 +19,8 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -34,6 +35,7 @@ from executor.events import (
     Event,
     ExecutionFinished,
     ExecutionStarted,
+    FanoutRecorder,
     LLMCall,
     Notice,
     ParametersCoerced,
@@ -1864,6 +1866,72 @@ def telemetry_from_env(
     )
     recorder.metrics_gate = gate
     return recorder
+
+@dataclass(slots=True)
+class SpanPublisher:
+    """A span exporter built from the environment, for sending recorded spans (`publish`)."""
+
+    exporter: Any
+    endpoint: str
+    protocol: str
+    resource: Any
+    capture_content: bool
+
+    def publish(self, events: Iterable[Event]) -> tuple[bool, int]:
+        """Rebuild the spans of recorded events and send them: (delivered, span count)."""
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        spans = build_spans_from_events(
+            events, capture_content=self.capture_content, resource=self.resource
+        )
+        if not spans:
+            return True, 0
+        return self.exporter.export(spans) is SpanExportResult.SUCCESS, len(spans)
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+
+def span_publisher_from_env(
+    env: Mapping[str, str] = os.environ, service_name: str = DEFAULT_SERVICE_NAME
+) -> SpanPublisher | None:
+    """A `SpanPublisher` for the traces endpoint the environment names, or None without one.
+
+    The same variables as `telemetry_from_env` (protocol, headers, TLS, service name, content
+    capture); raises TelemetryConfigError for a value it cannot honour.
+    """
+    if _truthy(env.get("OTEL_SDK_DISABLED")):
+        return None
+    if _exporter_kind(env, "OTEL_TRACES_EXPORTER") == "none":
+        return None
+    protocol = signal_protocol(env, "traces")
+    endpoint = _signal_endpoint(env, "traces", protocol)
+    if endpoint is None:
+        return None
+    exporter = _span_exporter(protocol, endpoint, _exporter_options(env, "traces", protocol))
+    return SpanPublisher(
+        exporter, endpoint, protocol, _resource(env, service_name), capture_content_from_env(env)
+    )
+
+
+@contextmanager
+def with_telemetry(
+    *recorders: Any, env: Mapping[str, str] = os.environ
+) -> Iterator[FanoutRecorder]:
+    """`recorders` (None entries dropped) plus the OTLP telemetry `env` configures, for a command.
+
+    The one wiring every recording command uses (`run`, `rerun`, `replay`, `demo record`):
+    raises TelemetryConfigError before anything runs when an OTEL_* value cannot be honoured;
+    on exit shuts the telemetry down, which exports what remains (bounded, see `shutdown`).
+    """
+    telemetry = telemetry_from_env(env)
+    chosen = [recorder for recorder in (*recorders, telemetry) if recorder is not None]
+    try:
+        yield FanoutRecorder(*chosen)
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
+
 
 def build_spans_from_events(
     events: Iterable[Event],
