@@ -12,6 +12,7 @@ OpenTelemetry) otherwise. Spans carry previews only; the full payloads live in t
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import os
@@ -1621,7 +1622,7 @@ def _span_exporter(protocol: str, endpoint: str, options: Mapping[str, Any]) -> 
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     if protocol == "http/json":
-        return _JsonSpanExporter(endpoint=endpoint, **options)
+        return _json_exporter_classes()[0](endpoint=endpoint, **options)
     return OTLPSpanExporter(endpoint=endpoint, **options)
 
 
@@ -1635,11 +1636,13 @@ def _metric_exporter(protocol: str, endpoint: str, options: Mapping[str, Any]) -
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
     if protocol == "http/json":
-        return _JsonMetricExporter(endpoint=endpoint, **options)
+        return _json_exporter_classes()[1](endpoint=endpoint, **options)
     return OTLPMetricExporter(endpoint=endpoint, **options)
 
 
+@functools.cache
 def _json_exporter_classes() -> tuple[type, type]:
+    """The OTLP/HTTP JSON span and metric exporters (defined on first use: lazy imports)."""
     from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -1676,14 +1679,6 @@ def _json_exporter_classes() -> tuple[type, type]:
             return MetricExportResult.SUCCESS if result.success else MetricExportResult.FAILURE
 
     return JsonSpanExporter, JsonMetricExporter
-
-
-def _JsonSpanExporter(**options: Any) -> Any:
-    return _json_exporter_classes()[0](**options)
-
-
-def _JsonMetricExporter(**options: Any) -> Any:
-    return _json_exporter_classes()[1](**options)
 
 
 class _NoMetricsEndpointGate(logging.Filter):

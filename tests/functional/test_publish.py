@@ -41,7 +41,7 @@ def span_ids(receiver: OTLPReceiver) -> set[tuple[str, str, str, str]]:
     }
 
 
-def test_publishing_twice_and_a_live_export_give_identical_span_ids(
+def test_publishing_twice_a_live_export_a_bundle_and_an_import_give_identical_span_ids(
     tmp_path, tool_server, monkeypatch
 ):
     with OTLPReceiver() as live:
@@ -78,6 +78,16 @@ def test_publishing_twice_and_a_live_export_give_identical_span_ids(
         (name, trace, span, "" if parent in ("", empty_parent) else parent)
         for name, trace, span, parent in live_ids
     }
+
+    # Imported into another store (redacted rows) and published from there: the same ids.
+    elsewhere = tmp_path / "elsewhere" / "debug.duckdb"
+    imported = run_cli("import", str(bundle), "--db", str(elsewhere))
+    assert imported.code == 0, imported.stderr
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        result = run_cli("publish", execution_id, "--db", str(elsewhere))
+        assert result.code == 0, result.stderr
+        assert span_ids(receiver) == live_ids
 
 
 def test_publish_all_since_and_content_capture(tmp_path, tool_server, monkeypatch):
