@@ -158,9 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(handler=tui_command)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     add_run_parser(subparsers)
+    importlib.import_module("console.cmd_publish").add_parser(subparsers)
     for module_name in ("console.cmd_ls", "console.cmd_explain", "console.cmd_demo",
-                        "console.cmd_replay", "console.cmd_export", "console.cmd_import",
-                        "console.cmd_publish"):
+                        "console.cmd_replay", "console.cmd_export", "console.cmd_import"):
         importlib.import_module(module_name).add_parser(subparsers)
     for subparser in subparsers.choices.values():
         if not any("--db" in action.option_strings for action in subparser._actions):
