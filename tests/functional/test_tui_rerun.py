@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from console.screens.execution import ExecutionScreen
+from console.screens.executions import ExecutionsScreen
+from console.widgets.tables import ExecutionTable
 from store.queries import open_store
 from tests.functional.test_tui_stores import screen_loaded, settle_until, shown_text, tui_app
 from tests.support.plans import capability, plan, run_cli, step, write_plan
@@ -64,6 +66,13 @@ async def test_f_reruns_the_failed_steps_and_opens_the_new_execution(partial_run
         summary = shown_text(new_screen.query_one("#execution-summary").content)
         assert f"rerun of {original}" in summary
         assert new_screen.check_action("rerun_failed", ()) is False  # nothing failed any more
+
+        new_id = new_screen.execution_id
+        await pilot.press("escape", "escape")
+        await settle_until(pilot, lambda: isinstance(app.screen, ExecutionsScreen), "the list")
+        await screen_loaded(pilot)
+        query = app.screen.query_one(ExecutionTable).get_cell(new_id, "query")
+        assert query == f"↻ rerun of {original}  test query"
     assert len(tool_server.received(SEARCH)) == 1
     assert [r.json for r in tool_server.received(BOOK)] == [{"city": "PAR"}, {"city": "PAR"}]
     rows = open_store(db).list_executions().executions
