@@ -412,7 +412,8 @@ class PlanExecutor:
             execution_id=self.execution_id, step_id=step.id, started_at=now, tool=step.tool,
             capability=step.capability, url=self.plan.url_for(step),
             depends_on=tuple(self.plan.dependencies_of(step.id)),
-            parameters=dict(step.parameters), protected_keys={},
+            parameters=dict(resolve_bindings(step.parameters, self.reuse_results) or {}),
+            protected_keys={},
             orchestrator=self.plan.capability_for(step).orchestrator,
             side_effects=self.plan.capability_for(step).side_effects,
         ))
@@ -429,7 +430,7 @@ class PlanExecutor:
         self._results[step.id] = StepOutcome(
             id=step.id, status=STEP_SUCCEEDED, dispatch_count=0, validation_retries=0,
             semantic_retries=0, attempts=(), tool=step.tool, capability=step.capability,
-            parameters=dict(step.parameters), result=result, skip_reason=None,
+            parameters=None, result=result, skip_reason=None,
             max_attempts=self.config.max_attempts, start_time=now, end_time=now,
             reused_from=self.rerun_of,
         )

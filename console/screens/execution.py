@@ -282,8 +282,11 @@ class ExecutionScreen(Screen):
         if step is None or self.detail is None:
             return
         if attempt is None:
+            reused = [e.message for e in step.events if e.name == "rerun.result_reused"]
             if step.skip_reason:
                 note = f"{step.step_id} was skipped: {step.skip_reason}. It sent nothing."
+            elif reused:
+                note = f"{step.step_id}: {reused[0]}. It sent nothing in this execution."
             elif step.status == "running":
                 note = f"{step.step_id} is running; no attempt is recorded yet."
             else:

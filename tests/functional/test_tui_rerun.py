@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 
 from console.screens.execution import ExecutionScreen
 from console.screens.executions import ExecutionsScreen
@@ -66,6 +67,10 @@ async def test_f_reruns_the_failed_steps_and_opens_the_new_execution(partial_run
         summary = shown_text(new_screen.query_one("#execution-summary").content)
         assert f"rerun of {original}" in summary
         assert new_screen.check_action("rerun_failed", ()) is False  # nothing failed any more
+        new_screen.select_step("step-1")
+        await pilot.pause()
+        note = shown_text(new_screen.query_one("#detail-note", Static).content)
+        assert f"step-1: result reused from execution {original}; not resent." in note
 
         new_id = new_screen.execution_id
         await pilot.press("escape", "escape")
