@@ -704,10 +704,10 @@ def _check_transient_retry(inputs: DecisionInputs) -> Outcome:
 
 def _check_transient_exhausted(inputs: DecisionInputs) -> Outcome:
     if is_transient_status(inputs.status or 0):
+        verb = "is" if inputs.max_attempts == 1 else "are"
         return hit(
             f"{_status_text(inputs)} is transient but all "
-            f"{_count(inputs.max_attempts, 'attempt')} {'is' if inputs.max_attempts == 1 else 'are'}"
-            " used"
+            f"{_count(inputs.max_attempts, 'attempt')} {verb} used"
         )
     return miss(f"{_status_text(inputs)} is not transient")
 
