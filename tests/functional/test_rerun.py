@@ -126,6 +126,12 @@ def test_rerun_is_recorded_linked_with_reused_steps_sending_nothing(original) ->
     assert reused[:4] == ("succeeded", 0, 0, None)
     assert json.loads(reused[4]) == {"success": True, "data": {"city_code": "PAR"}}
     assert step_1_attempts == (0,)
+    with duckdb.connect(str(db), read_only=True) as conn:
+        unsafe_stop = conn.execute(
+            "SELECT action, recovery, impact IS NOT NULL FROM attempts "
+            "WHERE execution_id = ? AND step_id = 'step-4'", [first["execution_id"]]
+        ).fetchall()
+    assert unsafe_stop == [("stop_unsafe_resend", "query status", True)]
     assert notice == (f"result reused from execution {first['execution_id']}; not resent",)
 
     listed = run_cli("ls", "--json", "--db", str(db)).json()["executions"]
