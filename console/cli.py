@@ -92,24 +92,20 @@ def run_recorded(build: Callable[[Any], Any], db_path: Path | None) -> RecordedR
     configured) are opened first and closed after the run, even when it fails. Raises
     StoreError when the store cannot be opened for recording. Ctrl-C cancels the run.
     """
-    from executor.events import FanoutRecorder
-    from executor.telemetry import telemetry_from_env
+    from executor.telemetry import with_telemetry
 
     recorder = None
     if db_path is not None:
         from store.recorder import StoreRecorder
 
         recorder = StoreRecorder(db_path)
-    telemetry = telemetry_from_env()
-    recorders = [r for r in (recorder, telemetry) if r is not None]
     try:
-        executor = build(FanoutRecorder(*recorders))
-        outcome = asyncio.run(run_cancellable(executor))
+        with with_telemetry(recorder) as recorders:
+            executor = build(recorders)
+            outcome = asyncio.run(run_cancellable(executor))
     finally:
         if recorder is not None:
             recorder.close()
-        if telemetry is not None:
-            telemetry.shutdown()
     return RecordedRun(outcome, recorder)
 
 

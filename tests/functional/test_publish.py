@@ -184,6 +184,23 @@ def test_replay_exports_when_the_endpoint_is_set(tmp_path, tool_server, monkeypa
     assert len(sessions) == 1 and execution_id not in sessions  # the replay's own execution
 
 
+def test_rerun_exports_when_the_endpoint_is_set(tmp_path, tool_server, monkeypatch):
+    tool_server.script("/capabilities/quote", ToolReply.error(404, "NOPE", "no such symbol"))
+    document = plan(tool_server.base_url, {"quote": capability("quote")},
+                    [step("step-1", "quote", {"symbol": "TSLA"})])
+    result = run_cli("run", str(write_plan(tmp_path, document)), "--json")
+    assert result.json()["status"] == "failed", result.stdout
+    execution_id = result.json()["execution_id"]
+    tool_server.script("/capabilities/quote", ToolReply.ok({"price": 2}))
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        result = run_cli("rerun", execution_id, "--json")
+        assert result.code == 0, result.stderr
+        rerun_id = result.json()["execution_id"]
+        sessions = {attributes_of(span.attributes)["session.id"] for _, span in receiver.spans()}
+    assert sessions == {rerun_id} and rerun_id != execution_id
+
+
 def test_demo_record_exports_when_the_endpoint_is_set(tmp_path, monkeypatch):
     from console.demo.runner import DEMO_PLAN_NAMES
 
