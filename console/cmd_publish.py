@@ -17,6 +17,7 @@ from typing import Any
 from console.exits import EXIT_OK, fail
 
 EXIT_NOT_DELIVERED = 1
+BATCH_SPANS = 512  # spans per export request (whole executions; the SDK's batch size)
 _DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -99,23 +100,30 @@ def run(args: argparse.Namespace) -> int:
         return fail(error)
     delivered_spans = 0
     delivered: list[str] = []
+    batch: list[Any] = []
+    batch_ids: list[str] = []
     try:
-        for execution_id in chosen:
+        for index, execution_id in enumerate(chosen):
             own = {
                 table: [row for row in table_rows if row.get("execution_id") == execution_id]
                 for table, table_rows in rows.items()
             }
-            ok, count = publisher.publish(events_from_rows(own))
-            if not ok:
+            batch.extend(publisher.spans(events_from_rows(own)))
+            batch_ids.append(execution_id)
+            if len(batch) < BATCH_SPANS and index + 1 < len(chosen):
+                continue
+            if not publisher.send(batch):
                 print(
                     f"truva-console: publish: {publisher.endpoint} did not accept the spans of "
-                    f"execution {execution_id}; {len(delivered)} of {len(chosen)} execution(s) "
-                    "were delivered before it (publishing again sends the same span ids)",
+                    f"execution(s) {', '.join(batch_ids)}; {len(delivered)} of {len(chosen)} "
+                    "execution(s) were delivered before (publishing again sends the same span "
+                    "ids)",
                     file=sys.stderr,
                 )
                 return EXIT_NOT_DELIVERED
-            delivered.append(execution_id)
-            delivered_spans += count
+            delivered.extend(batch_ids)
+            delivered_spans += len(batch)
+            batch, batch_ids = [], []
     finally:
         publisher.shutdown()
     print(

@@ -1872,16 +1872,22 @@ class SpanPublisher:
     resource: Any
     capture_content: bool
 
-    def publish(self, events: Iterable[Event]) -> tuple[bool, int]:
-        """Rebuild the spans of recorded events and send them: (delivered, span count)."""
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
-        spans = build_spans_from_events(
+    def spans(self, events: Iterable[Event]) -> list[ReadableSpan]:
+        """The spans of recorded events, with the live ids and this publisher's resource."""
+        return build_spans_from_events(
             events, capture_content=self.capture_content, resource=self.resource
         )
-        if not spans:
-            return True, 0
-        return self.exporter.export(spans) is SpanExportResult.SUCCESS, len(spans)
+
+    def send(self, spans: Sequence[ReadableSpan]) -> bool:
+        """Export `spans` in one request; True when the endpoint took them."""
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return not spans or self.exporter.export(spans) is SpanExportResult.SUCCESS
+
+    def publish(self, events: Iterable[Event]) -> tuple[bool, int]:
+        """Rebuild the spans of recorded events and send them: (delivered, span count)."""
+        spans = self.spans(events)
+        return self.send(spans), len(spans)
 
     def shutdown(self) -> None:
         self.exporter.shutdown()

@@ -154,7 +154,7 @@ def test_an_endpoint_that_refuses_the_spans_is_exit_1(tmp_path, tool_server, mon
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint + "/nowhere")
         result = run_cli("publish", execution_id)
     assert result.code == 1
-    assert f"did not accept the spans of execution {execution_id}" in result.stderr
+    assert f"did not accept the spans of execution(s) {execution_id}; 0 of 1" in result.stderr
 
 
 def test_parse_since_accepts_dates_times_and_ages():
