@@ -61,7 +61,9 @@ class LayerVerdict:
     """What one correction layer answered, assessed against the step's parameters.
 
     `answered` is False when the LLM failed or its answer was malformed (`failure` says how).
-    `proposed_parameters` is the full parameter map the correction would send.
+    `unavailable` counts the endpoint failures (`HTTP 503 ×3`) when the LLM endpoint gave no
+    answer after its retries. `proposed_parameters` is the full parameter map the correction
+    would send.
     """
 
     layer: Layer
@@ -75,6 +77,7 @@ class LayerVerdict:
     touched_protected: tuple[str, ...] = ()
     guard_violations: tuple[str, ...] = ()
     failure: str | None = None
+    unavailable: str | None = None
 
     @property
     def acceptable(self) -> bool:
@@ -612,6 +615,29 @@ def _accept_hit(verdict: LayerVerdict | None, label: str, layer: Layer) -> Outco
     )
 
 
+def _unavailable_hit(inputs: DecisionInputs, verdict: LayerVerdict | None, label: str) -> Outcome:
+    if verdict is None:
+        return miss(f"{label} was not consulted")
+    if verdict.unavailable is None:
+        return miss(f"{label}'s LLM endpoint answered")
+    return hit(
+        f"{_status_text(inputs)}: the {label} was unavailable ({verdict.unavailable}); "
+        "no correction, and a non-transient 4xx is never resent unchanged"
+    )
+
+
+def _check_analyzer_unavailable(inputs: DecisionInputs) -> Outcome:
+    return _unavailable_hit(inputs, inputs.analyzer, "layer 3 analyzer")
+
+
+def _check_resolver_unavailable(inputs: DecisionInputs) -> Outcome:
+    return _unavailable_hit(inputs, inputs.resolver, "layer 4 re-resolver")
+
+
+def _check_legacy_unavailable(inputs: DecisionInputs) -> Outcome:
+    return _unavailable_hit(inputs, inputs.legacy, "legacy correction callback")
+
+
 def _check_analyzer_protected(inputs: DecisionInputs) -> Outcome:
     return _protected_hit(inputs.analyzer, "layer 3 analyzer")
 
@@ -761,6 +787,9 @@ RESPONSE_RULES: tuple[Rule, ...] = (
          "analyzer correction touches a protected input", _check_analyzer_protected),
     Rule("analyzer.accept", Action.RETRY_CORRECTED, "8", "seed 000 §4, §5; seed 001",
          "analyzer correction accepted (attempt--)", _check_analyzer_accept),
+    # seed 000 §3: a 4xx is not resent unchanged when correction is unavailable.
+    Rule("analyzer.unavailable", Action.STOP_NO_CORRECTION, "11", "seed 000 §3",
+         "the analyzer's LLM endpoint failed on every try", _check_analyzer_unavailable),
     # seed 000 §6: layer 4 needs semantic budget left; without it row 9 cannot apply (row 11).
     Rule("re_resolution.budget_exhausted", Action.STOP_NO_CORRECTION, "11", "seed 000 §6",
          "layer 3 said cannot fix and no semantic-retry budget is left", _check_semantic_budget),
@@ -770,6 +799,8 @@ RESPONSE_RULES: tuple[Rule, ...] = (
          "re-resolved parameters change a protected input", _check_resolver_protected),
     Rule("re_resolution.accept", Action.RETRY_CORRECTED, "9", "seed 000 §6; seed 001",
          "re-resolved parameters accepted (attempt--)", _check_resolver_accept),
+    Rule("re_resolution.unavailable", Action.STOP_NO_CORRECTION, "11", "seed 000 §3",
+         "the re-resolver's LLM endpoint failed on every try", _check_resolver_unavailable),
     # seed 000 §10: without an analyzer, the legacy callback via type patterns or retryable:true.
     Rule("legacy.ask", Action.ASK_LEGACY, "10", "seed 000 §10; seed 001 Layer 3",
          "consult the legacy correction callback", _check_ask_legacy),
@@ -777,6 +808,8 @@ RESPONSE_RULES: tuple[Rule, ...] = (
          "legacy correction touches a protected input", _check_legacy_protected),
     Rule("legacy.accept", Action.RETRY_CORRECTED, "10", "seed 000 §10; seed 001 Layer 3",
          "legacy correction accepted (attempt--)", _check_legacy_accept),
+    Rule("legacy.unavailable", Action.STOP_NO_CORRECTION, "11", "seed 000 §3",
+         "the legacy correction's LLM endpoint failed on every try", _check_legacy_unavailable),
     # seed 000 §3, §6: a non-transient 4xx is never resent unchanged, whatever the LLM claims.
     Rule("no_correction.stop", Action.STOP_NO_CORRECTION, "11", "seed 000 §3, §6; seed 001",
          "correctable 4xx with no accepted correction", _check_no_correction),
