@@ -869,7 +869,7 @@ class PlanExecutor:
                 return result, f"{failure_summary(failures)}; not retried: {why_not}"
             self._notice(
                 step, state, "llm.retry_wait",
-                f"{label}: LLM call {try_number} of {LLM_MAX_TRIES} failed ({failed}); "
+                f"{label}: LLM try {try_number} of {LLM_MAX_TRIES} failed ({failed}); "
                 f"trying again after {delay_ms:.1f} ms ({source})",
             )
             finished, _ = await self._race_cancel(self.sleep(delay_ms / 1000.0))
