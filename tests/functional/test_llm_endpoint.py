@@ -410,3 +410,19 @@ async def test_tui_llm_tab_says_the_text_was_not_recorded_and_why(
     assert RAW_MARKER not in shown and PROMPT_MARKER not in shown
     assert '"city_code": "PAR"' in shown  # the parsed answer is still shown
 
+
+
+def test_replay_of_a_run_without_llm_text_says_why_it_cannot_serve_the_answers(
+    tmp_path, tool_server, llm_server, monkeypatch
+):
+    from tests.functional.test_replay import replay_json
+
+    monkeypatch.setenv("TRUVAG3_LLM_DEBUG_ENABLED", "false")
+    bad_city(tool_server, ToolReply.ok({"hotels": ["H1"]}))
+    llm_server.script(prose_answer())
+    doc = run_plan_json(tmp_path, hotel_plan(tool_server, llm_server, instruction=None))
+    replay = replay_json(tmp_path / "store" / "debug.duckdb", doc["execution_id"], "step-1")
+    assert ("1 LLM call(s) of the original run kept no answer text (text not recorded: "
+            "llm_debug_enabled is false (TRUVAG3_LLM_DEBUG_ENABLED)), so they cannot be served; "
+            "use --llm live") in replay["notes"]
+    assert len(llm_server.requests) == 1  # the replay never asked the real endpoint
