@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +225,31 @@ async def test_llm_retry_after_beyond_the_cap_is_not_waited(tool_server, llm_ser
     assert len(llm_server.requests) == 1
 
 
+async def test_llm_retries_stop_at_the_llm_call_budget(tool_server, llm_server):
+    bad_city(tool_server)
+    llm_server.script(*[LLMReply(status=503)] * 3)
+    outcome, _ = await run_executor(
+        hotel_plan(tool_server, llm_server, instruction=None, config={"max_llm_calls": 2}))
+    assert final(outcome).rule == "analyzer.unavailable"
+    assert ("(HTTP 503 ×2; not retried: LLM-call budget used up (2 of 2 calls))"
+            in final(outcome).reason)
+    assert len(llm_server.requests) == 2
+
+
+async def test_llm_retry_wait_beyond_the_wall_clock_budget_is_not_waited(
+    tool_server, llm_server
+):
+    bad_city(tool_server)
+    llm_server.script(LLMReply(status=429, headers={"Retry-After": "30"}))
+    sleep = RecordingSleep()
+    outcome, _ = await run_executor(
+        hotel_plan(tool_server, llm_server, instruction=None, config={"max_wall_clock_s": 10}),
+        sleep=sleep)
+    assert sleep.waits == []
+    assert "not retried: the wait of 30000 ms would outlast the wall-clock budget" in (
+        final(outcome).reason)
+
+
 async def test_llm_401_is_not_retried(tool_server, llm_server):
     bad_city(tool_server)
     llm_server.script(LLMReply(status=401, content="bad key"))
@@ -426,3 +452,25 @@ def test_replay_of_a_run_without_llm_text_says_why_it_cannot_serve_the_answers(
             "llm_debug_enabled is false (TRUVAG3_LLM_DEBUG_ENABLED)), so they cannot be served; "
             "use --llm live") in replay["notes"]
     assert len(llm_server.requests) == 1  # the replay never asked the real endpoint
+
+
+def test_a_bundle_keeps_the_llm_text_left_out_and_the_note(tmp_path, tool_server, llm_server,
+                                                           monkeypatch):
+    monkeypatch.setenv("TRUVAG3_LLM_DEBUG_ENABLED", "false")
+    bad_city(tool_server, ToolReply.ok({"hotels": ["H1"]}))
+    llm_server.script(prose_answer())
+    doc = run_plan_json(tmp_path, hotel_plan(tool_server, llm_server, instruction=None))
+    bundle = tmp_path / "run.zip"
+    assert run_cli("export", doc["execution_id"], "-o", str(bundle)).code == 0
+    other = tmp_path / "other" / "debug.duckdb"
+    imported = run_cli("import", str(bundle), "--db", str(other))
+    assert imported.code == 0, imported.stderr
+    detail = open_store(other).get_execution(doc["execution_id"])
+    (call,) = detail.step("step-1").attempts[0].llm_calls
+    assert call.messages is None and call.raw_text is None
+    assert call.text_note == (
+        "text not recorded: llm_debug_enabled is false (TRUVAG3_LLM_DEBUG_ENABLED)")
+    with zipfile.ZipFile(bundle) as archive:
+        contents = b"".join(archive.read(name) for name in archive.namelist())
+    assert PROMPT_MARKER.encode() not in contents and RAW_MARKER.encode() not in contents
+    assert b"PAR is the code" in contents  # the parsed answer travels with the bundle
