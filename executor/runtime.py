@@ -867,11 +867,14 @@ class PlanExecutor:
                 why_not = f"{failed} is not transient"
             if why_not is not None:
                 return result, f"{failure_summary(failures)}; not retried: {why_not}"
-            self._notice(
-                step, state, "llm.retry_wait",
-                f"{label}: LLM try {try_number} of {LLM_MAX_TRIES} failed ({failed}); "
+            self._emit(Notice(
+                execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
+                name="llm.retry_wait",
+                message=f"{label}: LLM try {try_number} of {LLM_MAX_TRIES} failed ({failed}); "
                 f"trying again after {delay_ms:.1f} ms ({source})",
-            )
+                attrs={"site": exchange.site, "try": try_number, "max_tries": LLM_MAX_TRIES,
+                       "failure": failed, "delay_ms": delay_ms, "delay_source": source},
+            ))
             finished, _ = await self._race_cancel(self.sleep(delay_ms / 1000.0))
             if not finished:
                 return None, None

@@ -208,6 +208,9 @@ async def test_llm_429_retry_after_is_waited_in_full(tool_server, llm_server):
     (notice,) = recorder.of_kind("notice")
     assert notice.message.endswith("failed (HTTP 429); trying again after 7000.0 ms "
                                    "(retry_after_header)")
+    assert notice.attrs == {"site": "error_analysis", "try": 1, "max_tries": 3,
+                            "failure": "HTTP 429", "delay_ms": 7000.0,
+                            "delay_source": "retry_after_header"}
     assert outcome.steps[0].status == "succeeded"
 
 
