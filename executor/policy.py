@@ -785,6 +785,11 @@ def _unavailable_hit(inputs: DecisionInputs, verdict: LayerVerdict | None, label
     )
 
 
+UNAVAILABLE_RULE_IDS = frozenset(
+    {"analyzer.unavailable", "re_resolution.unavailable", "legacy.unavailable"}
+)
+
+
 def _check_analyzer_unavailable(inputs: DecisionInputs) -> Outcome:
     return _unavailable_hit(inputs, inputs.analyzer, "layer 3 analyzer")
 
@@ -1107,6 +1112,9 @@ def _fault_cell(
     elif rule.action in _ACTION_RECOVERY:
         recovery, consequence, override = _ACTION_RECOVERY[rule.action]
         advice = override or advice
+    elif rule.rule_id in UNAVAILABLE_RULE_IDS:
+        consequence = "the step failed: the LLM endpoint was unavailable, so no correction ran"
+        advice = f"{advice} (or rerun it once the LLM endpoint answers)" if advice else None
     elif rule.rule_id == "budget.attempts":
         consequence = f"the step failed after {inputs.max_attempts} attempts"
     elif rule.rule_id == "budget.corrections":
@@ -1130,6 +1138,8 @@ _LAYER_SLOTS: tuple[tuple[Layer, str], ...] = (
 
 
 def _verdict_text(verdict: LayerVerdict) -> str:
+    if verdict.unavailable is not None:
+        return f"unavailable: its LLM endpoint failed ({verdict.unavailable})"
     if not verdict.answered:
         return f"no usable answer ({verdict.failure})"
     if not verdict.should_retry:

@@ -462,7 +462,17 @@ RECOVERY_CASES = [
      "request authorization", "schema", "HITL-approved"),
     ("refused_400_modifies", base(status=400, retry_policy=FALSE), "modify", "schema",
      "not retryable"),
+    ("analyzer_unavailable_modifies_or_reruns",
+     base(status=400, analyzer=ANALYZER_UNAVAILABLE), "modify", "schema",
+     "the LLM endpoint was unavailable, so no correction ran; correct the parameters (or the "
+     "plan), then rerun the step (or rerun it once the LLM endpoint answers)"),
 ]
+
+
+def test_unavailable_layer_note_says_unavailable_not_cannot_fix():
+    notes = decide(base(status=400, analyzer=ANALYZER_UNAVAILABLE)).to_dict()["layers"]
+    assert notes[0] == {"layer": "analyzer", "consulted": True,
+                        "detail": "unavailable: its LLM endpoint failed (HTTP 503 ×3)"}
 
 
 @pytest.mark.parametrize(("inputs", "recovery", "failure_class", "impact_part"),
