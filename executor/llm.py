@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from executor.params import json_type_name
 from executor.redact import redact_sensitive_text
+from executor.wire import is_transient_status
 
 if TYPE_CHECKING:
     import openai
@@ -164,9 +165,8 @@ class LLMExchange:
         """
         if self.error_kind in (FAILURE_TIMEOUT, FAILURE_CONNECTION):
             return True
-        status = self.response_status or 0
-        return self.error_kind == FAILURE_HTTP_STATUS and (
-            status in (408, 429) or 500 <= status <= 599
+        return self.error_kind == FAILURE_HTTP_STATUS and is_transient_status(
+            self.response_status or 0
         )
 
     @property
