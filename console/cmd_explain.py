@@ -202,6 +202,9 @@ def render_explain(detail: ExecutionDetail, steps: tuple[StepRecord, ...]) -> st
             f"  took {duration}")  # fmt: skip
     out.field("query", row.query or "-", depth=1)
     out.field("plan", f"{row.plan_path or '-'}  (tool version {row.tool_version or '-'})", depth=1)
+    if row.rerun_of:
+        out.field("rerun of", f"{row.rerun_of} (steps that succeeded there were not resent)",
+                  depth=1)  # fmt: skip
     out.field(
         "steps",
         f"{max(row.steps_planned, row.steps_total)} planned: {row.steps_succeeded} succeeded, "

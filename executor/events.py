@@ -14,7 +14,10 @@ from typing import Any, Protocol, runtime_checkable
 
 @dataclass(frozen=True, slots=True)
 class ExecutionStarted:
-    """A plan run began. `plan` is the plan as loaded (JSON-able), `config` the resolved config."""
+    """A plan run began. `plan` is the plan as loaded (JSON-able), `config` the resolved config.
+
+    `rerun_of` names the execution this run re-runs (`truva-console rerun`), else None.
+    """
 
     execution_id: str
     started_at: float
@@ -25,6 +28,7 @@ class ExecutionStarted:
     config_sources: dict[str, str]
     llm: dict[str, Any] | None
     tool_version: str
+    rerun_of: str | None = None
     kind: str = "execution_started"
 
 

@@ -197,11 +197,11 @@ BOOLEAN_TYPES = frozenset({"boolean", "bool"})
 STRING_TYPES = frozenset({"string"})
 SCALAR_TYPES = NUMBER_TYPES | INTEGER_TYPES | BOOLEAN_TYPES | STRING_TYPES
 
-# Go strconv.ParseFloat, base 10 only: sign, digits with one optional point, optional exponent.
-_GO_DECIMAL_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # Go strconv's `special`: signed inf/infinity, unsigned nan, any letter case.
 _GO_SPECIAL_FLOAT_RE = re.compile(r"[+-]?(?:inf|infinity)|nan", re.IGNORECASE)
+# Go strconv.ParseInt(s, 10, 64): base 10 takes no prefix and no underscores.
 _GO_INT_RE = re.compile(r"[+-]?[0-9]+")
+_INT64_DIGITS = 19
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _GO_BOOL_WORDS = {
@@ -241,21 +241,108 @@ class Coercion:
         }
 
 
-def _parse_go_float(text: str) -> float | None:
-    """Go `strconv.ParseFloat(text, 64)` on decimal text; None where Go returns an error."""
-    if _GO_SPECIAL_FLOAT_RE.fullmatch(text):
-        return float(text)
-    if not _GO_DECIMAL_FLOAT_RE.fullmatch(text):
+def _underscores_ok(text: str) -> bool:
+    """Go strconv `underscoreOK`: each `_` sits between digits, or between a base prefix and a
+    digit."""
+    saw = "^"  # ^ start, 0 digit or base prefix, _ underscore, ! anything else
+    if text[:1] in ("+", "-"):
+        text = text[1:]
+    index = 0
+    hexadecimal = False
+    if len(text) >= 2 and text[0] == "0" and text[1].lower() in "box":
+        index, saw, hexadecimal = 2, "0", text[1].lower() == "x"
+    for character in text[index:]:
+        if "0" <= character <= "9" or (hexadecimal and "a" <= character.lower() <= "f"):
+            saw = "0"
+        elif character == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        elif saw == "_":
+            return False
+        else:
+            saw = "!"
+    return saw != "_"
+
+
+def _read_go_float(text: str) -> float | None:
+    """Go strconv `readFloat` plus the conversion, for the whole of `text`; None on a syntax
+    error or when a finite literal overflows float64 (Go's ErrRange)."""
+    index, length = 0, len(text)
+    sign = ""
+    if index < length and text[index] in "+-":
+        sign = "-" if text[index] == "-" else ""
+        index += 1
+    hexadecimal = index + 2 < length and text[index] == "0" and text[index + 1] in "xX"
+    if hexadecimal:
+        index += 2
+    exponent_char = "p" if hexadecimal else "e"
+    digit_chars = "0123456789abcdefABCDEF" if hexadecimal else "0123456789"
+    integer_digits: list[str] = []
+    fraction_digits: list[str] = []
+    saw_dot = False
+    while index < length:
+        character = text[index]
+        if character == "_":
+            pass
+        elif character == ".":
+            if saw_dot:
+                break
+            saw_dot = True
+        elif character in digit_chars:
+            (fraction_digits if saw_dot else integer_digits).append(character)
+        else:
+            break
+        index += 1
+    if not integer_digits and not fraction_digits:
         return None
-    number = float(text)
-    # Go reports ErrRange for a finite literal that overflows float64.
+    exponent = 0
+    if index < length and text[index].lower() == exponent_char:
+        index += 1
+        exponent_sign = 1
+        if index < length and text[index] in "+-":
+            exponent_sign = -1 if text[index] == "-" else 1
+            index += 1
+        if index >= length or not "0" <= text[index] <= "9":
+            return None
+        while index < length and ("0" <= text[index] <= "9" or text[index] == "_"):
+            # Go stops accumulating once the exponent reaches 10000.
+            if text[index] != "_" and exponent < 10000:
+                exponent = exponent * 10 + int(text[index])
+            index += 1
+        exponent *= exponent_sign
+    elif hexadecimal:
+        return None  # a hexadecimal mantissa needs a p exponent
+    if index != length or ("_" in text and not _underscores_ok(text)):
+        return None
+    mantissa = "".join(integer_digits) + "." + "".join(fraction_digits)
+    try:
+        if hexadecimal:
+            return float.fromhex(f"{sign}0x{mantissa}p{exponent}")
+        number = float(f"{sign}{mantissa}e{exponent}")
+    except OverflowError:
+        return None
     return None if math.isinf(number) else number
+
+
+def _parse_go_float(text: str) -> float | None:
+    """Go `strconv.ParseFloat(text, 64)` when it gives a finite number, else None.
+
+    Accepts what Go accepts: decimal and hexadecimal (`0x1p-2`, `0x1.8P+1`) literals, and
+    underscores between digits (`1_000.5`, `0x_1p0`). Go's NaN, Inf and Infinity (any case)
+    and a finite literal beyond float64 give None: they are not JSON, so they are never sent.
+    """
+    if _GO_SPECIAL_FLOAT_RE.fullmatch(text):
+        return None
+    return _read_go_float(text)
 
 
 def _parse_go_int(text: str) -> int | None:
     """Go `strconv.ParseInt(text, 10, 64)`; None on syntax or int64 range errors."""
     if not _GO_INT_RE.fullmatch(text):
         return None
+    if len(text.lstrip("+-").lstrip("0")) > _INT64_DIGITS:
+        return None  # beyond int64, and int() would refuse more than 4300 digits
     number = int(text)
     return number if _INT64_MIN <= number <= _INT64_MAX else None
 
@@ -368,9 +455,11 @@ def coerce_parameters(
     """Layer 2: coerce top-level string parameters to the types the capability schema declares.
 
     Follows Go `coerceParameterTypes`: only keys named in `schema.properties` are touched;
-    number/float64/float/double use ParseFloat, integer/int/int64/int32 ParseInt (base 10,
-    int64), boolean/bool ParseBool, and string reduces a map (or a string holding a JSON object)
-    to its primary field. A value that fails to parse is kept as it was. With a type list such
+    number/float64/float/double use ParseFloat (decimal or hex, underscores between digits),
+    integer/int/int64/int32 ParseInt (base 10, int64: no prefix, no underscores), boolean/bool
+    ParseBool, and string reduces a map (or a string holding a JSON object) to its primary
+    field. A value that fails to parse is kept as it was, and so is one that parses to NaN or
+    ±Inf, which JSON cannot carry (Go would fail to marshal it). With a type list such
     as `["integer", "null"]` each named type is tried in order, except that a string already
     satisfies a list naming "string" and a map one naming "object". Returns a new dict (None
     for None params) and the coercions applied, in parameter order; `params` is not mutated.

@@ -353,6 +353,11 @@ class Rule:
 QUOTA_STATUS = 402
 
 
+def _count(number: int, noun: str) -> str:
+    """`1 attempt`, `3 attempts`: a count with its noun in the right number."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def _status_text(inputs: DecisionInputs) -> str:
     if inputs.status == 0:
         return f"transport failure ({inputs.transport_error or 'unknown'})"
@@ -573,9 +578,13 @@ def _check_quota(inputs: DecisionInputs) -> Outcome:
 
 def _check_orchestrator(inputs: DecisionInputs) -> Outcome:
     if inputs.orchestrator:
+        sent = (
+            "; the connection was refused, so nothing reached it, and it is not retried"
+            if inputs.transport_error == "connect" else ""
+        )
         return hit(
             f"delegated orchestrator capability failed with {_status_text(inputs)}; "
-            "it gets one physical dispatch, ever"
+            f"it gets one physical dispatch, ever{sent}"
         )
     return miss("capability is not a delegated orchestrator")
 
@@ -618,7 +627,8 @@ def _check_repeated(inputs: DecisionInputs) -> Outcome:
         return hit(
             f"the same error was seen {inputs.repeated_error_count} times (limit {limit})"
         )
-    return miss(f"this error was seen {inputs.repeated_error_count} time(s), limit {limit}")
+    return miss(f"this error was seen {_count(inputs.repeated_error_count, 'time')}, "
+                f"limit {limit}")
 
 
 def _check_unsafe(inputs: DecisionInputs) -> Outcome:
@@ -697,8 +707,10 @@ def _check_transient_retry(inputs: DecisionInputs) -> Outcome:
 
 def _check_transient_exhausted(inputs: DecisionInputs) -> Outcome:
     if is_transient_status(inputs.status or 0):
+        verb = "is" if inputs.max_attempts == 1 else "are"
         return hit(
-            f"{_status_text(inputs)} is transient but all {inputs.max_attempts} attempts are used"
+            f"{_status_text(inputs)} is transient but all "
+            f"{_count(inputs.max_attempts, 'attempt')} {verb} used"
         )
     return miss(f"{_status_text(inputs)} is not transient")
 
@@ -1116,7 +1128,7 @@ def _fault_cell(
         consequence = "the step failed: the LLM endpoint was unavailable, so no correction ran"
         advice = f"{advice} (or rerun it once the LLM endpoint answers)" if advice else None
     elif rule.rule_id == "budget.attempts":
-        consequence = f"the step failed after {inputs.max_attempts} attempts"
+        consequence = f"the step failed after {_count(inputs.max_attempts, 'attempt')}"
     elif rule.rule_id == "budget.corrections":
         consequence = "the step failed: its correction budget is used up"
     elif rule.rule_id == "budget.retry_after_max":

@@ -89,9 +89,6 @@ STEP_FAILED = "failed"
 STEP_REJECTED = "rejected"
 STEP_SKIPPED = "skipped"
 
-# A Retry-After from the LLM endpoint is waited up to this when retry_after_max_ms is unset.
-LLM_RETRY_AFTER_MAX_MS = 60_000.0
-
 TASK_BUDGET_RULES = frozenset(
     {"budget.wall_clock", "budget.wall_clock.before_dispatch", "budget.total_tokens",
      "budget.llm_calls", "budget.repeated_error"}
@@ -165,6 +162,7 @@ class StepOutcome:
     max_attempts: int = 0
     start_time: float | None = None
     end_time: float | None = None
+    reused_from: str | None = None
 
     @property
     def retry_exhausted(self) -> bool:
@@ -197,6 +195,7 @@ class StepOutcome:
             "retry_exhausted": self.retry_exhausted,
             "skipped": self.status == STEP_SKIPPED,
             "skip_reason": self.skip_reason,
+            "reused_from": self.reused_from,
             "start_time": self.start_time,
             "end_time": self.end_time,
             "duration_ms": round(duration_ms, 3) if duration_ms is not None else None,
@@ -215,11 +214,13 @@ class ExecutionOutcome:
     llm_calls: int
     llm_total_tokens: int
     duration_ms: float
+    rerun_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The `truva-console run --json` document (SPEC §3.2)."""
         return {
             "execution_id": self.execution_id,
+            "rerun_of": self.rerun_of,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "incomplete_steps": list(self.incomplete_steps),
@@ -304,7 +305,15 @@ def classify_transport_error(exc: httpx.TransportError) -> str:
 
 
 class PlanExecutor:
-    """Runs one plan. Construct, then `await run()`; `cancel()` stops it at once."""
+    """Runs one plan. Construct, then `await run()`; `cancel()` stops it at once.
+
+    A re-run seeds it: `reuse_results` maps step ids to results recorded in an earlier run;
+    those steps are not dispatched but reported as succeeded with zero dispatches (and a
+    `rerun.result_reused` notice), and their dependents bind to that data. `skip_steps` maps
+    step ids to the reason each is not run; they are reported skipped, and so are their
+    dependents. `rerun_of` names the earlier execution in `ExecutionStarted` and the reasons
+    (`reuse_results` requires it).
+    """
 
     def __init__(
         self,
@@ -320,8 +329,19 @@ class PlanExecutor:
         monotonic: Callable[[], float] = time.monotonic,
         execution_id: str | None = None,
         config: ExecutorConfig | None = None,
+        reuse_results: Mapping[str, Any] | None = None,
+        skip_steps: Mapping[str, str] | None = None,
+        rerun_of: str | None = None,
     ) -> None:
         self.plan = plan
+        self.reuse_results = dict(reuse_results or {})
+        self.skip_steps = dict(skip_steps or {})
+        self.rerun_of = rerun_of
+        unknown = sorted((set(self.reuse_results) | set(self.skip_steps)) - set(plan.step_ids))
+        if unknown:
+            raise ValueError(f"reuse_results/skip_steps name steps not in the plan: {unknown}")
+        if self.reuse_results and not rerun_of:
+            raise ValueError("reuse_results needs rerun_of, the execution they were recorded in")
         self.env = dict(os.environ if env is None else env)
         if config is None:
             config, sources = resolve_config(plan.config, self.env)
@@ -385,7 +405,9 @@ class PlanExecutor:
             config_sources=dict(self.config_sources),
             llm=self._llm_description(),
             tool_version=__version__,
+            rerun_of=self.rerun_of,
         ))
+        self._seed_results()
         try:
             await self._schedule()
         finally:
@@ -394,8 +416,47 @@ class PlanExecutor:
 
     # --------------------------------------------------------------- scheduling
 
+    def _seed_results(self) -> None:
+        """Record the reused and the held steps before any step is scheduled."""
+        for step in self.plan.steps:
+            if step.id in self.reuse_results:
+                self._reuse(step, self.reuse_results[step.id])
+            elif step.id in self.skip_steps:
+                self._store_skip(step, self.skip_steps[step.id])
+
+    def _reuse(self, step: StepSpec, result: Any) -> None:
+        now = self.clock()
+        reason = f"result reused from execution {self.rerun_of}; not resent"
+        self._emit(StepStarted(
+            execution_id=self.execution_id, step_id=step.id, started_at=now, tool=step.tool,
+            capability=step.capability, url=self.plan.url_for(step),
+            depends_on=tuple(self.plan.dependencies_of(step.id)),
+            parameters=dict(resolve_bindings(step.parameters, self.reuse_results) or {}),
+            protected_keys={},
+            orchestrator=self.plan.capability_for(step).orchestrator,
+            side_effects=self.plan.capability_for(step).side_effects,
+        ))
+        self._emit(Notice(execution_id=self.execution_id, step_id=step.id, n=None, at=now,
+                          name="rerun.result_reused", message=reason,
+                          attrs={"reused_from": self.rerun_of}))
+        self._emit(StepFinished(
+            execution_id=self.execution_id, step_id=step.id, finished_at=now,
+            status=STEP_SUCCEEDED, dispatch_count=0, attempts=0, validation_retries=0,
+            semantic_retries=0, final_action=None, final_rule_id=None, error=None,
+            result=result,
+        ))
+        self._parsed_results[step.id] = result
+        self._results[step.id] = StepOutcome(
+            id=step.id, status=STEP_SUCCEEDED, dispatch_count=0, validation_retries=0,
+            semantic_retries=0, attempts=(), tool=step.tool, capability=step.capability,
+            parameters=None, result=result, skip_reason=None,
+            max_attempts=self.config.max_attempts, start_time=now, end_time=now,
+            reused_from=self.rerun_of,
+        )
+
     async def _schedule(self) -> None:
         pending: dict[str, StepSpec] = {step.id: step for step in self.plan.steps}
+        pending = {key: step for key, step in pending.items() if key not in self._results}
         running: dict[asyncio.Task[StepOutcome], str] = {}
         limiter = asyncio.Semaphore(self.config.max_concurrency)
         while pending or running:
@@ -458,6 +519,9 @@ class PlanExecutor:
             return "run cancelled before the step started"
         if self._task_stop is not None:
             return f"task stopped: {self._task_stop}"
+        held = sorted(d for d in self.plan.dependencies_of(step.id) if d in self.skip_steps)
+        if held:
+            return f"skipped due to held dependency: {held[0]} ({self.skip_steps[held[0]]})"
         explicit = sorted(
             d for d in step.depends_on
             if d in self._results and self._results[d].status != STEP_SUCCEEDED
@@ -936,9 +1000,8 @@ class PlanExecutor:
         retry_after_ms = parse_retry_after_header(exchange.retry_after_header, now=self.clock())
         if retry_after_ms is not None:
             delay_ms, source = retry_after_ms, "retry_after_header"
-            cap_ms = (config.retry_after_max_ms if config.retry_after_max_ms is not None
-                      else LLM_RETRY_AFTER_MAX_MS)  # fmt: skip
-            if delay_ms > cap_ms:
+            cap_ms = config.retry_after_max_ms  # None: no limit but the wall clock
+            if cap_ms is not None and delay_ms > cap_ms:
                 return delay_ms, source, (
                     f"Retry-After asks for {delay_ms:.0f} ms, more than retry_after_max_ms "
                     f"{cap_ms:.0f}"
@@ -1091,6 +1154,7 @@ class PlanExecutor:
             incomplete_steps=incomplete, llm_calls=self._llm_calls,
             llm_total_tokens=self._llm_tokens,
             duration_ms=(self.monotonic() - self._started) * 1000.0,
+            rerun_of=self.rerun_of,
         )
 
     def _emit(self, event: Any) -> None:

@@ -82,6 +82,7 @@ _EXECUTIONS = pa.schema(
         ("writer_pid", pa.int32()),
         ("writer_host", _TEXT),
         ("writer_token", _TEXT),
+        ("rerun_of", _TEXT),
     ]
 )
 _SNAPSHOTS = pa.schema(
@@ -152,6 +153,8 @@ _ATTEMPTS = pa.schema(
         ("started_at", _TIME),
         ("responded_at", _TIME),
         ("decided_at", _TIME),
+        ("recovery", _TEXT),
+        ("impact", _TEXT),
     ]
 )
 _LLM_CALLS = pa.schema(
@@ -390,6 +393,7 @@ def _fold_execution_started(
             "writer_pid": writer.pid if writer else None,
             "writer_host": writer.host if writer else None,
             "writer_token": writer.token if writer else None,
+            "rerun_of": data.get("rerun_of"),
         },
     )
     rows.snapshots[execution_id] = {
@@ -522,6 +526,8 @@ def _fold_attempt_decided(
             "delay_ms": decision.get("delay_ms"),
             "delay_source": decision.get("delay_source"),
             "decided_at": data.get("at"),
+            "recovery": decision.get("recovery"),
+            "impact": decision.get("impact"),
         },
     )
     if not dispatched:

@@ -98,6 +98,7 @@ class ExecutionRow:
     last_failing_rule: str | None
     writer_pid: int | None
     writer_host: str | None
+    rerun_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +215,8 @@ class AttemptRecord:
     started_at: float | None
     responded_at: float | None
     decided_at: float | None
+    recovery: str | None = None
+    impact: str | None = None
     llm_calls: tuple[LLMCallRecord, ...] = ()
     events: tuple[EventRecord, ...] = ()
     backoff: BackoffRecord | None = None
@@ -430,7 +433,8 @@ SELECT
     coalesce(l.llm_total_tokens, 0) AS llm_total_tokens,
     s.last_failing_rule,
     e.writer_pid,
-    e.writer_host
+    e.writer_host,
+    e.rerun_of
 FROM page
 JOIN executions AS e USING (execution_id)
 LEFT JOIN execution_snapshots AS snapshot USING (execution_id)
@@ -458,7 +462,7 @@ SELECT
     request_headers, request_body, request_size, status, response_headers, response_body,
     response_size, transport_error, transport_error_message, elapsed_ms, retry_policy, action,
     rule_id, reason, decision, decision_layer, corrected_parameters, delay_ms, delay_source,
-    epoch(started_at) AS started_at, epoch(responded_at) AS responded_at,
+    recovery, impact, epoch(started_at) AS started_at, epoch(responded_at) AS responded_at,
     epoch(decided_at) AS decided_at
 FROM attempts
 WHERE execution_id = $execution_id

@@ -174,7 +174,7 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
     ("503_last_attempt_budget", base(status=503, attempt_number=3),
      Action.STOP_BUDGET, "budget.attempts", "all 3 attempts are used"),
     ("max_attempts_1_stops_first_503", base(status=503, max_attempts=1),
-     Action.STOP_BUDGET, "budget.attempts", "all 1 attempts"),
+     Action.STOP_BUDGET, "budget.attempts", "all 1 attempt is used"),
     ("transient_never_asks_llm", base(status=500, analyzer=None),
      Action.RETRY_SAME, "transient.retry_same", "transient"),
     # --- unsafe side effects (SPEC §2.6)
