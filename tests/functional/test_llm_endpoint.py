@@ -412,6 +412,9 @@ def test_explain_names_the_plan_config_key_when_the_plan_turned_text_off(
     note = "text not recorded: llm_debug_enabled is false (plan config llm_debug_enabled)"
     assert any(line.startswith("prompt") and line.endswith(note) for line in lines)
     assert RAW_MARKER not in explained.stdout
+    document = run_cli("explain", doc["execution_id"], "--json").json()
+    (call,) = document["steps"][0]["attempts"][0]["llm_calls"]
+    assert (call["text_note"], call["messages"], call["raw_text"]) == (note, None, None)
 
 
 async def test_tui_llm_tab_says_the_text_was_not_recorded_and_why(
