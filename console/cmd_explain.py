@@ -393,16 +393,20 @@ def _render_llm_call(out: _Lines, call: LLMCallRecord, *, depth: int) -> None:
     latency = "?" if call.latency_ms is None else f"{call.latency_ms:.0f}"
     out.field("llm call", f"{call.site}  model {call.model}  HTTP {call.response_status}  "
               f"{tokens}  latency {latency} ms", depth=depth)  # fmt: skip
-    out.field("prompt", "", depth=depth + 1)
-    for message in call.messages or []:
-        role = message.get("role", "?") if isinstance(message, dict) else "?"
-        content = message.get("content", message) if isinstance(message, dict) else message
-        text = content if isinstance(content, str) else _json_inline(content)
-        out.add(f"[{role}]", depth=depth + 2)
-        out.block(text, depth=depth + 3)
-    out.field("raw answer", "" if call.raw_text is not None else "none", depth=depth + 1)
-    if call.raw_text is not None:
-        out.block(call.raw_text, depth=depth + 2)
+    if not call.text_recorded:
+        out.field("prompt", call.text_note or "not recorded", depth=depth + 1)
+        out.field("raw answer", call.text_note or "not recorded", depth=depth + 1)
+    else:
+        out.field("prompt", "", depth=depth + 1)
+        for message in call.messages or []:
+            role = message.get("role", "?") if isinstance(message, dict) else "?"
+            content = message.get("content", message) if isinstance(message, dict) else message
+            text = content if isinstance(content, str) else _json_inline(content)
+            out.add(f"[{role}]", depth=depth + 2)
+            out.block(text, depth=depth + 3)
+        out.field("raw answer", "" if call.raw_text is not None else "none", depth=depth + 1)
+        if call.raw_text is not None:
+            out.block(call.raw_text, depth=depth + 2)
     if call.parsed is not None:
         out.field("parsed", _json_inline(call.parsed), depth=depth + 1)
     if call.parse_error:

@@ -185,6 +185,8 @@ class LLMCall:
     `site` is error_analysis|semantic_retry|correction. `request_body`/`response_body` are the
     exact HTTP bytes; `messages` what we sent; `raw_text` the assistant content; `parsed` the
     decoded answer or None; `parse_error` why decoding failed; `error` a transport/HTTP failure.
+    `text_recorded` False (llm_debug_enabled off) means messages, bodies and raw text are left
+    empty on purpose: only the metadata and the parsed answer are kept.
     """
 
     execution_id: str
@@ -209,6 +211,7 @@ class LLMCall:
     prompt_tokens: int | None
     completion_tokens: int | None
     total_tokens: int | None
+    text_recorded: bool = True
     kind: str = "llm_call"
 
 

@@ -763,6 +763,7 @@ def _llm_events(llm_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
             prompt_tokens=row["prompt_tokens"],
             completion_tokens=row["completion_tokens"],
             total_tokens=row["total_tokens"],
+            text_recorded=row["messages"] is not None,
         )
 
 

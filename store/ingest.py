@@ -544,6 +544,10 @@ def _fold_llm_call(
 ) -> None:
     request_body = data.get("request_body")
     response_body = data.get("response_body")
+    # llm_debug_enabled false: the text was not recorded, so its columns stay NULL.
+    text_recorded = data.get("text_recorded", True) is not False
+    if not text_recorded:
+        request_body = response_body = None
     rows.llm_calls[data["call_id"]] = {
         "call_id": data["call_id"],
         "execution_id": data.get("execution_id"),
@@ -554,13 +558,13 @@ def _fold_llm_call(
         "base_url": data.get("base_url"),
         "temperature": data.get("temperature"),
         "max_tokens": data.get("max_tokens"),
-        "messages": json_text(data.get("messages")),
+        "messages": json_text(data.get("messages")) if text_recorded else None,
         "request_body": request_body,
         "request_size": _size(request_body),
         "response_status": data.get("response_status"),
         "response_body": response_body,
         "response_size": _size(response_body),
-        "raw_text": _valid_text(data.get("raw_text")),
+        "raw_text": _valid_text(data.get("raw_text")) if text_recorded else None,
         "parsed": json_text(data.get("parsed")),
         "parse_error": data.get("parse_error"),
         "error": data.get("error"),

@@ -138,6 +138,12 @@ class LLMCallRecord:
     total_tokens: int | None
     latency_ms: float | None
     called_at: float | None
+    text_note: str | None = None
+
+    @property
+    def text_recorded(self) -> bool:
+        """False when the prompt and response text were not recorded (`text_note` says why)."""
+        return self.text_note is None
 
     @property
     def tokens_text(self) -> str:
@@ -668,6 +674,19 @@ class Store:
         return counts
 
 
+def llm_text_not_recorded_note(config: Any, config_sources: Any) -> str:
+    """Why an LLM call's prompt and response text are not in the store, from the run's config."""
+    config = config if isinstance(config, dict) else {}
+    sources = config_sources if isinstance(config_sources, dict) else {}
+    if config.get("llm_debug_enabled") is not False:
+        return "the prompt and response text were not recorded"
+    where = {
+        "env": "TRUVAG3_LLM_DEBUG_ENABLED",
+        "explicit": "plan config llm_debug_enabled",
+    }.get(sources.get("llm_debug_enabled"), "the run's config")
+    return f"text not recorded: llm_debug_enabled is false ({where})"
+
+
 def _assemble_detail(
     execution: ExecutionRow,
     snapshot: dict[str, Any],
@@ -679,8 +698,10 @@ def _assemble_detail(
 ) -> ExecutionDetail:
     """Nest attempts, LLM calls, events and backoffs under their steps."""
     llm_by_attempt: dict[tuple[Any, Any], list[LLMCallRecord]] = defaultdict(list)
+    text_note = llm_text_not_recorded_note(snapshot.get("config"), snapshot.get("config_sources"))
     for row in llm_rows:
-        call = LLMCallRecord(**row)
+        # Recorded calls always have a messages array; NULL means the text was left out.
+        call = LLMCallRecord(**row, text_note=text_note if row["messages"] is None else None)
         llm_by_attempt[(call.step_id, call.n)].append(call)
     events_by_attempt: dict[tuple[Any, Any], list[EventRecord]] = defaultdict(list)
     for row in event_rows:
