@@ -499,8 +499,6 @@ class TelemetryRecorder:
         for thread in stoppers:
             thread.join(max(0.0, deadline - time.monotonic()))
         finished = not any(thread.is_alive() for thread in stoppers)
-        if self.metrics_gate is not None:
-            self.metrics_gate.detach()
         if not finished:
             _logger.warning(
                 "telemetry export did not finish within %g s; it was abandoned", timeout_s
@@ -1681,28 +1679,24 @@ def _json_exporter_classes() -> tuple[type, type]:
     return JsonSpanExporter, JsonMetricExporter
 
 
-class _NoMetricsEndpointGate(logging.Filter):
+class _NoMetricsEndpointGate:
     """Turns "this endpoint has no metrics service" into one warning and stops metric exports.
 
     A tracing-only backend (Phoenix answers HTTP 405 on /v1/metrics; a gRPC server without the
-    metrics service answers UNIMPLEMENTED) would otherwise get an error line per export. The
-    filter sits on the metric exporters' loggers, recognises that first failure line, drops it,
-    prints one warning naming `OTEL_METRICS_EXPORTER=none`, and the exporter it wraps then skips
-    every later export.
+    metrics service answers UNIMPLEMENTED) would otherwise get an error line per export. While
+    the gated exporter exports, `_GATE_FILTER` on the metric exporters' loggers hands this
+    gate the lines logged on that thread; the gate recognises that first failure line, drops
+    it, prints one warning naming `OTEL_METRICS_EXPORTER=none`, and every later export of its
+    exporter is skipped.
     """
 
-    LOGGERS = (
-        "opentelemetry.exporter.otlp.proto.http.metric_exporter",
-        "opentelemetry.exporter.otlp.proto.grpc.exporter",
-    )
-
     def __init__(self, endpoint: str, warn: Any) -> None:
-        super().__init__()
         self.endpoint = endpoint
         self.closed_by: str | None = None
         self._warn = warn
 
-    def filter(self, record: logging.LogRecord) -> bool:
+    def keep(self, record: logging.LogRecord) -> bool:
+        """False for the exporter's "no metrics here" line (and its repeats), which it reports."""
         message = record.getMessage()
         if self.closed_by is not None and "metrics" in message:
             return False
@@ -1722,25 +1716,51 @@ class _NoMetricsEndpointGate(logging.Filter):
         )
         return False
 
-    def attach(self) -> None:
-        for name in self.LOGGERS:
-            logging.getLogger(name).addFilter(self)
 
-    def detach(self) -> None:
-        for name in self.LOGGERS:
-            logging.getLogger(name).removeFilter(self)
+class _GateFilter(logging.Filter):
+    """Routes the metric exporters' log lines to the gate whose export is running on this thread."""
+
+    LOGGERS = (
+        "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+        "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exporting = threading.local()
+        self._attached = False
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        gate = getattr(self.exporting, "gate", None)
+        return True if gate is None else gate.keep(record)
+
+    def attach(self) -> None:
+        with self._lock:
+            if not self._attached:
+                for name in self.LOGGERS:
+                    logging.getLogger(name).addFilter(self)
+                self._attached = True
+
+
+_GATE_FILTER = _GateFilter()
 
 
 def _gated_metric_exporter(exporter: Any, gate: _NoMetricsEndpointGate) -> Any:
-    """`exporter`, whose `export` does nothing once `gate` has closed."""
+    """`exporter`, whose `export` reports through `gate` and does nothing once it has closed."""
     from opentelemetry.sdk.metrics.export import MetricExportResult
 
     export = exporter.export
+    _GATE_FILTER.attach()
 
     def gated(metrics_data: Any, timeout_millis: float | None = 10_000, **kwargs: Any) -> Any:
         if gate.closed_by is not None:
             return MetricExportResult.SUCCESS
-        return export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+        _GATE_FILTER.exporting.gate = gate
+        try:
+            return export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+        finally:
+            _GATE_FILTER.exporting.gate = None
 
     exporter.export = gated
     return exporter
@@ -1848,7 +1868,6 @@ def telemetry_from_env(
             PeriodicExportingMetricReader(metric_exporter, export_interval_millis=interval_ms)
         )
         exporters.append(metric_exporter)
-        gate.attach()
     meter_provider = SdkMeterProvider(
         resource=resource, metric_readers=readers, shutdown_on_exit=False
     )

@@ -209,3 +209,25 @@ async def test_a_backend_without_metrics_gets_one_warning_not_a_stream(
     if kind == "http":
         assert receiver.metrics_refusals == 1
     assert "Failed to export metrics" not in capfd.readouterr().err
+
+
+def test_each_recorder_gets_its_own_no_metrics_warning():
+    first_warnings: list[str] = []
+    second_warnings: list[str] = []
+    with OTLPReceiver(metrics=False) as first, OTLPReceiver(metrics=False) as second:
+        stale = telemetry_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": first.endpoint},
+                                   warn=first_warnings.append)
+        assert stale is not None
+        for event in small_execution("exec-stale"):
+            stale.record(event)
+        stale.meter_provider.force_flush()  # closes its gate; never shut down (as in a test)
+        fresh = telemetry_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": second.endpoint},
+                                   warn=second_warnings.append)
+        assert fresh is not None
+        for event in small_execution("exec-fresh"):
+            fresh.record(event)
+        assert fresh.shutdown()
+        assert stale.shutdown()
+
+    assert [second.endpoint in w for w in second_warnings] == [True]
+    assert [first.endpoint in w for w in first_warnings] == [True]
