@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from console.demo.llm import start_demo_llm
 from console.demo.server import LOOPBACK, DemoHTTPServer
-from console.demo.tools import TOOL_NAMES, DemoTool, build_tools
+from console.demo.tools import TOOL_NAMES, DemoTool, SlowReports, build_tools
 from executor.events import Event, ListRecorder, Recorder
 from executor.plan import Plan, parse_plan
 from executor.runtime import ExecutionOutcome, PlanExecutor
@@ -33,10 +33,15 @@ FAST_CONFIG = {"initial_delay_ms": 10, "max_delay_ms": 40}
 
 @dataclass(frozen=True, slots=True)
 class DemoPlan:
-    """One bundled demo plan and what it shows."""
+    """One bundled demo plan and what it shows.
+
+    With `cancel_in_flight`, the runner cancels the run (as Ctrl-C would) when the plan's
+    `stocks.history` request reaches the tool, which holds it until then.
+    """
 
     name: str
     summary: str
+    cancel_in_flight: bool = False
 
 
 DEMO_PLANS: tuple[DemoPlan, ...] = (
@@ -55,6 +60,17 @@ DEMO_PLANS: tuple[DemoPlan, ...] = (
              "six steps: corrections, transient retries, a refusal and a skipped dependent"),
     DemoPlan("unsafe-charge", "502 from an unsafe payment capability; never resent"),
     DemoPlan("guard-rejection", "a value outside the schema enum; rejected before any request"),
+    DemoPlan("hitl-protected",
+             "400 INVALID_CITY, but a human approved city_code; the correction is refused"),
+    DemoPlan("orchestrator-timeout",
+             "504 from a delegated trip-planner agent; one dispatch, never resent"),
+    DemoPlan("no-correction",
+             "404 for 'Atlantis'; layers 3 and 4 cannot fix it, so it is not resent"),
+    DemoPlan("circuit-open",
+             "ten 503s from a weather outage open the circuit; the next step is not sent"),
+    DemoPlan("cancelled-report",
+             "the run is cancelled while a slow report is in flight; its dependent is skipped",
+             cancel_in_flight=True),
 )  # fmt: skip
 DEMO_PLAN_NAMES = tuple(plan.name for plan in DEMO_PLANS)
 
@@ -79,11 +95,12 @@ class DemoServices:
 
     def __init__(
         self, servers: Mapping[str, DemoHTTPServer], tools: Mapping[str, DemoTool],
-        llm: DemoHTTPServer,
+        llm: DemoHTTPServer, reports: SlowReports | None = None,
     ) -> None:  # fmt: skip
         self.servers = dict(servers)
         self.tools = dict(tools)
         self.llm = llm
+        self.reports = reports if reports is not None else SlowReports()
 
     @property
     def tools_base_urls(self) -> dict[str, str]:
@@ -102,6 +119,7 @@ class DemoServices:
 
     def close(self) -> None:
         """Stop every server; they stop side by side, so this takes one poll interval."""
+        self.reports.close()
         closing = [
             threading.Thread(target=server.close, name=f"close-demo-{server.name}")
             for server in (*self.servers.values(), self.llm)
@@ -124,7 +142,8 @@ def start_demo_services(*, base_port: int = 0) -> DemoServices:
     With `base_port` 0 every server takes a free port; otherwise the tools listen on
     `base_port`, `base_port + 1`, … in TOOL_NAMES order and the LLM after them.
     """
-    tools = build_tools()
+    reports = SlowReports()
+    tools = build_tools(reports)
     started: list[DemoHTTPServer] = []
     try:
         servers = {}
@@ -137,7 +156,7 @@ def start_demo_services(*, base_port: int = 0) -> DemoServices:
         for server in started:
             server.close()
         raise
-    return DemoServices(servers, tools, llm)
+    return DemoServices(servers, tools, llm, reports)
 
 
 def bundled_plan(name: str) -> dict[str, Any]:
@@ -206,13 +225,29 @@ async def run_demo_plans(
     The environment is not read: no TRUVAG3_* or OPENAI_* setting changes what a demo shows.
     """
     plans = demo_plans(services, fast=fast)
+    cancelling = {plan.name for plan in DEMO_PLANS if plan.cancel_in_flight}
     outcomes = {}
     for name in names:
         executor = PlanExecutor(
             parse_demo_plan(name, plans[name]), recorder=recorder_for(name), env={}
         )
-        outcomes[name] = await executor.run()
+        if name in cancelling:
+            outcomes[name] = await _run_cancelled_in_flight(executor, services.reports)
+        else:
+            outcomes[name] = await executor.run()
     return outcomes
+
+
+async def _run_cancelled_in_flight(
+    executor: PlanExecutor, reports: SlowReports
+) -> ExecutionOutcome:
+    """Run `executor`, cancelling it when its held report request arrives at the tool."""
+    loop = asyncio.get_running_loop()
+    reports.on_arrival(executor.execution_id, lambda: loop.call_soon_threadsafe(executor.cancel))
+    try:
+        return await executor.run()
+    finally:
+        reports.release(executor.execution_id)
 
 
 async def arecord_demo(

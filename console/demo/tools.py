@@ -4,7 +4,9 @@ Each tool answers `POST /capabilities/<capability>` with the TruvaG3 envelope
 `{"success": bool, "data"?: ..., "error"?: {code, message, category, retryable?, details?}}`
 and `GET /` with a description of itself. Behaviour is deterministic: a capability that fails
 "the first time" counts calls per execution (the `X-TruvaG3-Request-ID` header), path and
-parameters, so every run of a demo plan sees the same story. docs/demo.md lists every rule.
+parameters, so every run of a demo plan sees the same story; `stocks.history` holds its answer
+until the demo runner releases it, so a run can be cancelled with the request in flight.
+docs/demo.md lists every rule.
 """
 
 from __future__ import annotations
@@ -174,6 +176,24 @@ def search_hotels(call: Call) -> DemoResponse:
     )
 
 
+def plan_trip(call: Call) -> DemoResponse:
+    """A delegated trip-planner agent (an orchestrator capability) that always times out: 504.
+
+    It says `retryable: true`, yet an orchestrator gets one physical dispatch, ever.
+    """
+    destination = _text(call, "destination")
+    if destination is None:
+        return _missing("destination")
+    return tool_error(
+        504,
+        "AGENT_TIMEOUT",
+        f"the trip-planner agent did not finish planning {destination} within 30 s; "
+        "it may already have booked some legs",
+        "TIMEOUT",
+        retryable=True,
+    )
+
+
 def search_flights(call: Call) -> DemoResponse:
     """Flights; the upstream rejects any API key but `demo-valid-key` with a 401 (scenario C).
 
@@ -245,6 +265,67 @@ def quote(call: Call) -> DemoResponse:
             "as_of": "2026-01-02T15:30:00Z",
         }
     )
+
+
+REPORT_HOLD_S = 10.0
+
+
+class SlowReports:
+    """`stocks.history`: a slow report whose answer waits until the demo runner releases it.
+
+    A request is held until `release(execution_id)`, or REPORT_HOLD_S seconds when nobody
+    releases it (a run by hand against `demo serve`: press Ctrl-C within that time). The
+    callback given to `on_arrival` runs when that execution's request arrives, which is how
+    `demo record` cancels the run with the request in flight, every time at the same point.
+    """
+
+    def __init__(self, hold_s: float = REPORT_HOLD_S) -> None:
+        self.hold_s = hold_s
+        self._condition = threading.Condition()
+        self._released: set[str] = set()
+        self._closed = False
+        self._on_arrival: dict[str, Callable[[], None]] = {}
+
+    def on_arrival(self, execution_id: str, callback: Callable[[], None]) -> None:
+        """Run `callback` (on a server thread) when `execution_id`'s report request arrives."""
+        with self._condition:
+            self._on_arrival[execution_id] = callback
+
+    def release(self, execution_id: str) -> None:
+        """Let `execution_id`'s held request answer."""
+        with self._condition:
+            self._released.add(execution_id)
+            self._on_arrival.pop(execution_id, None)
+            self._condition.notify_all()
+
+    def close(self) -> None:
+        """Release every held request (the servers are stopping)."""
+        with self._condition:
+            self._closed = True
+            self._condition.notify_all()
+
+    def history(self, call: Call) -> DemoResponse:
+        """Daily closing prices for a symbol, after the hold."""
+        symbol = _text(call, "symbol")
+        if symbol is None:
+            return _missing("symbol")
+        execution_id = call.headers.get(EXECUTION_HEADER, "")
+        with self._condition:
+            callback = self._on_arrival.pop(execution_id, None)
+        if callback is not None:
+            callback()
+        with self._condition:
+            self._condition.wait_for(
+                lambda: self._closed or execution_id in self._released, timeout=self.hold_s
+            )
+        price = PRICES.get(symbol, 100.0)
+        return ok(
+            {
+                "symbol": symbol,
+                "period": call.parameters.get("period"),
+                "closes": [round(price * (1 + (day % 5 - 2) / 100), 3) for day in range(5)],
+            }
+        )
 
 
 # ----------------------------------------------------------------------------------- currency
@@ -328,8 +409,9 @@ def _weather_data(location: str, units: Any) -> dict[str, Any]:
 
 
 def current(call: Call) -> DemoResponse:
-    """Current weather; `flaky` fails twice with 503, `maintenance` is 503 retryable:false,
-    an unknown location is a correctable 404 LOCATION_NOT_FOUND (the Flower Mound story)."""
+    """Current weather; `flaky` fails twice with 503, `outage` always fails with 503
+    retryable:true, `maintenance` is 503 retryable:false, an unknown location is a correctable
+    404 LOCATION_NOT_FOUND (the Flower Mound story)."""
     location = _text(call, "location")
     if location is None:
         return _missing("location")
@@ -341,6 +423,14 @@ def current(call: Call) -> DemoResponse:
             "weather station offline for scheduled maintenance until 18:00 UTC",
             "SERVICE_ERROR",
             retryable=False,
+        )
+    if folded == "outage":
+        return tool_error(
+            503,
+            "UPSTREAM_OUTAGE",
+            "weather upstream is down (incident WX-4711); try again later",
+            "SERVICE_ERROR",
+            retryable=True,
         )
     if folded == "flaky" and call.call_number <= FLAKY_FAILURES:
         return tool_error(
@@ -423,14 +513,19 @@ class PaymentsBackend:
 TOOL_NAMES = ("travel", "stocks", "currency", "weather", "payments")
 
 
-def build_tools() -> dict[str, DemoTool]:
-    """Fresh instances of every demo tool (fresh call counters), by name."""
+def build_tools(reports: SlowReports | None = None) -> dict[str, DemoTool]:
+    """Fresh instances of every demo tool (fresh call counters), by name.
+
+    `reports` serves `stocks.history`; by default a new `SlowReports`.
+    """
     payments = PaymentsBackend()
+    reports = reports if reports is not None else SlowReports()
     return {
         "travel": DemoTool("travel", "hotel and flight search (an Amadeus-like upstream)",
-                           {"search_hotels": search_hotels, "search_flights": search_flights}),
+                           {"search_hotels": search_hotels, "search_flights": search_flights,
+                            "plan_trip": plan_trip}),
         "stocks": DemoTool("stocks", "stock quotes behind a strict rate limit",
-                           {"quote": quote}),
+                           {"quote": quote, "history": reports.history}),
         "currency": DemoTool("currency", "currency conversion at fixed demo rates",
                              {"convert": convert}),
         "weather": DemoTool("weather", "current weather, plus a legacy v1 endpoint",

@@ -38,6 +38,7 @@ from executor.llm import (
     build_legacy_correction_messages,
     build_reresolution_messages,
 )
+from executor.policy import INTERMEDIATE_ACTIONS, Action
 from store.queries import ExecutionFilter, open_store
 
 ABSENT = "<absent>"
@@ -71,7 +72,27 @@ EXPECTED: dict[str, tuple[str, dict[str, tuple[str, list[str]]]]] = {
         "step-2": ("failed", ["side_effects.unsafe_resend"])}),
     "guard-rejection": ("failed", {
         "step-1": ("rejected", ["guard.reject_predispatch"])}),
+    "hitl-protected": ("failed", {
+        "step-1": ("failed", ["analyzer.protected"])}),
+    "orchestrator-timeout": ("failed", {
+        "step-1": ("failed", ["orchestrator.single_dispatch"])}),
+    "no-correction": ("failed", {
+        "step-1": ("failed", ["no_correction.stop"])}),
+    "circuit-open": ("failed", {
+        "step-1": ("failed", ["transient.retry_same"] * 9 + ["budget.attempts"]),
+        "step-2": ("rejected", ["circuit.open"])}),
+    "cancelled-report": ("cancelled", {
+        "step-1": ("succeeded", ["success.2xx"]),
+        "step-2": ("failed", ["cancel.in_flight"]),
+        "step-3": ("skipped", [])}),
 }  # fmt: skip
+
+# Every action of executor.policy.Action that ends an attempt (ask_* and dispatch are internal).
+EVERY_FINAL_ACTION = (
+    "success", "retry_same", "retry_corrected", "stop_refused", "stop_terminal",
+    "stop_single_dispatch", "stop_protected", "stop_budget", "stop_no_correction",
+    "reject_predispatch", "stop_unsafe_resend", "stop_cancelled", "stop_circuit_open",
+)  # fmt: skip
 
 
 @pytest.fixture
@@ -141,6 +162,10 @@ TOOL_CASES = [
       (200, "ok", ABSENT)]),
     ("weather_maintenance_503_refuses_retry", "weather", "current", {"location": "maintenance"},
      {}, [(503, "MAINTENANCE", False), (503, "MAINTENANCE", False)]),
+    ("weather_outage_is_503_retryable_every_time", "weather", "current", {"location": "outage"},
+     {}, [(503, "UPSTREAM_OUTAGE", True)] * 3),
+    ("trip_planner_agent_times_out_504", "travel", "plan_trip", {"destination": "Lisbon"}, {},
+     [(504, "AGENT_TIMEOUT", True)]),
     ("weather_v1_reports_a_bad_location_as_503", "weather", "current_v1",
      {"location": "Flower Mound"}, {}, [(503, "UPSTREAM_ERROR", ABSENT)] * 3),
     ("payments_charge_is_502", "payments", "charge",
@@ -184,6 +209,24 @@ def test_details_hints_prices_and_retry_after_are_on_the_wire(services):
     assert zero["error"]["message"] == "amount must be greater than 0"
     assert mound["error"]["details"]["original_location"] == "Flower Mound, TX"
     assert set(paris) == {"success", "error"} and set(priced) == {"success", "data"}
+
+
+def test_history_is_held_until_released_and_tells_who_is_waiting(services):
+    url = services.tools_base_urls["stocks"]
+    arrived = threading.Event()
+    services.reports.on_arrival("exec-7", arrived.set)
+    answers: queue.Queue[tuple[int, Any, httpx.Headers]] = queue.Queue()
+
+    def ask() -> None:
+        with httpx.Client(timeout=20.0) as client:
+            answers.put(_call(client, url, "history", {"symbol": "TSLA"},
+                              {"X-TruvaG3-Request-ID": "exec-7"}))  # fmt: skip
+
+    threading.Thread(target=ask, daemon=True).start()
+    assert arrived.wait(timeout=20.0)
+    services.reports.release("exec-7")
+    status, body, _ = answers.get(timeout=20.0)
+    assert (status, body["data"]["symbol"], len(body["data"]["closes"])) == (200, "TSLA", 5)
 
 
 def test_call_counters_are_per_execution(services):
@@ -385,7 +428,7 @@ def test_record_demo_gives_each_plan_its_documented_story(recorded, name):
 def test_record_demo_llm_calls_went_through_openai_to_the_demo_llm(recorded):
     calls = [e for events in recorded.values() for e in events if e.kind == "llm_call"]
     sites = sorted(c.site for c in calls)
-    assert sites == ["error_analysis"] * 4 + ["semantic_retry"]
+    assert sites == ["error_analysis"] * 6 + ["semantic_retry"] * 2
     for call in calls:
         assert (call.response_status, call.model, call.error) == (200, DEMO_MODEL, None)
         assert json.loads(call.request_body)["model"] == DEMO_MODEL
@@ -441,10 +484,17 @@ def test_cli_plans_refuses_a_bad_base_port(tmp_path, port):
     assert f"--base-port: expected a port from 1 to 65530, got {port}" in err
 
 
-def test_cli_record_fills_the_store(tmp_path):
-    db = tmp_path / "demo.duckdb"
-    code, out, _ = demo_cli("demo", "record", "--db", str(db))
-    assert code == 0
+@pytest.fixture(scope="module")
+def recorded_store(tmp_path_factory) -> tuple[Path, str]:
+    """`truva-console demo record --db X` run once: the store path and what it printed."""
+    db = tmp_path_factory.mktemp("demo-record") / "demo.duckdb"
+    code, out, err = demo_cli("demo", "record", "--db", str(db))
+    assert code == 0, err
+    return db, out
+
+
+def test_cli_record_fills_the_store(recorded_store):
+    db, out = recorded_store
     assert f"recorded {len(DEMO_PLAN_NAMES)} demo executions into {db}" in out
     store = open_store(db)
     page = store.list_executions(limit=100)
@@ -453,6 +503,28 @@ def test_cli_record_fills_the_store(tmp_path):
     analyzed = store.list_executions(ExecutionFilter(rule_id="analyzer.accept"))
     assert sorted(row.plan_path for row in analyzed.executions) == [
         "demo:flower-mound", "demo:parallel-partial", "demo:scenario-a-invalid-city"]  # fmt: skip
+
+
+def test_cli_record_shows_every_final_action_in_at_least_12_executions(recorded_store):
+    db, _ = recorded_store
+    with open_store(db).session() as conn:
+        executions = conn.execute("SELECT count(*) FROM executions").fetchone()[0]
+        actions = dict(conn.execute(
+            "SELECT a.action, list(DISTINCT e.plan_path ORDER BY e.plan_path) FROM attempts AS a "
+            "JOIN executions AS e USING (execution_id) GROUP BY a.action"
+        ).fetchall())  # fmt: skip
+    assert executions >= 12
+    assert sorted(actions) == sorted(EVERY_FINAL_ACTION)
+    assert actions["stop_cancelled"] == ["demo:cancelled-report"]
+    assert actions["stop_circuit_open"] == ["demo:circuit-open"]
+    assert actions["stop_protected"] == ["demo:hitl-protected"]
+    assert actions["stop_single_dispatch"] == ["demo:orchestrator-timeout"]
+    assert actions["stop_no_correction"] == ["demo:no-correction"]
+
+
+def test_every_final_action_is_an_action_of_the_policy():
+    assert sorted(EVERY_FINAL_ACTION) == sorted(
+        str(a) for a in Action if a not in INTERMEDIATE_ACTIONS)  # fmt: skip
 
 
 def test_cli_record_into_a_file_that_is_not_a_store_is_bad_input(tmp_path):
