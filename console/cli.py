@@ -137,31 +137,36 @@ def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json
 
 
 def render_outcome(outcome: Any) -> str:
-    """A readable summary of a run: each step, then each attempt's decision and rule."""
+    """A readable summary of a run: each step, then each attempt's parameters, decision and rule.
+
+    One item per line: line breaks inside a reason (an LLM endpoint's error text, say) are
+    written as escapes.
+    """
+    from console.words import compact_json, counted, on_one_line, received_text
+
     lines = [f"execution {outcome.execution_id}: {outcome.status}"]
     if getattr(outcome, "rerun_of", None):
         lines.append(f"  rerun of {outcome.rerun_of}")
     if outcome.stop_reason:
-        lines.append(f"  stopped: {outcome.stop_reason}")
+        lines.append(f"  stopped: {on_one_line(outcome.stop_reason)}")
     for step in outcome.steps:
-        counts = (f"{step.dispatch_count} dispatch(es), {step.validation_retries} correction(s)")
+        counts = (f"{counted(step.dispatch_count, 'dispatch', 'dispatches')}, "
+                  f"{counted(step.validation_retries, 'correction')}")  # fmt: skip
         lines.append(f"  {step.id}: {step.status} — {counts}")
         if step.skip_reason:
-            lines.append(f"    {step.skip_reason}")
+            lines.append(f"    {on_one_line(step.skip_reason)}")
         if getattr(step, "reused_from", None):
             lines.append(f"    result reused from execution {step.reused_from}; not resent")
         for attempt in step.attempts:
-            got = (
-                "not sent" if not attempt.dispatched
-                else f"transport {attempt.transport_error}" if attempt.status == 0
-                else f"HTTP {attempt.status}"
-            )
+            got = received_text(attempt.dispatched, attempt.status, attempt.transport_error)
             wait = f", wait {attempt.delay_ms:.1f} ms ({attempt.delay_source})" \
                 if attempt.delay_ms is not None else ""
             lines.append(f"    #{attempt.n} {got} → {attempt.action} [{attempt.rule}]{wait}")
-            lines.append(f"       {attempt.reason}")
+            verb = "sent" if attempt.dispatched else "parameters"
+            lines.append(f"       {verb} {on_one_line(compact_json(attempt.parameters))}")
+            lines.append(f"       {on_one_line(attempt.reason)}")
             if attempt.impact and attempt.action not in ("success", "retry_same"):
-                lines.append(f"       recovery: {attempt.recovery} — {attempt.impact}")
+                lines.append(f"       recovery: {attempt.recovery} — {on_one_line(attempt.impact)}")
     return "\n".join(lines)
 
 

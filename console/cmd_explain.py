@@ -10,6 +10,7 @@ from typing import Any
 
 from console.cmd_ls import format_duration, format_time
 from console.exits import fail
+from console.words import counted, received_text, sent_parameters
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import (
@@ -234,11 +235,16 @@ def render_explain(detail: ExecutionDetail, steps: tuple[StepRecord, ...]) -> st
 def _render_step(out: _Lines, step: StepRecord) -> None:
     name = f"{step.tool}.{step.capability}" if step.tool else "(tool unknown)"
     out.add(f"== step {step.step_id}  {name}  {step.status or 'unknown'}  "
-            f"({step.dispatch_count or 0} dispatches, {len(step.attempts)} attempts, "
-            f"{step.validation_retries or 0} corrections, "
-            f"{step.semantic_retries or 0} re-resolutions)")  # fmt: skip
+            f"({counted(step.dispatch_count, 'dispatch', 'dispatches')}, "
+            f"{counted(len(step.attempts), 'attempt')}, "
+            f"{counted(step.validation_retries, 'correction')}, "
+            f"{counted(step.semantic_retries, 're-resolution')})")  # fmt: skip
     out.field("depends on", ", ".join(step.depends_on) or "-", depth=1)
-    out.field("parameters", _json_inline(step.parameters), depth=1)
+    out.field("planned", _json_inline(step.parameters), depth=1)
+    for run in sent_parameters(step.attempts):
+        label = f"{run.verb} {run.attempts_label}"
+        out.add(f"{label.ljust(_LABEL_WIDTH - 1)} {_json_inline(run.parameters)}{run.note}",
+                depth=1)  # fmt: skip
     if step.protected_keys:
         out.field("protected", _json_inline(step.protected_keys), depth=1)
     if (step.side_effects and step.side_effects != "none") or step.orchestrator:
@@ -280,6 +286,10 @@ def _render_attempt(out: _Lines, attempt: AttemptRecord) -> None:
     else:
         out.field("sent", "nothing: the request was not dispatched", depth=2)
         out.field("parameters", _json_inline(attempt.parameters), depth=3)
+        if attempt.transport_error:
+            got = received_text(False, attempt.status, attempt.transport_error)
+            message = attempt.transport_error_message or ""
+            out.field("received", f"{got}: {message}".rstrip(": "), depth=2)
     _render_decision(out, attempt, decision, inputs)
     for call in attempt.llm_calls:
         _render_llm_call(out, call, depth=2)
@@ -338,7 +348,8 @@ def _render_received(out: _Lines, attempt: AttemptRecord) -> None:
         out.field("received", f"transport error {attempt.transport_error}{elapsed}: {message}"
                   f"{policy}", depth=2)  # fmt: skip
     else:
-        out.field("received", f"HTTP {attempt.status}{elapsed}{policy}", depth=2)
+        got = received_text(attempt.dispatched, attempt.status, None)
+        out.field("received", f"{got}{elapsed}{policy}", depth=2)
     _render_headers(out, attempt.response_headers, depth=3)
     _render_body(out, attempt.response_body, depth=3)
 
@@ -391,7 +402,7 @@ def _render_decision(
 def _render_llm_call(out: _Lines, call: LLMCallRecord, *, depth: int) -> None:
     tokens = call.tokens_text
     latency = "?" if call.latency_ms is None else f"{call.latency_ms:.0f}"
-    out.field("llm call", f"{call.site}  model {call.model}  HTTP {call.response_status}  "
+    out.field("llm call", f"{call.site}  model {call.model}  {call.status_text}  "
               f"{tokens}  latency {latency} ms", depth=depth)  # fmt: skip
     if not call.text_recorded:
         out.field("prompt", call.text_note or "not recorded", depth=depth + 1)

@@ -161,9 +161,11 @@ def replay_document(result: ReplayResult, *, stored: bool) -> dict[str, Any]:
         "original_execution_id": setup.execution_id,
         "step_id": setup.step_id,
         "changed": result.changed,
+        "ran_out": result.ran_out,
         "summary": {
             "original": describe_original(setup.original),
             "replay": describe_replay(result),
+            "comparison": describe_comparison(result),
         },
         "original": original_step_document(setup.original),
         "replay": replayed,
@@ -211,6 +213,23 @@ def describe_replay(result: ReplayResult) -> str:
     if result.unscripted_dispatch is not None:
         text += f" (no recorded response for dispatch {result.unscripted_dispatch})"
     return text
+
+
+def describe_comparison(result: ReplayResult) -> str:
+    """Whether the replay changed the outcome, or ran out of responses and so cannot say."""
+    if result.unscripted_dispatch is not None:
+        number = result.unscripted_dispatch
+        return (
+            f"ran out of scripted responses: dispatch {number} has no recorded or edited "
+            f"response, so the replay stopped there (give one with --response {number}=FILE)"
+        )
+    if result.llm_calls_unanswered:
+        number = result.llm_calls_unanswered[0]
+        return (
+            f"ran out of recorded LLM answers: LLM call {number} had none and got HTTP 500 "
+            "from the replay's LLM server (use --llm live to ask a model)"
+        )
+    return "outcome changed" if result.changed else "outcome unchanged: same decisions"
 
 
 def _delay(delay_ms: float | None) -> str:
@@ -287,7 +306,7 @@ def render_replay(result: ReplayResult, *, stored: bool) -> str:
     lines.append("")
     lines.append(f"original: {describe_original(setup.original)}")
     lines.append(f"replay:   {describe_replay(result)}")
-    lines.append("outcome changed" if result.changed else "outcome unchanged: same decisions")
+    lines.append(describe_comparison(result))
     if result.notes:
         lines.append("notes:")
         lines.extend(f"  - {note}" for note in result.notes)

@@ -27,6 +27,7 @@ from urllib.parse import quote, unquote, urlsplit
 import httpx
 
 from console.loopback import LOOPBACK, NoDelayHandler, QuietThreadingHTTPServer
+from console.words import counted
 from executor.config import CONFIG_FIELDS, ConfigError, ExecutorConfig, resolve_config
 from executor.events import FanoutRecorder, ListRecorder, LLMCall, NullRecorder, Recorder
 from executor.plan import Plan, PlanError, parse_plan
@@ -855,6 +856,12 @@ class ReplayResult:
         return self.outcome.execution_id
 
     @property
+    def ran_out(self) -> bool:
+        """Whether a dispatch had no recorded or edited response (the replay stopped there) or an
+        LLM call had no recorded answer: then its outcome says nothing about the original's."""
+        return self.unscripted_dispatch is not None or bool(self.llm_calls_unanswered)
+
+    @property
     def changed(self) -> bool:
         """Whether an attempt (sent, status, action, rule, delay, parameters) or the end differs."""
         original = [_signature_of_record(a) for a in self.setup.original.attempts]
@@ -1028,9 +1035,11 @@ class Replayer:
         unused = [n for n in setup.edits if n > made]
         if unused:
             listed = ", ".join(str(n) for n in unused)
+            responses = "edited response" if len(unused) == 1 else "edited responses"
+            dispatch = "dispatch" if len(unused) == 1 else "dispatches"
             notes.append(
-                f"edited response(s) for dispatch {listed} not used: the replay made "
-                f"{made} dispatch(es)"
+                f"{responses} for {dispatch} {listed} not used: the replay made "
+                f"{counted(made, 'dispatch', 'dispatches')}"
             )
         for number in self._llm_unanswered:
             notes.append(
@@ -1047,9 +1056,9 @@ class Replayer:
                     f"was for {answer.site}"
                 )
         if setup.llm_mode == LLM_RECORDED and served < len(setup.llm_answers):
-            notes.append(
-                f"{len(setup.llm_answers) - served} recorded LLM answer(s) were not asked for"
-            )
+            unasked = len(setup.llm_answers) - served
+            verb = "was" if unasked == 1 else "were"
+            notes.append(f"{counted(unasked, 'recorded LLM answer')} {verb} not asked for")
         return ReplayResult(
             setup=setup,
             outcome=outcome,

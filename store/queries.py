@@ -146,6 +146,13 @@ class LLMCallRecord:
         return self.text_note is None
 
     @property
+    def status_text(self) -> str:
+        """`HTTP 200`, or `no HTTP response` when the endpoint never answered."""
+        if self.response_status is None:
+            return "no HTTP response"
+        return f"HTTP {self.response_status}"
+
+    @property
     def tokens_text(self) -> str:
         """`P prompt + C completion = T tokens`, or `tokens unknown`."""
         if self.total_tokens is None:
@@ -444,15 +451,34 @@ LEFT JOIN llm_counts AS l USING (execution_id)
 ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC
 """
 
+# A step's counters arrive with step_finished; until then (a running or interrupted step) they
+# are counted from its recorded attempts, as the executor counts them.
 _STEPS_SQL = """
+WITH so_far AS (
+    SELECT
+        step_id,
+        count(*) FILTER (WHERE dispatched) AS dispatch_count,
+        count(*) FILTER (WHERE action IS NOT NULL) AS attempts_count,
+        count(*) FILTER (WHERE action = 'retry_corrected') AS validation_retries,
+        count(*) FILTER (
+            WHERE action = 'retry_corrected' AND decision_layer = 're_resolution'
+        ) AS semantic_retries
+    FROM attempts
+    WHERE execution_id = $execution_id
+    GROUP BY step_id
+)
 SELECT
     step_id, tool, capability, url, coalesce(depends_on, []) AS depends_on, parameters,
-    protected_keys, orchestrator, side_effects, status, dispatch_count,
-    attempts AS attempts_count, validation_retries, semantic_retries, final_action,
-    final_rule_id, error, result, skip_reason,
+    protected_keys, orchestrator, side_effects, status,
+    coalesce(s.dispatch_count, so_far.dispatch_count, 0) AS dispatch_count,
+    coalesce(s.attempts, so_far.attempts_count, 0) AS attempts_count,
+    coalesce(s.validation_retries, so_far.validation_retries, 0) AS validation_retries,
+    coalesce(s.semantic_retries, so_far.semantic_retries, 0) AS semantic_retries,
+    final_action, final_rule_id, error, result, skip_reason,
     epoch(started_at) AS started_at, epoch(finished_at) AS finished_at
-FROM steps
-WHERE execution_id = $execution_id
+FROM steps AS s
+LEFT JOIN so_far USING (step_id)
+WHERE s.execution_id = $execution_id
 ORDER BY coalesce(started_at, finished_at) NULLS LAST, step_id
 """
 

@@ -20,6 +20,7 @@ from console.screens.store_source import StoreSource, StoreUnavailable
 from console.widgets.attempt_detail import TAB_IDS, AttemptDetail
 from console.widgets.cells import duration_text, inline_json, status_text, twin_command
 from console.widgets.tables import AttemptTable, StepTable
+from console.words import counted, sent_parameters
 from store.queries import ExecutionDetail, StepRecord
 
 _TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events")
@@ -222,12 +223,11 @@ class ExecutionScreen(Screen):
             f"  ·  plan {row.plan_path or '-'}\n",
             ("query ", "bold"), row.query or "-", "\n",
             *((("rerun of ", "bold"), row.rerun_of, "  ·  ") if row.rerun_of else ()),
-            f"{planned} steps: {row.steps_succeeded} ok, {row.steps_failed} failed, "
+            f"{counted(planned, 'step')}: {row.steps_succeeded} ok, {row.steps_failed} failed, "
             f"{row.steps_rejected} rejected, {row.steps_skipped} skipped"
             + (f", {row.steps_unfinished} unfinished" if row.steps_unfinished else ""),
-            f"  ·  {row.attempts} attempts, {row.dispatches} dispatched",
-            f"  ·  {row.llm_calls} LLM call{'s' if row.llm_calls != 1 else ''}, "
-            f"{row.llm_total_tokens} tokens",
+            f"  ·  {counted(row.attempts, 'attempt')}, {row.dispatches} dispatched",
+            f"  ·  {counted(row.llm_calls, 'LLM call')}, {counted(row.llm_total_tokens, 'token')}",
         )  # fmt: skip
         if row.stop_reason:
             text.append(f"\nstopped: {row.stop_reason}", style="yellow")
@@ -264,8 +264,14 @@ class ExecutionScreen(Screen):
             f"{step.tool}.{step.capability}" if step.tool else "", "  ",
             status_text(step.status),
             f"  ·  depends on {', '.join(step.depends_on) or '-'}",
-            ("  ·  parameters ", "bold"), inline_json(step.parameters),
         )  # fmt: skip
+        runs = sent_parameters(step.attempts)
+        if not runs or inline_json(runs[0].parameters) != inline_json(step.parameters):
+            text.append_text(Text.assemble(("  ·  planned ", "bold"),
+                                           inline_json(step.parameters)))  # fmt: skip
+        for run in runs:
+            text.append_text(Text.assemble((f"  ·  {run.verb} {run.attempts_label} ", "bold"),
+                                           inline_json(run.parameters), run.note))  # fmt: skip
         if step.final_action:
             text.append(f"  ·  outcome {step.final_action} by rule {step.final_rule_id}")
         if step.error:

@@ -15,6 +15,7 @@ from textual.widgets import ContentSwitcher, Static, TabbedContent, TabPane, Tex
 
 from console.cmd_ls import format_duration, format_time
 from console.widgets.cells import action_text, inline_json
+from console.words import received_text
 from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRecord, StepRecord
 
 # Bodies above this size are shown as they are: no pretty-printing, no highlighting.
@@ -174,6 +175,10 @@ def request_renderable(attempt: AttemptRecord) -> RenderableType:
 def response_renderable(attempt: AttemptRecord) -> RenderableType:
     """The status or transport error, timing, retry policy and headers."""
     if not attempt.dispatched:
+        if attempt.transport_error:
+            got = received_text(False, attempt.status, attempt.transport_error)
+            message = attempt.transport_error_message or ""
+            return Text(f"Nothing was received: {got}. {message}".rstrip())
         return Text("Nothing was received: the request was not dispatched.")
     if attempt.responded_at is None:
         return Text("Nothing recorded yet: no response, or the writer stopped.")
@@ -183,7 +188,8 @@ def response_renderable(attempt: AttemptRecord) -> RenderableType:
         rows: list[tuple[str, RenderableType | str]] = [("received", outcome)]
         rows.append(("message", attempt.transport_error_message or "-"))
     else:
-        rows = [("received", Text(f"HTTP {attempt.status}{elapsed}", style="bold"))]
+        got = received_text(attempt.dispatched, attempt.status, None)
+        rows = [("received", Text(f"{got}{elapsed}", style="bold"))]
     rows.append(("retry policy", attempt.retry_policy or "-"))
     rows += _headers(attempt.response_headers)
     rows.append(("body", body_display(attempt.response_body).note))
@@ -206,8 +212,8 @@ def _llm_block(call: LLMCallRecord, index: int, count: int) -> str:
     latency = "?" if call.latency_ms is None else f"{call.latency_ms:.0f} ms"
     lines = [
         f"══ LLM call {index} of {count} · {call.site} · model {call.model} · "
-        f"HTTP {call.response_status} ══",
-        f"tokens      {tokens}",
+        f"{call.status_text} ══",
+        f"usage       {tokens}",
         f"latency     {latency}   at {format_time(call.called_at)}",
         f"endpoint    {call.base_url}   temperature {call.temperature}   "
         f"max_tokens {call.max_tokens}",

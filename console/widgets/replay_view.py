@@ -13,7 +13,7 @@ from textual import on
 from textual.message import Message
 from textual.widgets import DataTable
 
-from console.cmd_replay import describe_original, describe_replay
+from console.cmd_replay import describe_comparison, describe_original, describe_replay
 from console.replay import (
     RESPONSE_KEYWORDS,
     ReplayResponse,
@@ -223,11 +223,8 @@ def comparison_renderable(result: ReplayResult) -> RenderableType:
             right.add_row("", "", "", "")
     sides = Table.grid(padding=(0, 1))
     sides.add_row(numbers, left, separator, right)
-    verdict = (
-        Text("outcome changed", style="bold yellow")
-        if result.changed
-        else Text("outcome unchanged: same decisions", style="bold green")
-    )
+    style = "bold yellow" if result.ran_out or result.changed else "bold green"
+    verdict = Text(describe_comparison(result), style=style)
     parts: list[RenderableType] = [
         sides,
         Text.assemble(("original ", "bold"), describe_original(setup.original)),

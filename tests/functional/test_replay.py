@@ -156,7 +156,9 @@ def test_unchanged_replay_reproduces_the_original_decisions(busy_run, tool_serve
     assert replay["summary"] == {
         "original": "stop_budget by budget.attempts after 3 dispatches",
         "replay": "stop_budget by budget.attempts after 3 dispatches",
+        "comparison": "outcome unchanged: same decisions",
     }
+    assert replay["ran_out"] is False
     assert len(tool_server.received()) == 3  # the replay never reached the real tool
 
 
@@ -424,6 +426,22 @@ def test_more_attempts_than_recorded_stop_at_the_unscripted_dispatch(busy_run):
         for note in replay["notes"]
     )
     assert replay["summary"]["replay"].endswith("(no recorded response for dispatch 4)")
+    assert replay["ran_out"] is True
+    assert replay["summary"]["comparison"] == (
+        "ran out of scripted responses: dispatch 4 has no recorded or edited response, so the "
+        "replay stopped there (give one with --response 4=FILE)"
+    )
+
+
+def test_text_output_of_a_replay_that_ran_out_says_so_not_outcome_changed(busy_run):
+    db, doc = busy_run
+    result = replay_cli(
+        doc["execution_id"], "step-1", "--config", "max_attempts=5", "--db", str(db)
+    )
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "outcome changed" not in lines
+    assert any(line.startswith("ran out of scripted responses: dispatch 4 ") for line in lines)
 
 
 def test_responses_list_answers_dispatches_past_the_recording(busy_run, tmp_path):
@@ -447,7 +465,8 @@ def test_unused_edit_is_reported(paris_run, tmp_path):
     ok = write_json(tmp_path, "ok.json", OK_200)
     replay = replay_json(db, doc["execution_id"], "step-1", "--response", f"5={ok}")
     assert replay["changed"] is False
-    assert any("dispatch 5 not used" in note for note in replay["notes"])
+    note = "edited response for dispatch 5 not used: the replay made 2 dispatches"
+    assert note in replay["notes"]
 
 
 def test_cancel_stops_the_replay_at_once(busy_run):
@@ -497,6 +516,10 @@ def test_recorded_llm_runs_out_when_the_replay_asks_twice(paris_run, tmp_path, l
         (400, "stop_no_correction"),
     ]
     assert replay["llm"]["calls_unanswered"] == [2]
+    assert replay["ran_out"] is True
+    assert replay["summary"]["comparison"].startswith(
+        "ran out of recorded LLM answers: LLM call 2 had none"
+    )
     assert len(llm_server.requests) == asked_before
 
 

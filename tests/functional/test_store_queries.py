@@ -187,3 +187,27 @@ def test_running_execution_of_a_live_recorder_in_this_process(tmp_path: Path) ->
     assert running.execution.status == "running"
     assert running.execution.duration_ms is None
     assert open_store(db).get_execution("exec-live").execution.status == "succeeded"
+
+
+def test_a_running_step_counts_dispatches_and_corrections_from_its_attempts(
+    tmp_path: Path, store: Store
+) -> None:
+    db = tmp_path / "debug.duckdb"
+    events = realistic_execution("exec-live")
+    unfinished = [e for e in events if e.kind not in ("step_finished", "execution_finished")]
+    recorder = StoreRecorder(db)
+    try:
+        for event in unfinished:
+            recorder.record(event)
+        recorder.flush()
+        running = open_store(db).get_execution("exec-live")
+    finally:
+        recorder.close()
+    finished = {step.step_id: step for step in store.get_execution(TRIP).steps}
+    for step in running.steps:
+        dispatched = sum(1 for attempt in step.attempts if attempt.dispatched)
+        assert step.status == "running" and finished[step.step_id].status != "running"
+        assert step.dispatch_count == dispatched == finished[step.step_id].dispatch_count
+        assert step.attempts_count == len(step.attempts)
+        assert step.validation_retries == finished[step.step_id].validation_retries
+        assert step.semantic_retries == finished[step.step_id].semantic_retries
