@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from console.exits import EXIT_CANCELLED, EXIT_OK, fail, run_cancellable
+from console.words import compact_json, counted, on_one_line, received_text
 
 PACKAGES = ("console", "executor", "store")
 DB_HELP = "debug store file (default: $TRUVA_DB or ./.truva/debug.duckdb)"
@@ -126,7 +127,7 @@ def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json
         # The run itself completed (its tool calls happened), so the exit code stays the run's.
         print(
             f"truva-console: recording to {recorder.paths.label} failed: {recorder.last_error}; "
-            f"{recorder.unsaved_events} events not saved",
+            f"{counted(recorder.unsaved_events, 'event')} not saved",
             file=sys.stderr,
         )
     if outcome.status == "cancelled":
@@ -142,8 +143,6 @@ def render_outcome(outcome: Any) -> str:
     One item per line: line breaks inside a reason (an LLM endpoint's error text, say) are
     written as escapes.
     """
-    from console.words import compact_json, counted, on_one_line, received_text
-
     lines = [f"execution {outcome.execution_id}: {outcome.status}"]
     if getattr(outcome, "rerun_of", None):
         lines.append(f"  rerun of {outcome.rerun_of}")

@@ -213,8 +213,8 @@ def render_explain(detail: ExecutionDetail, steps: tuple[StepRecord, ...]) -> st
         f"{row.steps_unfinished} unfinished",
         depth=1,
     )
-    calls = "1 call" if row.llm_calls == 1 else f"{row.llm_calls} calls"
-    out.field("llm", f"{calls}, {row.llm_total_tokens} tokens", depth=1)
+    out.field("llm", f"{counted(row.llm_calls, 'call')}, {counted(row.llm_total_tokens, 'token')}",
+              depth=1)  # fmt: skip
     if row.stop_reason:
         out.field("stopped", row.stop_reason, depth=1)
     if row.incomplete_steps:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from console.exits import fail
+from console.words import counted
 from store.bundles import ExportResult, export_bundle
 from store.connection import resolve_db_path
 from store.errors import StoreError
@@ -63,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
         print(render_export(result))
     if result.skipped_running:
         print(
-            f"truva-console: note: skipped {len(result.skipped_running)} execution(s) still "
-            f"running: {', '.join(result.skipped_running)}",
+            f"truva-console: note: skipped {counted(len(result.skipped_running), 'execution')} "
+            f"still running: {', '.join(result.skipped_running)}",
             file=sys.stderr,
         )
     return 0
@@ -90,9 +91,11 @@ def render_export(result: ExportResult) -> str:
     return "\n".join(
         [
             f"wrote {result.path} ({result.size_bytes} bytes), {secrets}",
-            f"  {len(result.execution_ids)} execution(s): {', '.join(result.execution_ids)}",
-            f"  {counts.get('steps', 0)} steps, {counts.get('attempts', 0)} attempts, "
-            f"{counts.get('llm_calls', 0)} LLM calls, {counts.get('events', 0)} events, "
-            f"{result.span_count} spans",
+            f"  {counted(len(result.execution_ids), 'execution')}: "
+            f"{', '.join(result.execution_ids)}",
+            f"  {counted(counts.get('steps', 0), 'step')}, "
+            f"{counted(counts.get('attempts', 0), 'attempt')}, "
+            f"{counted(counts.get('llm_calls', 0), 'LLM call')}, "
+            f"{counted(counts.get('events', 0), 'event')}, {counted(result.span_count, 'span')}",
         ]
     )

@@ -20,6 +20,7 @@ from console.replay import (
     parse_config_override,
     prepare_replay,
 )
+from console.words import counted
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import AttemptRecord, StepRecord, open_store
@@ -187,8 +188,7 @@ def replay_document(result: ReplayResult, *, stored: bool) -> dict[str, Any]:
 
 
 def _dispatches(count: int | None) -> str:
-    count = count or 0
-    return f"{count} dispatch" if count == 1 else f"{count} dispatches"
+    return counted(count, "dispatch", "dispatches")
 
 
 def _ending(status: str | None, action: str | None, rule: str | None, count: int | None) -> str:

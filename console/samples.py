@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from console.words import counted
 from executor.eventlog import read_event_log
 
 SAMPLE_SUFFIX = ".events.jsonl"
@@ -64,6 +65,6 @@ def prepare_sample_store(target: Path | None = None) -> Path:
     if recorder.last_error or recorder.dropped_events:
         raise SampleStoreError(
             f"{target}: replaying the sample traces failed: "
-            f"{recorder.last_error or f'{recorder.dropped_events} events dropped'}"
+            f"{recorder.last_error or counted(recorder.dropped_events, 'event') + ' dropped'}"
         )
     return target

@@ -20,6 +20,7 @@ from console.screens.store_source import StoreSource, StoreUnavailable
 from console.widgets.cells import twin_command
 from console.widgets.filter_bar import FilterBar, FilterSyntaxError, ParsedFilter, parse_filter
 from console.widgets.tables import ExecutionTable
+from console.words import counted
 from store.queries import ExecutionFilter, Page
 
 DEFAULT_PAGE_SIZE = 200
@@ -268,7 +269,7 @@ class ExecutionsScreen(Screen):
             status.append("store unavailable", style="bold red")
         elif page is not None and page.executions:
             first, last = page.offset + 1, page.offset + len(page.executions)
-            status.append(f"{first}–{last} of {page.total} executions", style="bold")
+            status.append(f"{first}–{last} of {counted(page.total, 'execution')}", style="bold")
             status.append(", newest first")
             if last < page.total:
                 status.append("  ·  n: next page")

@@ -837,8 +837,8 @@ def test_running_execution_is_refused_by_id_and_skipped_by_all(tmp_path, capsys)
         assert not bundle.exists()
 
         code, out, err = run_cli(capsys, "--db", str(db), "export", "--all", "-o", str(bundle))
-        assert code == 0 and "1 execution(s): exec-done-0001" in out
-        assert "skipped 1 execution(s) still running: exec-running-0002" in err
+        assert code == 0 and "1 execution: exec-done-0001" in out
+        assert "skipped 1 execution still running: exec-running-0002" in err
         assert read_bundle(bundle).execution_ids == ("exec-done-0001",)
     finally:
         recorder.close()

@@ -19,8 +19,11 @@ COUNTED_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("count", "singular", "plural", "expected"),
-                         [c[1:] for c in COUNTED_CASES], ids=[c[0] for c in COUNTED_CASES])
+@pytest.mark.parametrize(
+    ("count", "singular", "plural", "expected"),
+    [c[1:] for c in COUNTED_CASES],
+    ids=[c[0] for c in COUNTED_CASES],
+)
 def test_counted(count, singular, plural, expected):
     assert counted(count, singular, plural) == expected
 
@@ -36,8 +39,9 @@ ONE_LINE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in ONE_LINE_CASES],
-                         ids=[c[0] for c in ONE_LINE_CASES])
+@pytest.mark.parametrize(
+    ("text", "expected"), [c[1:] for c in ONE_LINE_CASES], ids=[c[0] for c in ONE_LINE_CASES]
+)
 def test_on_one_line(text, expected):
     assert on_one_line(text) == expected
     assert len(on_one_line(text).splitlines()) <= 1
@@ -55,8 +59,11 @@ RECEIVED_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("dispatched", "status", "transport_error", "expected"),
-                         [c[1:] for c in RECEIVED_CASES], ids=[c[0] for c in RECEIVED_CASES])
+@pytest.mark.parametrize(
+    ("dispatched", "status", "transport_error", "expected"),
+    [c[1:] for c in RECEIVED_CASES],
+    ids=[c[0] for c in RECEIVED_CASES],
+)
 def test_received_text_never_says_http_none(dispatched, status, transport_error, expected):
     assert received_text(dispatched, status, transport_error) == expected
 
@@ -87,8 +94,9 @@ SENT_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("attempts", "expected"), [c[1:] for c in SENT_CASES],
-                         ids=[c[0] for c in SENT_CASES])
+@pytest.mark.parametrize(
+    ("attempts", "expected"), [c[1:] for c in SENT_CASES], ids=[c[0] for c in SENT_CASES]
+)
 def test_sent_parameters(attempts, expected):
     runs = sent_parameters(attempts)
     assert [(r.attempts_label, r.verb, r.parameters, r.note) for r in runs] == expected
