@@ -40,6 +40,19 @@ def sample_trace_files() -> list[Path]:
     return sorted(directory.glob(f"*{SAMPLE_SUFFIX}"))
 
 
+def sample_execution_ids() -> dict[str, str]:
+    """Each sample's execution id by its demo plan name (`scenario-b-rate-limit` → its id).
+
+    Ids change on every re-recording; look them up here rather than writing them down.
+    """
+    ids = {}
+    for path in sample_trace_files():
+        started = next(iter(read_event_log(path)), None)
+        if started is not None:
+            ids[path.name.removesuffix(SAMPLE_SUFFIX)] = started.execution_id
+    return ids
+
+
 def prepare_sample_store(target: Path | None = None) -> Path:
     """Replay every sample trace into a new store and return its database path.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from console.samples import (
 )
 from executor.eventlog import read_event_log
 from store.queries import ExecutionFilter, open_store
-from tests.functional.test_demo import EXPECTED
+from tests.functional.test_demo import EVERY_FINAL_ACTION, EXPECTED
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,12 +83,17 @@ RULE_FILTERS = [
     ("analyzer.accept", ["flower-mound", "parallel-partial", "scenario-a-invalid-city"]),
     ("terminal.auth_or_method", ["scenario-c-expired-key"]),
     ("re_resolution.accept", ["tesla-layer4"]),
-    ("budget.attempts", ["scenario-d-misclassified-503"]),
+    ("budget.attempts", ["circuit-open", "scenario-d-misclassified-503"]),
     ("side_effects.unsafe_resend", ["unsafe-charge"]),
     ("guard.reject_predispatch", ["guard-rejection"]),
     ("refused.explicit_false", ["parallel-partial"]),
-    ("transient.retry_same", ["parallel-partial", "scenario-b-rate-limit",
+    ("transient.retry_same", ["circuit-open", "parallel-partial", "scenario-b-rate-limit",
                               "scenario-d-misclassified-503", "tesla-layer4"]),
+    ("analyzer.protected", ["hitl-protected"]),
+    ("orchestrator.single_dispatch", ["orchestrator-timeout"]),
+    ("no_correction.stop", ["no-correction"]),
+    ("circuit.open", ["circuit-open"]),
+    ("cancel.in_flight", ["cancelled-report"]),
 ]  # fmt: skip
 
 
@@ -97,10 +103,23 @@ def test_sample_store_filters_by_rule(sample_store, rule_id, names):
     assert sorted(row.plan_path for row in page.executions) == [f"demo:{n}" for n in names]
 
 
+def test_sample_store_shows_every_final_action(sample_store):
+    counts = open_store(sample_store).summary_counts()
+    assert sorted(counts["attempts_by_action"]) == sorted(EVERY_FINAL_ACTION)
+    assert counts["executions"] >= 12
+
+
+def test_sample_ids_have_the_current_format():
+    ids = samples.sample_execution_ids()
+    assert sorted(ids) == sorted(DEMO_PLAN_NAMES)
+    assert all(re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{10}", value) for value in ids.values()), ids
+
+
 def test_sample_store_keeps_llm_calls_and_statuses(sample_store):
     store = open_store(sample_store)
     counts = store.summary_counts()
-    assert counts["executions_by_status"] == {"succeeded": 4, "failed": 3, "partial": 2}
+    assert counts["executions_by_status"] == {
+        "failed": 7, "succeeded": 4, "partial": 2, "cancelled": 1}  # fmt: skip
     rows = {r.plan_path: r for r in store.list_executions(limit=100).executions}
     assert rows["demo:tesla-layer4"].llm_calls == 2
     assert rows["demo:scenario-c-expired-key"].llm_calls == 0

@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import Checkbox, Input, RadioButton, Static
 
 from console.app import TruvaConsoleApp
-from console.samples import prepare_sample_store
+from console.samples import prepare_sample_store, sample_execution_ids
 from console.screens.bundle import ExportDialog, ImportDialog
 from console.screens.executions import ExecutionsScreen
 from console.widgets.tables import ExecutionTable
@@ -18,8 +18,8 @@ from store.queries import open_store
 from tests.functional.test_tui_stores import screen_loaded, settle_until, shown_text, tui_app
 
 SIZE = (120, 36)
-MISCLASSIFIED_503 = "20261129-152430-d1527d"
-SAMPLE_COUNT = 9
+MISCLASSIFIED_503 = sample_execution_ids()["scenario-d-misclassified-503"]
+SAMPLE_COUNT = len(sample_execution_ids())
 
 
 @pytest.fixture

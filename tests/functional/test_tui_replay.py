@@ -12,7 +12,7 @@ from textual.widgets import Static, TextArea
 
 from console.app import TruvaConsoleApp
 from console.replay import Replayer, ResponseSpecError
-from console.samples import prepare_sample_store
+from console.samples import prepare_sample_store, sample_execution_ids
 from console.screens.execution import ExecutionScreen
 from console.screens.executions import ExecutionsScreen
 from console.screens.replay import ReplayScreen
@@ -24,7 +24,7 @@ from tests.support.plans import run_cli
 
 SIZE = (120, 36)
 # scenario-d: step-1 got 503 three times and stopped by budget.attempts.
-MISCLASSIFIED_503 = "20261129-152430-d1527d"
+MISCLASSIFIED_503 = sample_execution_ids()["scenario-d-misclassified-503"]
 OK_200 = '{"status": 200, "body": {"success": true, "data": {"temp_c": 21}}}'
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from console.app import TruvaConsoleApp
-from console.samples import prepare_sample_store
+from console.samples import prepare_sample_store, sample_execution_ids
 from console.screens.bundle import ExportDialog
 from console.screens.execution import ExecutionScreen
 from console.screens.replay import ReplayScreen
@@ -17,7 +17,7 @@ from tests.functional.test_tui_stores import screen_loaded, settle_until, tui_ap
 
 SIZE = (120, 36)
 DB = "debug.duckdb"  # relative to the test's directory, so no temporary path is drawn
-MISCLASSIFIED_503 = "20261129-152430-d1527d"
+MISCLASSIFIED_503 = sample_execution_ids()["scenario-d-misclassified-503"]
 REPLAY_ID = "20261129-160000-replay"
 OK_200 = '{"status": 200, "body": {"success": true, "data": {"temp_c": 21}}}'
 
