@@ -458,7 +458,7 @@ WITH so_far AS (
     SELECT
         step_id,
         count(*) FILTER (WHERE dispatched) AS dispatch_count,
-        count(*) FILTER (WHERE action IS NOT NULL) AS attempts_count,
+        max(attempt_number) AS attempts_count,
         count(*) FILTER (WHERE action = 'retry_corrected') AS validation_retries,
         count(*) FILTER (
             WHERE action = 'retry_corrected' AND decision_layer = 're_resolution'
