@@ -19,6 +19,7 @@ from console.demo.runner import (
 )
 from console.demo.tools import TOOL_NAMES
 from console.exits import EXIT_BAD_INPUT, EXIT_OK, fail
+from console.words import counted
 
 _LAST_PORT_OFFSET = len(TOOL_NAMES)
 
@@ -192,7 +193,7 @@ def _record(args: argparse.Namespace) -> int:
         return fail(str(error))
     finally:
         store_recorder.close()
-    print(f"recorded {len(outcomes)} demo executions into {db_path}:")
+    print(f"recorded {counted(len(outcomes), 'demo execution')} into {db_path}:")
     for plan, outcome in zip(DEMO_PLANS, outcomes, strict=True):
         rules = ", ".join(f"{s.id} {s.final_rule or s.status}" for s in outcome.steps)
         print(f"  {outcome.execution_id}  {outcome.status:<9} {plan.name}: {rules}")

@@ -261,7 +261,8 @@ def render_replay(result: ReplayResult, *, stored: bool) -> str:
     lines = [f"replay of {setup.step_id} from execution {setup.execution_id} → {where}"]
     llm = f"LLM: {setup.llm_mode}"
     if setup.llm_mode == LLM_RECORDED and setup.llm is not None:
-        llm += f" ({result.llm_answers_served} of {len(setup.llm_answers)} recorded answers used)"
+        recorded = counted(len(setup.llm_answers), "recorded answer")
+        llm += f" ({result.llm_answers_served} of {recorded} used)"
     elif setup.llm is None:
         llm += " (layers 3 and 4 off)"
     lines.append(llm)
