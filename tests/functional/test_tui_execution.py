@@ -256,6 +256,9 @@ async def test_a_running_execution_is_refreshed_until_it_finishes(tmp_path: Path
             assert screen.refresh_interval_s == 1.0
             assert screen.detail.execution.status == "running"
             assert "● running" in static_text(screen, "#execution-summary")
+            steps = screen.query_one(StepTable)
+            assert cell(steps, "step-1", "status") == "● running"
+            assert cell(steps, "step-1", "dispatches") == "1"  # counted from its attempt so far
             for event in events[8:]:
                 recorder.record(event)
             recorder.flush()
