@@ -272,3 +272,19 @@ async def test_escape_cancels_a_running_replay_before_it_leaves(
         assert screen.result.cancelled_by_user
         await pilot.press("escape")
         assert isinstance(app.screen, ExecutionScreen)
+
+
+async def test_a_replay_that_ran_out_of_responses_says_so_not_outcome_changed(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    app = console_app(sample_db, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_replay(app, pilot, MISCLASSIFIED_503)
+        await pilot.click("#config-overrides")
+        await pilot.press(*"max_attempts=4")
+        await pilot.pause()
+        await run_replay(pilot, screen)
+        result = static_text(screen, "#replay-result")
+    assert screen.result.unscripted_dispatch == 4
+    assert "outcome changed" not in result
+    assert "ran out of scripted responses: dispatch 4 has no recorded or edited" in result
