@@ -249,7 +249,7 @@ def test_import_into_a_store_holding_other_executions_adds_only_the_new_ones(
 
     assert code == 0
     assert "skipped (already in the store, identical): 1 — exec-local-0009" in out
-    assert len(all_ids(target)) == 13
+    assert len(all_ids(target)) == 3 + len(sample_trace_files()) + 1  # source store + local run
 
 
 def spans_shape(document: dict[str, Any]) -> list[tuple]:
