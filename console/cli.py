@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from console.exits import EXIT_CANCELLED, EXIT_OK, fail, run_cancellable
-from console.words import compact_json, counted, on_one_line, received_text
+from console.words import compact_json, counted, on_one_line, reached_wire, received_text
 
 PACKAGES = ("console", "executor", "store")
 DB_HELP = "debug store file (default: $TRUVA_DB or ./.truva/debug.duckdb)"
@@ -161,7 +161,8 @@ def render_outcome(outcome: Any) -> str:
             wait = f", wait {attempt.delay_ms:.1f} ms ({attempt.delay_source})" \
                 if attempt.delay_ms is not None else ""
             lines.append(f"    #{attempt.n} {got} → {attempt.action} [{attempt.rule}]{wait}")
-            verb = "sent" if attempt.dispatched else "parameters"
+            verb = "sent" if reached_wire(attempt.dispatched, attempt.transport_error) \
+                else "parameters"
             lines.append(f"       {verb} {on_one_line(compact_json(attempt.parameters))}")
             lines.append(f"       {on_one_line(attempt.reason)}")
             if attempt.impact and attempt.action not in ("success", "retry_same"):

@@ -10,7 +10,7 @@ from typing import Any
 
 from console.cmd_ls import format_duration, format_time
 from console.exits import fail
-from console.words import counted, received_text, sent_parameters
+from console.words import counted, reached_wire, received_text, sent_parameters
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import (
@@ -328,7 +328,11 @@ def _render_body(out: _Lines, body: bytes | None, *, depth: int) -> None:
 
 
 def _render_sent(out: _Lines, attempt: AttemptRecord) -> None:
-    out.field("sent", f"{attempt.method} {attempt.url}", depth=2)
+    if reached_wire(attempt.dispatched, attempt.transport_error):
+        out.field("sent", f"{attempt.method} {attempt.url}", depth=2)
+    else:
+        out.field("sent", f"nothing reached the wire: the connection for {attempt.method} "
+                  f"{attempt.url} failed", depth=2)  # fmt: skip
     if attempt.correction_layer:
         out.field("corrected", f"parameters from the {attempt.correction_layer} layer", depth=3)
     out.field("parameters", _json_inline(attempt.parameters), depth=3)

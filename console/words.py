@@ -48,11 +48,17 @@ _TRANSPORT_ERRORS = {
 }
 
 
+def reached_wire(dispatched: bool | None, transport_error: str | None) -> bool:
+    """Whether a request was put on the wire: dispatched, and not refused while connecting."""
+    return bool(dispatched) and transport_error != "connect"
+
+
 def received_text(dispatched: bool | None, status: int | None, transport_error: str | None) -> str:
     """What came back for one attempt: `HTTP 400`, `no response (timed out)`, `not sent`."""
     if transport_error:
         what = _TRANSPORT_ERRORS.get(transport_error, f"{transport_error} error")
-        return f"{'no response' if dispatched else 'not sent'} ({what})"
+        sent = reached_wire(dispatched, transport_error)
+        return f"{'no response' if sent else 'not sent'} ({what})"
     if not dispatched:
         return "not sent"
     if status is None or status == 0:
@@ -96,11 +102,12 @@ class SentParameters:
 def sent_parameters(attempts: Iterable[Any]) -> list[SentParameters]:
     """The parameters each attempt sent, runs of identical ones merged, in attempt order.
 
-    Each attempt needs `n`, `dispatched`, `parameters` and `correction_layer` (store records).
+    Each attempt needs `n`, `dispatched`, `parameters` and optionally `correction_layer` and
+    `transport_error` (store records); a refused connection counts as not sent.
     """
     runs: list[SentParameters] = []
     for attempt in attempts:
-        dispatched = bool(attempt.dispatched)
+        dispatched = reached_wire(attempt.dispatched, getattr(attempt, "transport_error", None))
         layer = getattr(attempt, "correction_layer", None)
         last = runs[-1] if runs else None
         if (

@@ -405,7 +405,10 @@ step_counts AS (
     GROUP BY execution_id
 ),
 attempt_counts AS (
-    SELECT execution_id, count(*) AS attempts, count(*) FILTER (WHERE dispatched) AS dispatches
+    SELECT
+        execution_id, count(*) AS attempts,
+        count(*) FILTER (WHERE dispatched AND transport_error IS DISTINCT FROM 'connect')
+            AS dispatches
     FROM attempts
     WHERE execution_id IN (SELECT execution_id FROM page)
     GROUP BY execution_id
@@ -452,12 +455,15 @@ ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC
 """
 
 # A step's counters arrive with step_finished; until then (a running or interrupted step) they
-# are counted from its recorded attempts, as the executor counts them.
+# are counted from its recorded attempts, as the executor counts them: a refused connection
+# put nothing on the wire and is no dispatch.
 _STEPS_SQL = """
 WITH so_far AS (
     SELECT
         step_id,
-        count(*) FILTER (WHERE dispatched) AS dispatch_count,
+        count(*) FILTER (
+            WHERE dispatched AND transport_error IS DISTINCT FROM 'connect'
+        ) AS dispatch_count,
         max(attempt_number) AS attempts_count,
         count(*) FILTER (WHERE action = 'retry_corrected') AS validation_retries,
         count(*) FILTER (

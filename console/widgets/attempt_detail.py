@@ -15,7 +15,7 @@ from textual.widgets import ContentSwitcher, Static, TabbedContent, TabPane, Tex
 
 from console.cmd_ls import format_duration, format_time
 from console.widgets.cells import action_text, inline_json
-from console.words import received_text
+from console.words import reached_wire, received_text
 from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRecord, StepRecord
 
 # Bodies above this size are shown as they are: no pretty-printing, no highlighting.
@@ -160,8 +160,11 @@ def request_renderable(attempt: AttemptRecord) -> RenderableType:
             ("sent", Text("nothing: the request was not dispatched", style="bold")),
             ("parameters", inline_json(attempt.parameters)),
         ])  # fmt: skip
+    request_line = f"{attempt.method} {attempt.url}"
+    if not reached_wire(attempt.dispatched, attempt.transport_error):
+        request_line = f"nothing reached the wire: the connection for {request_line} failed"
     rows: list[tuple[str, RenderableType | str]] = [
-        ("sent", Text(f"{attempt.method} {attempt.url}", style="bold")),
+        ("sent", Text(request_line, style="bold")),
         ("at", format_time(attempt.started_at)),
         ("parameters", inline_json(attempt.parameters)),
     ]

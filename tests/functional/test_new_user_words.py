@@ -44,6 +44,7 @@ class Recorded:
     llm_error: Run
     llm_unreachable: Run
     tool_unreachable: Run
+    resent: Run
 
 
 def _free_port() -> int:
@@ -65,15 +66,18 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
                      ToolReply.ok({"lat": 35.6897}),
                      ToolReply.error(400, "INVALID_CITY", "unknown city Tokio", "INPUT_ERROR"),
                      ToolReply.error(400, "INVALID_CITY", "unknown city Tokio", "INPUT_ERROR"))
+        tools.script("/capabilities/busy", ToolReply(status=503, body="busy"),
+                     ToolReply(status=503, body="busy"), ToolReply.ok({"done": True}))
         llm.script(ANALYZER_FIX)
         llm.script(*[LLMReply(status=500, content=MULTILINE_LLM_ERROR)] * 8)
-        caps = {"geocode": capability("geocode", schema=CITY)}
+        caps = {"geocode": capability("geocode", schema=CITY), "busy": capability("busy")}
         one_step = [step("step-1", "geocode", {"city": "Tokio", "days": "3"})]
         documents = [
             plan(tools.base_url, caps, one_step, llm_base_url=llm.base_url),
             plan(tools.base_url, caps, one_step, llm_base_url=llm.base_url),
             plan(tools.base_url, caps, one_step, llm_base_url=f"{closed}/v1"),
             plan(closed, caps, one_step),
+            plan(tools.base_url, caps, [step("step-1", "busy", {"job": 7})]),
         ]  # fmt: skip
         for index, document in enumerate(documents):
             result = run_cli("--db", str(db), "run",
@@ -88,7 +92,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
 
 
 def test_run_summary_shows_what_each_attempt_sent_after_a_correction(recorded: Recorded):
-    lines = recorded.corrected.stdout.splitlines()
+    lines = [line for line in recorded.corrected.stdout.splitlines()
+             if not line.startswith("       recovery: ")]  # fmt: skip
     assert lines[1:] == [
         "  step-1: succeeded — 2 dispatches, 1 correction",
         "    #1 HTTP 400 → retry_corrected [analyzer.accept]",
@@ -102,17 +107,20 @@ def test_run_summary_shows_what_each_attempt_sent_after_a_correction(recorded: R
 
 def test_run_summary_keeps_a_multiline_llm_error_on_one_line(recorded: Recorded):
     lines = recorded.llm_error.stdout.splitlines()
-    assert len(lines) == 5  # execution, step, attempt, sent, reason
+    assert len(lines) == 6  # execution, step, attempt, sent, reason, recovery
     assert lines[2] == "    #1 HTTP 400 → stop_no_correction [no_correction.stop]"
     assert "upstream model crashed\\nTraceback (most recent call last):\\n  File x" in lines[4]
+    assert lines[5].startswith("       recovery: ")
 
 
 def test_run_summary_says_what_a_transport_failure_was(recorded: Recorded):
     out = recorded.tool_unreachable.stdout
     assert "HTTP None" not in out and "HTTP 0" not in out
-    assert "  step-1: failed — 3 dispatches, 0 corrections" in out
-    assert "    #1 no response (the connection failed) → retry_same [transient.retry_same]" in out
-    assert "    #3 no response (the connection failed) → stop_budget [budget.attempts]" in out
+    # a refused connection put nothing on the wire: no dispatch, and the attempt says so
+    assert "  step-1: failed — 0 dispatches, 0 corrections" in out
+    assert "    #1 not sent (the connection failed) → retry_same [transient.retry_same]" in out
+    assert "    #3 not sent (the connection failed) → stop_budget [budget.attempts]" in out
+    assert '       parameters {"city": "Tokio", "days": 3}' in out and "sent {" not in out
 
 
 # -------------------------------------------------------------------------------- explain
@@ -150,8 +158,16 @@ def test_explain_llm_call_that_got_no_response_says_so(recorded: Recorded):
 
 
 def test_explain_merges_identical_resends_into_one_sent_line(recorded: Recorded):
+    out = _explain(recorded, recorded.resent)
+    assert "(3 dispatches, 3 attempts, 0 corrections, 0 re-resolutions)" in out
+    assert '    sent #1-#3  {"job": 7}' in out
+
+
+def test_explain_a_refused_connection_says_nothing_reached_the_wire(recorded: Recorded):
     out = _explain(recorded, recorded.tool_unreachable)
-    assert '    sent #1-#3  {"city": "Tokio", "days": 3}' in out
+    assert "(0 dispatches, 3 attempts, 0 corrections, 0 re-resolutions)" in out
+    assert '    not sent #1-#3 {"city": "Tokio", "days": 3}' in out
+    assert "sent        nothing reached the wire: the connection for POST http://127.0.0.1:" in out
     assert "received    transport error connect" in out
 
 

@@ -212,3 +212,21 @@ def test_a_running_step_counts_dispatches_and_corrections_from_its_attempts(
         assert step.attempts_count == max(attempt.attempt_number for attempt in step.attempts)
         assert step.validation_retries == finished[step.step_id].validation_retries
         assert step.semantic_retries == finished[step.step_id].semantic_retries
+
+
+def test_a_running_steps_refused_connection_is_no_dispatch(tmp_path: Path) -> None:
+    db = tmp_path / "debug.duckdb"
+    events = exhausted_execution("exec-live")  # 503, a refused connection, 503
+    recorder = StoreRecorder(db)
+    try:
+        for event in events:
+            if event.kind not in ("step_finished", "execution_finished"):
+                recorder.record(event)
+        recorder.flush()
+        running = open_store(db).get_execution("exec-live")
+    finally:
+        recorder.close()
+    step = running.step("step-1")
+    assert [a.transport_error for a in step.attempts] == [None, "connect", None]
+    assert (step.status, step.dispatch_count) == ("running", 2)
+    assert running.execution.dispatches == 2

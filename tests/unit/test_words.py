@@ -49,7 +49,8 @@ def test_on_one_line(text, expected):
 
 RECEIVED_CASES = [
     ("http_status", True, 400, None, "HTTP 400"),
-    ("connect_failure", True, 0, "connect", "no response (the connection failed)"),
+    ("refused_connection_sent_nothing", True, 0, "connect", "not sent (the connection failed)"),
+    ("reset_after_sending", True, 0, "reset", "no response (the connection was reset)"),
     ("timeout", True, 0, "timeout", "no response (timed out)"),
     ("cancelled_in_flight", True, 0, "cancelled", "no response (cancelled in flight)"),
     ("never_dispatched", False, None, None, "not sent"),
@@ -74,6 +75,7 @@ class Attempt:
     dispatched: bool
     parameters: Any
     correction_layer: str | None = None
+    transport_error: str | None = None
 
 
 SENT_CASES = [
@@ -88,6 +90,9 @@ SENT_CASES = [
     ("true_and_1_differ_on_the_wire",
      [Attempt(1, True, {"a": 1}), Attempt(2, True, {"a": True})],
      [("#1", "sent", {"a": 1}, ""), ("#2", "sent", {"a": True}, "")]),
+    ("a_refused_connection_is_not_sent",
+     [Attempt(1, True, {"a": 1}, transport_error="connect")],
+     [("#1", "not sent", {"a": 1}, "")]),
     ("not_sent_is_its_own_run",
      [Attempt(1, True, {"a": 1}), Attempt(2, False, {"a": 1})],
      [("#1", "sent", {"a": 1}, ""), ("#2", "not sent", {"a": 1}, "")]),
