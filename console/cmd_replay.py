@@ -226,7 +226,7 @@ def describe_comparison(result: ReplayResult) -> str:
     if result.llm_calls_unanswered:
         number = result.llm_calls_unanswered[0]
         return (
-            f"ran out of recorded LLM answers: LLM call {number} had none and got HTTP 500 "
+            f"ran out of recorded LLM answers: LLM call {number} had none and got HTTP 404 "
             "from the replay's LLM server (use --llm live to ask a model)"
         )
     return "outcome changed" if result.changed else "outcome unchanged: same decisions"
