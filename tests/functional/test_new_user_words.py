@@ -17,16 +17,18 @@ from textual.widgets import TextArea
 
 from tests.functional.test_tui_execution import open_execution, static_text
 from tests.functional.test_tui_stores import tui_app
-from tests.support.llm_server import LLMReply, ScriptedLLMServer
+from tests.support.llm_server import ScriptedLLMServer
 from tests.support.plans import capability, plan, run_cli, step, write_plan
 from tests.support.tool_server import ScriptedToolServer, ToolReply
 
 SIZE = (160, 40)
 CITY = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
         "required": ["city"]}  # fmt: skip
-MULTILINE_LLM_ERROR = "upstream model crashed\nTraceback (most recent call last):\n  File x"
+MULTILINE_REASON = "Tokio is a typo.\nThe city is Tokyo.\r\n(Japan)"
 ANALYZER_FIX = json.dumps({"should_retry": True, "reason": "Tokio is a typo of Tokyo",
                            "suggested_changes": {"city": "Tokyo"}, "is_transient_error": False})
+MULTILINE_FIX = json.dumps({"should_retry": True, "reason": MULTILINE_REASON,
+                            "suggested_changes": {"city": "Tokyo"}, "is_transient_error": False})
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,7 @@ class Run:
 class Recorded:
     db: Path
     corrected: Run
-    llm_error: Run
+    llm_multiline: Run
     llm_unreachable: Run
     tool_unreachable: Run
     resent: Run
@@ -61,15 +63,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     closed = f"http://127.0.0.1:{_free_port()}"
     runs = []
     with ScriptedToolServer() as tools, ScriptedLLMServer() as llm:
-        tools.script("/capabilities/geocode",
-                     ToolReply.error(400, "INVALID_CITY", "unknown city Tokio", "INPUT_ERROR"),
-                     ToolReply.ok({"lat": 35.6897}),
-                     ToolReply.error(400, "INVALID_CITY", "unknown city Tokio", "INPUT_ERROR"),
-                     ToolReply.error(400, "INVALID_CITY", "unknown city Tokio", "INPUT_ERROR"))
+        invalid = ToolReply.error(400, "INVALID_CITY", "unknown city Tokio", "INPUT_ERROR")
+        found = ToolReply.ok({"lat": 35.6897})
+        tools.script("/capabilities/geocode", invalid, found, invalid, found, invalid)
         tools.script("/capabilities/busy", ToolReply(status=503, body="busy"),
                      ToolReply(status=503, body="busy"), ToolReply.ok({"done": True}))
-        llm.script(ANALYZER_FIX)
-        llm.script(*[LLMReply(status=500, content=MULTILINE_LLM_ERROR)] * 8)
+        llm.script(ANALYZER_FIX, MULTILINE_FIX)
         caps = {"geocode": capability("geocode", schema=CITY), "busy": capability("busy")}
         one_step = [step("step-1", "geocode", {"city": "Tokio", "days": "3"})]
         documents = [
@@ -105,12 +104,13 @@ def test_run_summary_shows_what_each_attempt_sent_after_a_correction(recorded: R
     ]
 
 
-def test_run_summary_keeps_a_multiline_llm_error_on_one_line(recorded: Recorded):
-    lines = recorded.llm_error.stdout.splitlines()
-    assert len(lines) == 6  # execution, step, attempt, sent, reason, recovery
-    assert lines[2] == "    #1 HTTP 400 → stop_no_correction [no_correction.stop]"
-    assert "upstream model crashed\\nTraceback (most recent call last):\\n  File x" in lines[4]
+def test_run_summary_keeps_a_multiline_llm_answer_on_one_line(recorded: Recorded):
+    lines = recorded.llm_multiline.stdout.splitlines()
+    assert lines[2] == "    #1 HTTP 400 → retry_corrected [analyzer.accept]"
+    assert lines[4] == ("       layer 3 analyzer corrected city: "
+                        "Tokio is a typo.\\nThe city is Tokyo.\\r\\n(Japan)")  # fmt: skip
     assert lines[5].startswith("       recovery: ")
+    assert lines[6] == "    #2 HTTP 200 → success [success.2xx]"
 
 
 def test_run_summary_says_what_a_transport_failure_was(recorded: Recorded):
@@ -144,7 +144,7 @@ def test_explain_step_line_shows_the_planned_and_each_sent_parameters(recorded: 
 
 
 def test_explain_counts_use_singular_nouns_for_one(recorded: Recorded):
-    out = _explain(recorded, recorded.llm_error)
+    out = _explain(recorded, recorded.llm_unreachable)
     assert "(1 dispatch, 1 attempt, 0 corrections, 0 re-resolutions)" in out
     assert "    sent #1     " in out
     assert "1 dispatches" not in out and "1 attempts" not in out
