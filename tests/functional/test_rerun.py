@@ -168,7 +168,7 @@ def test_rerun_text_output_is_runs_with_the_link_and_the_reuse(original) -> None
     lines = result.stdout.splitlines()
     assert lines[0].startswith("execution ") and lines[0].endswith(": partial")
     assert lines[1] == f"  rerun of {first['execution_id']}"
-    assert "  step-1: succeeded — 0 dispatch(es), 0 correction(s)" in lines
+    assert "  step-1: succeeded — 0 dispatches, 0 corrections" in lines
     assert f"    result reused from execution {first['execution_id']}; not resent" in lines
     assert result.stderr == ""
 
