@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import heapq
 import json
 import math
 import re
@@ -144,17 +145,43 @@ class Plan:
     source_path: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
+    # Derived once at construction, so every lookup below is O(1) whatever the plan's length.
+    _step_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _steps_by_id: dict[str, StepSpec] = field(init=False, repr=False, compare=False)
+    _dependencies: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    _dependents: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        step_ids = tuple(step.id for step in self.steps)
+        steps_by_id: dict[str, StepSpec] = {}
+        for step in self.steps:
+            steps_by_id.setdefault(step.id, step)
+        folded_ids = _case_folded_ids(step_ids)
+        dependencies = {
+            step.id: tuple(dict.fromkeys(
+                (*step.depends_on, *_bound_step_ids(step.parameters, folded_ids))
+            ))
+            for step in steps_by_id.values()
+        }
+        dependents: dict[str, list[str]] = {step_id: [] for step_id in steps_by_id}
+        for step_id, step_dependencies in dependencies.items():
+            for dependency in step_dependencies:
+                dependents.setdefault(dependency, []).append(step_id)
+        object.__setattr__(self, "_step_ids", step_ids)
+        object.__setattr__(self, "_steps_by_id", steps_by_id)
+        object.__setattr__(self, "_dependencies", dependencies)
+        object.__setattr__(
+            self, "_dependents", {key: tuple(value) for key, value in dependents.items()}
+        )
+
     @property
     def step_ids(self) -> tuple[str, ...]:
         """Step ids in plan order."""
-        return tuple(step.id for step in self.steps)
+        return self._step_ids
 
     def step(self, step_id: str) -> StepSpec:
         """The step with id `step_id`; KeyError if there is none."""
-        for step in self.steps:
-            if step.id == step_id:
-                return step
-        raise KeyError(step_id)
+        return self._steps_by_id[step_id]
 
     def _as_step(self, step: StepSpec | str) -> StepSpec:
         return self.step(step) if isinstance(step, str) else step
@@ -172,25 +199,33 @@ class Plan:
     def dependencies_of(self, step_id: str) -> tuple[str, ...]:
         """`depends_on` plus the steps its parameter bindings name (auto-included, reference
         §3.2), in that order without repeats."""
-        step = self.step(step_id)
-        bound = _bound_step_ids(step.parameters, _case_folded_ids(self.step_ids))
-        return tuple(dict.fromkeys((*step.depends_on, *bound)))
+        self.step(step_id)  # KeyError for an unknown step, as before
+        return self._dependencies[step_id]
+
+    def dependents_of(self, step_id: str) -> tuple[str, ...]:
+        """The steps whose `dependencies_of` include `step_id`, in plan order."""
+        self.step(step_id)
+        return self._dependents.get(step_id, ())
 
     def topological_order(self) -> tuple[str, ...]:
         """Step ids with every step after its dependencies; ties keep plan order."""
-        dependencies = {step_id: self.dependencies_of(step_id) for step_id in self.step_ids}
-        remaining = list(self.step_ids)
-        placed: set[str] = set()
+        ordered_ids = list(self._steps_by_id)
+        index = {step_id: position for position, step_id in enumerate(ordered_ids)}
+        waiting_on = {step_id: len(deps) for step_id, deps in self._dependencies.items()}
+        ready = [index[step_id] for step_id, count in waiting_on.items() if count == 0]
+        heapq.heapify(ready)
         order: list[str] = []
-        while remaining:
-            ready = next(
-                (sid for sid in remaining if all(d in placed for d in dependencies[sid])), None
-            )
-            if ready is None:
-                raise ValueError(f"steps: dependency cycle among {', '.join(remaining)}")
-            remaining.remove(ready)
-            placed.add(ready)
-            order.append(ready)
+        while ready:
+            step_id = ordered_ids[heapq.heappop(ready)]
+            order.append(step_id)
+            for dependent in self._dependents.get(step_id, ()):
+                waiting_on[dependent] -= 1
+                if waiting_on[dependent] == 0:
+                    heapq.heappush(ready, index[dependent])
+        if len(order) < len(ordered_ids):
+            placed = set(order)
+            remaining = [step_id for step_id in ordered_ids if step_id not in placed]
+            raise ValueError(f"steps: dependency cycle among {', '.join(remaining)}")
         return tuple(order)
 
     def to_dict(self) -> dict[str, Any]:
@@ -570,15 +605,15 @@ class _PlanParser:
     def require_string_list(self, value: Any, path: str) -> tuple[str, ...]:
         if not isinstance(value, list):
             raise self.fail(path, f"expected an array of strings, got {_describe(value)}")
-        items: list[str] = []
+        first_positions: dict[str, int] = {}
         for index, item in enumerate(value):
             item_path = f"{path}[{index}]"
             text = self.require_string(item, item_path, non_empty=True)
-            if text in items:
-                first = items.index(text)
+            if text in first_positions:
+                first = first_positions[text]
                 raise self.fail(item_path, f"{_quote(text)} is already listed at [{first}]")
-            items.append(text)
-        return tuple(items)
+            first_positions[text] = index
+        return tuple(first_positions)
 
     # -- sections --------------------------------------------------------------------------
 
@@ -764,6 +799,7 @@ class _PlanParser:
     def check_references(self, steps: tuple[StepSpec, ...]) -> None:
         """depends_on and binding targets exist, and the dependency graph has no cycle."""
         step_ids = tuple(step.id for step in steps)
+        known_ids = frozenset(step_ids)
         folded_ids = _case_folded_ids(step_ids)
         dependencies: dict[str, tuple[str, ...]] = {}
         for index, step in enumerate(steps):
@@ -771,7 +807,7 @@ class _PlanParser:
                 dep_path = f"steps[{index}].depends_on[{dep_index}]"
                 if dependency == step.id:
                     raise self.fail(dep_path, f"names {_quote(dependency)}, this step itself")
-                if dependency not in step_ids:
+                if dependency not in known_ids:
                     problem = f"names {_quote(dependency)}, which is not a step in this plan"
                     close = folded_ids.get(dependency.casefold())
                     if close is not None:
