@@ -127,6 +127,8 @@ def render_outcome(outcome: Any) -> str:
                 if attempt.delay_ms is not None else ""
             lines.append(f"    #{attempt.n} {got} → {attempt.action} [{attempt.rule}]{wait}")
             lines.append(f"       {attempt.reason}")
+            if attempt.impact and attempt.action not in ("success", "retry_same"):
+                lines.append(f"       recovery: {attempt.recovery} — {attempt.impact}")
     return "\n".join(lines)
 
 

@@ -145,6 +145,11 @@ def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
             "delay_source": attempt.delay_source,
             "layer": attempt.decision_layer,
             "corrected_parameters": attempt.corrected_parameters,
+            "failure_class": decision.get("failure_class"),
+            "recovery": decision.get("recovery"),
+            "impact": decision.get("impact"),
+            "budgets": decision.get("budgets"),
+            "layers": decision.get("layers") or [],
             "at": attempt.decided_at,
         },
         "not_matched": decision.get("not_matched") or [],
@@ -344,6 +349,19 @@ def _render_decision(
     layer = f" (layer {attempt.decision_layer})" if attempt.decision_layer else ""
     out.field("decision", f"{attempt.action} by rule {attempt.rule_id}{layer}", depth=2)
     out.field("reason", attempt.reason or "-", depth=3)
+    if decision.get("impact"):
+        recovery = decision.get("recovery")
+        out.field("impact", decision["impact"], depth=3)
+        if recovery:
+            out.field("recovery", recovery, depth=3)
+    budgets = decision.get("budgets") or {}
+    if budgets:
+        left = ", ".join(
+            f"{name.removesuffix('_left').replace('_', ' ')} left "
+            f"{'unlimited' if value is None else value}"
+            for name, value in budgets.items()
+        )
+        out.field("budgets", left, depth=3)
     if inputs:
         pairs = " ".join(f"{key}={_scalar(value)}" for key, value in inputs.items())
         wrapped = textwrap.wrap(pairs, width=_WRAP_WIDTH, break_long_words=False,
@@ -359,6 +377,12 @@ def _render_decision(
         out.field("not matched", "", depth=2)
         for miss in not_matched:
             out.add(f"{miss.get('rule_id')}: {miss.get('reason')}", depth=3)
+    layers = decision.get("layers") or []
+    if layers:
+        out.field("layers", "", depth=2)
+        for note in layers:
+            verdict = "consulted" if note.get("consulted") else "not consulted"
+            out.add(f"{note.get('layer')}: {verdict} — {note.get('detail')}", depth=3)
 
 
 def _render_llm_call(out: _Lines, call: LLMCallRecord, *, depth: int) -> None:

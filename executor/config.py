@@ -138,6 +138,7 @@ _FIELD_RULES: dict[str, _FieldRule] = {
     "max_wall_clock_s": _number("seconds", 0, 604_800, inclusive=False, optional=True),
     "max_repeated_errors": _integer(1, 1_000_000, optional=True),
     "retry_after_max_ms": _number("milliseconds", 0, 86_400_000, optional=True),
+    "max_retries_per_tool": _integer(0, 1_000_000, optional=True),
     "circuit_breaker_enabled": _BOOLEAN,
     "llm_debug_enabled": _BOOLEAN,
 }
@@ -166,7 +167,9 @@ class ExecutorConfig:
     """Resolved executor settings: the plan file's `config` keys (SPEC §3.1) plus task budgets.
 
     Defaults follow seed 000 §9 and seed 001. `timeout_s` is the per-HTTP-call timeout;
-    `retry_after_max_ms` None means a Retry-After wait is capped by `max_delay_ms`;
+    `retry_after_max_ms` is the longest Retry-After wait honoured (a longer one stops the step
+    with `stop_budget`; None: no limit but the wall clock); `max_delay_ms` caps only the
+    computed backoff; `max_retries_per_tool` None means unlimited;
     `llm_debug_enabled` defaults to true here (TruvaG3 defaults it to false) because recording
     LLM prompts and responses is what this tool is for. Values are validated on construction.
     """
@@ -188,7 +191,8 @@ class ExecutorConfig:
     max_llm_calls: int | None = None
     max_wall_clock_s: float | None = None
     max_repeated_errors: int | None = None
-    retry_after_max_ms: float | None = None
+    retry_after_max_ms: float | None = 60000
+    max_retries_per_tool: int | None = None
     circuit_breaker_enabled: bool = False
     llm_debug_enabled: bool = True
 
@@ -240,6 +244,8 @@ _ENV_SETTINGS: tuple[_EnvSetting, ...] = (
     _EnvSetting("TRUVAG3_ORCHESTRATION_TIMEOUT", "timeout_s", "duration_s"),
     _EnvSetting("TRUVAG3_EXECUTION_MAX_CONCURRENCY", "max_concurrency", "int", minimum=1),
     _EnvSetting("TRUVAG3_LLM_DEBUG_ENABLED", "llm_debug_enabled", "bool"),
+    # Not a TruvaG3 variable: the twin of the plan's max_retries_per_tool (seed 003).
+    _EnvSetting("TRUVAG3_STEP_RETRY_MAX_PER_TOOL", "max_retries_per_tool", "int", minimum=0),
 )
 
 ENV_VARIABLES: tuple[str, ...] = tuple(setting.variable for setting in _ENV_SETTINGS)

@@ -19,10 +19,12 @@ __all__ = [
     "binding_references",
     "coerce_parameters",
     "exact_bound_keys",
+    "exact_bound_paths",
     "go_format_value",
     "guard_parameters",
     "match_type_related_error",
     "resolve_bindings",
+    "value_at_path",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -606,6 +608,53 @@ def exact_bound_keys(params: Mapping[str, Any] | None) -> frozenset[str]:
     )
 
 
+PathSegments = tuple[str | int, ...]
+MISSING = object()  # what `value_at_path` returns where a path leads nowhere
+
+
+def render_path(segments: PathSegments) -> str:
+    """A JSON path as users read it: `filter.city`, `items[0].id`."""
+    text = ""
+    for segment in segments:
+        if isinstance(segment, int):
+            text += f"[{segment}]"
+        else:
+            text += f".{segment}" if text else segment
+    return text
+
+
+def exact_bound_paths(params: Any, prefix: PathSegments = ()) -> dict[str, PathSegments]:
+    """Every location, at any depth, whose original value is exactly one `{{step.path}}` token.
+
+    Maps the rendered path (`amount`, `order.total`, `lines[0].sku`) to its segments; these
+    values are protected from correction (seed 000 §12: exact template bindings).
+    """
+    found: dict[str, PathSegments] = {}
+    if isinstance(params, str):
+        if prefix and TEMPLATE_RE.fullmatch(params) is not None:
+            found[render_path(prefix)] = prefix
+    elif isinstance(params, Mapping):
+        for key, value in params.items():
+            found.update(exact_bound_paths(value, (*prefix, str(key))))
+    elif isinstance(params, list | tuple):
+        for index, value in enumerate(params):
+            found.update(exact_bound_paths(value, (*prefix, index)))
+    return found
+
+
+def value_at_path(root: Any, segments: PathSegments) -> Any:
+    """The value at `segments` inside `root`, or `MISSING` when the path leads nowhere."""
+    value = root
+    for segment in segments:
+        if isinstance(segment, int):
+            if not isinstance(value, list | tuple) or not 0 <= segment < len(value):
+                return MISSING
+        elif not isinstance(value, Mapping) or segment not in value:
+            return MISSING
+        value = value[segment]
+    return value
+
+
 # ---------------------------------------------------------------------------------------------
 # Pre-dispatch guard (seed 000 §12, SPEC §2.2 row 0)
 # ---------------------------------------------------------------------------------------------
@@ -715,6 +764,9 @@ def _check_value(
     """Null, shape and enum violations of one present value, then of its items and properties."""
     if not isinstance(property_schema, Mapping) or path in skipped_paths:
         return []
+    if value is None:
+        # seed 000 §12: the guard preserves explicit null, whatever the declared type.
+        return []
     declared_types = _declared_types(property_schema)
     declared_families = {_FAMILY_OF_TYPE.get(name) for name in declared_types}
     received_family = _value_family(value)
@@ -819,8 +871,9 @@ def guard_parameters(
     templates pass. Then, against the schema subset (type, properties, required, enum, items)
     at every depth: required keys that are absent; for each present value in parameter order,
     a container-shape mismatch (object vs array vs scalar; a string where a number is declared
-    is coercion's business and passes), or an explicit null where the declared type excludes
-    "null" (untyped properties accept null), else a value outside a declared enum. A value
+    is coercion's business and passes), else a value outside a declared enum. An explicit null
+    is present and passes whatever the declared type (seed 000 §12 "preserves … explicit
+    null"). A value
     already reported as an unresolved binding is not schema-checked. Not a full JSON Schema
     validator: unknown type names and other keywords are left to the tool.
     """

@@ -54,7 +54,7 @@ from executor.llm import (
 from executor.params import (
     binding_references,
     coerce_parameters,
-    exact_bound_keys,
+    exact_bound_paths,
     guard_parameters,
     match_type_related_error,
     resolve_bindings,
@@ -108,6 +108,10 @@ class AttemptSummary:
     delay_source: str | None
     layer: str | None
     transport_error: str | None
+    sent: bool = False
+    recovery: str | None = None
+    impact: str | None = None
+    budgets: dict[str, int | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """SPEC §3.2 attempt shape plus a few explanatory fields."""
@@ -115,6 +119,7 @@ class AttemptSummary:
             "n": self.n,
             "attempt_number": self.attempt_number,
             "dispatched": self.dispatched,
+            "sent": self.sent,
             "status": self.status,
             "parameters": self.parameters,
             "action": self.action,
@@ -124,6 +129,9 @@ class AttemptSummary:
             "delay_source": self.delay_source,
             "layer": self.layer,
             "transport_error": self.transport_error,
+            "recovery": self.recovery,
+            "impact": self.impact,
+            "budgets": dict(self.budgets),
         }
 
 
@@ -145,6 +153,8 @@ class StepOutcome:
     skip_reason: str | None = None
     final_action: str | None = None
     final_rule: str | None = None
+    recovery: str | None = None
+    impact: str | None = None
     attempt_counter: int = 0
     max_attempts: int = 0
     start_time: float | None = None
@@ -176,6 +186,8 @@ class StepOutcome:
             "error": self.error,
             "final_action": self.final_action,
             "final_rule": self.final_rule,
+            "recovery": self.recovery,
+            "impact": self.impact,
             "retry_exhausted": self.retry_exhausted,
             "skipped": self.status == STEP_SKIPPED,
             "skip_reason": self.skip_reason,
@@ -222,6 +234,7 @@ class HttpOutcome:
     elapsed_ms: float
     transport_error: str | None = None
     transport_error_message: str | None = None
+    ended_by_deadline: bool = False
 
     envelope: WireEnvelope = field(init=False, repr=False, compare=False)
 
@@ -239,6 +252,7 @@ class _StepContext:
     url: str
     protected: dict[str, str]
     dependency_results: dict[str, Any]
+    protected_paths: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -357,6 +371,7 @@ class PlanExecutor:
         self._llm_calls = 0
         self._llm_tokens = 0
         self._error_counts: Counter[tuple[str, int, str]] = Counter()
+        self._tool_retries: Counter[str] = Counter()
         self._task_stop: str | None = None
         self._results: dict[str, StepOutcome] = {}
         self._parsed_results: dict[str, Any] = {}
@@ -565,9 +580,10 @@ class PlanExecutor:
             if dep in self._parsed_results
         }
         protected: dict[str, str] = {key: "hitl_approved" for key in step.hitl_approved}
-        for key in exact_bound_keys(step.parameters):
-            protected.setdefault(key, "exact_bound")
-        ctx = _StepContext(step, capability, url, protected, dependency_results)
+        bound_paths = exact_bound_paths(step.parameters)
+        for path in bound_paths:
+            protected.setdefault(path, "exact_bound")
+        ctx = _StepContext(step, capability, url, protected, dependency_results, bound_paths)
         resolved = resolve_bindings(step.parameters, dependency_results)
         state = _StepState(parameters=dict(resolved or {}), started_at=self.clock())
         self._emit(StepStarted(
@@ -613,6 +629,7 @@ class PlanExecutor:
                 self._parsed_results[step.id] = parsed
                 return self._finish_step(step, state, STEP_SUCCEEDED, decision, result=parsed)
             if decision.action is Action.RETRY_SAME:
+                self._tool_retries[step.tool] += 1
                 await self._backoff(step, state, decision)
                 state.attempt_number += 1
                 state.correction_layer = None
@@ -657,6 +674,8 @@ class PlanExecutor:
             legacy_pattern=match_type_related_error(error_text, ""),
             retry_after_ms=retry_after_ms, retry_after_source=retry_after_source,
             repeated_error_count=self._error_counts[signature],
+            body_is_json_object=envelope.is_object,
+            ended_by_deadline=outcome.ended_by_deadline,
         )
         decision = decide(inputs)
         while decision.action in (Action.ASK_ANALYZER, Action.ASK_RESOLVER, Action.ASK_LEGACY):
@@ -700,8 +719,18 @@ class PlanExecutor:
             llm_calls_used=self._llm_calls,
             max_llm_calls=config.max_llm_calls,
             max_repeated_errors=config.max_repeated_errors,
+            tool=ctx.step.tool,
+            tool_retries_used=self._tool_retries[ctx.step.tool],
+            max_retries_per_tool=config.max_retries_per_tool,
         )
         return replace(base, **fields)
+
+    def _remaining_wall_clock_s(self) -> float | None:
+        """Seconds left of the task's wall-clock budget, or None when it has none."""
+        limit = self.config.max_wall_clock_s
+        if limit is None:
+            return None
+        return max(0.0, limit - (self.monotonic() - self._started))
 
     def _breaker(self, tool: str) -> CircuitBreaker | None:
         """The tool's circuit breaker when `circuit_breaker_enabled`, created on first use."""
@@ -731,14 +760,29 @@ class PlanExecutor:
             request_headers=dict(headers), request_body=body,
             parameters=dict(state.parameters), correction_layer=state.correction_layer,
         ))
-        state.dispatch_count += 1
         started = self.monotonic()
         assert self._http is not None
-        request = self._http.post(url, content=body, headers=headers)
+        remaining_s = self._remaining_wall_clock_s()
+        limit_s = self.config.timeout_s if remaining_s is None else min(
+            self.config.timeout_s, remaining_s
+        )
+        request = asyncio.wait_for(
+            self._http.post(url, content=body, headers=headers), timeout=limit_s
+        )
         finished, result = await self._race_cancel(request)
         elapsed_ms = (self.monotonic() - started) * 1000.0
         if not finished:
             outcome = HttpOutcome(0, {}, b"", elapsed_ms, "cancelled", "run cancelled in flight")
+        elif isinstance(result, TimeoutError):
+            # seed 003, seed 000 §9: the wall-clock budget ends a request in flight.
+            by_budget = remaining_s is not None and remaining_s <= self.config.timeout_s
+            why = (
+                f"ended by the task wall-clock budget (max_wall_clock_s="
+                f"{self.config.max_wall_clock_s:g}) after {elapsed_ms:.0f} ms"
+                if by_budget else f"no response within timeout_s={self.config.timeout_s:g}"
+            )
+            outcome = HttpOutcome(0, {}, b"", elapsed_ms, "timeout", f"request {why}",
+                                  ended_by_deadline=by_budget)
         elif isinstance(result, httpx.TransportError):
             outcome = HttpOutcome(0, {}, b"", elapsed_ms, classify_transport_error(result),
                                   f"request failed: {type(result).__name__}: {result}")
@@ -748,6 +792,9 @@ class PlanExecutor:
                 response.status_code, _flatten_headers(response.headers), response.content,
                 elapsed_ms,
             )
+        if outcome.transport_error != "connect":
+            # Physical dispatches only: a refused connection put nothing on the wire.
+            state.dispatch_count += 1
         self._emit(AttemptResponded(
             execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
             elapsed_ms=outcome.elapsed_ms, status=outcome.status,
@@ -790,7 +837,7 @@ class PlanExecutor:
             return False, None
         exc = work.exception()
         if exc is not None:
-            if isinstance(exc, httpx.TransportError):
+            if isinstance(exc, httpx.TransportError | TimeoutError):
                 return True, exc
             raise exc
         return True, work.result()
@@ -819,6 +866,7 @@ class PlanExecutor:
         query = step.instruction or self.plan.query
         current = dict(state.parameters)
         common = dict(current_parameters=current, protected_keys=ctx.protected,
+                      protected_paths=ctx.protected_paths,
                       schema=capability.schema, plan_step_ids=self.plan.step_ids)
         if action is Action.ASK_ANALYZER:
             assert self._llm is not None
@@ -948,6 +996,10 @@ class PlanExecutor:
             delay_source=decision.delay_source if decision.action is Action.RETRY_SAME else None,
             layer=str(decision.layer) if decision.layer else None,
             transport_error=outcome.transport_error if outcome is not None else None,
+            sent=outcome is not None and outcome.transport_error != "connect",
+            recovery=str(decision.recovery) if decision.recovery else None,
+            impact=decision.impact,
+            budgets=dict(decision.budgets),
         ))
 
     def _warn_contract(self, step: StepSpec, state: _StepState, outcome: HttpOutcome,
@@ -985,6 +1037,8 @@ class PlanExecutor:
             attempts=tuple(state.attempts), tool=step.tool, capability=step.capability,
             parameters=dict(state.parameters), result=result, error=error,
             final_action=str(decision.action), final_rule=decision.rule_id,
+            recovery=str(decision.recovery) if decision.recovery else None,
+            impact=decision.impact,
             attempt_counter=state.attempt_number,
             max_attempts=1 if self.plan.capability_for(step).orchestrator
             else self.config.max_attempts,

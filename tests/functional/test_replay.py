@@ -361,7 +361,8 @@ def test_recorded_transport_failure_replays_the_same_failure(tmp_path, tool_serv
 
 EDITED_STATUSES = [
     ("informational_103_is_unrouted", 103, "stop_terminal", "default.unrouted", b"as-is"),
-    ("no_content_204_succeeds_without_a_body", 204, "success", "success.2xx", b""),
+    ("no_content_204_is_a_result_parsing_failure", 204, "stop_terminal",
+     "result.not_json_object", b""),
     ("redirect_302_is_not_followed", 302, "stop_terminal", "default.unrouted", b"as-is"),
     ("unassigned_599_is_transient", 599, "retry_same", "transient.retry_same", b"as-is"),
 ]

@@ -19,6 +19,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class ReceivedRequest:
     headers: dict[str, str]
     body: bytes
     json: Any
+    received_at: float = field(default_factory=time.monotonic)  # when the request was read
 
 
 def decode_json_or_none(body: bytes) -> Any:

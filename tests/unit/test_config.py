@@ -36,7 +36,8 @@ EXPECTED_DEFAULTS = {
     "max_llm_calls": None,
     "max_wall_clock_s": None,
     "max_repeated_errors": None,
-    "retry_after_max_ms": None,
+    "retry_after_max_ms": 60000,
+    "max_retries_per_tool": None,
     "circuit_breaker_enabled": False,
     "llm_debug_enabled": True,
 }
