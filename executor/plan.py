@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import difflib
 import heapq
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from executor.config import CONFIG_FIELDS, ConfigError, resolve_config
 from executor.params import TEMPLATE_RE
@@ -27,8 +28,10 @@ __all__ = [
     "PlanError",
     "StepSpec",
     "ToolSpec",
+    "basic_authorization",
     "load_plan",
     "parse_plan",
+    "split_userinfo",
 ]
 
 # seed 003 / SPEC §2.6: what a capability may do to the world when called.
@@ -95,6 +98,21 @@ class PlanError(ValueError):
         super().__init__(": ".join(part for part in (file, path, problem) if part))
 
 
+def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """`url` without userinfo, and the percent-decoded (user, password) it held, if any."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    return urlunsplit(parts._replace(netloc=host)), (unquote(username), unquote(password))
+
+
+def basic_authorization(username: str, password: str) -> str:
+    """`Basic <base64(user:password)>`, UTF-8, as httpx builds it from URL userinfo."""
+    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """An HTTP tool: where it listens and the extra headers sent with every call."""
@@ -102,6 +120,17 @@ class ToolSpec:
     name: str
     base_url: str
     headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def userinfo(self) -> tuple[str, str] | None:
+        """The (user, password) written in `base_url`, if any; sent as HTTP Basic only when
+        neither the tool's `headers` nor `TRUVAG3_OAUTH_TOKEN` give an Authorization."""
+        return split_userinfo(self.base_url)[1]
+
+    @property
+    def has_authorization_header(self) -> bool:
+        """Whether `headers` sets Authorization (in any letter case)."""
+        return any(name.lower() == "authorization" for name in self.headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,9 +221,13 @@ class Plan:
         return self.capabilities[f"{spec.tool}.{spec.capability}"]
 
     def url_for(self, step: StepSpec | str) -> str:
-        """The URL a step POSTs to: the tool's base_url without trailing slash, plus the path."""
+        """The URL a step POSTs to: the tool's base_url without trailing slash, plus the path.
+
+        Userinfo is left out: left in, httpx would send it as Basic auth over the plan's own
+        Authorization header (the executor sends it itself, last in precedence)."""
         spec = self._as_step(step)
-        return self.tools[spec.tool].base_url.rstrip("/") + self.capability_for(spec).path
+        base_url = split_userinfo(self.tools[spec.tool].base_url)[0]
+        return base_url.rstrip("/") + self.capability_for(spec).path
 
     def dependencies_of(self, step_id: str) -> tuple[str, ...]:
         """`depends_on` plus the steps its parameter bindings name (auto-included, reference

@@ -41,6 +41,7 @@ from executor.events import (
     StepStarted,
 )
 from executor.llm import (
+    PLACEHOLDER_API_KEY,
     ContextualReResolver,
     ErrorAnalyzer,
     LayerResult,
@@ -59,7 +60,7 @@ from executor.params import (
     match_type_related_error,
     resolve_bindings,
 )
-from executor.plan import CapabilitySpec, Plan, StepSpec
+from executor.plan import CapabilitySpec, Plan, StepSpec, basic_authorization
 from executor.policy import (
     Action,
     Decision,
@@ -409,6 +410,7 @@ class PlanExecutor:
             llm=self._llm_description(),
             tool_version=__version__,
         ))
+        self._note_missing_llm_key()
         try:
             await self._schedule()
         finally:
@@ -806,13 +808,19 @@ class PlanExecutor:
         return outcome
 
     def _request_headers(self, step: StepSpec) -> dict[str, str]:
+        """The headers of a tool call. Authorization: the tool's own `headers` win, then
+        `TRUVAG3_OAUTH_TOKEN` (as Bearer), then userinfo in the tool's `base_url` (as Basic)."""
         headers = {"Content-Type": "application/json"}
         tool = self.plan.tools.get(step.tool)
         if tool is not None:
             headers.update(tool.headers or {})
-        token = self.env.get("TRUVAG3_OAUTH_TOKEN")
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        if tool is None or not tool.has_authorization_header:
+            token = self.env.get("TRUVAG3_OAUTH_TOKEN")
+            userinfo = tool.userinfo if tool is not None else None
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            elif userinfo is not None:
+                headers["Authorization"] = basic_authorization(*userinfo)
         headers.update({
             "X-TruvaG3-Request-ID": self.execution_id,
             "X-TruvaG3-Plan-ID": self.execution_id,
@@ -1089,7 +1097,21 @@ class PlanExecutor:
     def _llm_description(self) -> dict[str, Any] | None:
         if self.llm_settings is None:
             return None
-        return {"base_url": self.llm_settings.base_url, "model": self.llm_settings.model}
+        return {"base_url": self.llm_settings.base_url, "model": self.llm_settings.model,
+                "api_key_source": self.llm_settings.api_key_source}
+
+    def _note_missing_llm_key(self) -> None:
+        """Say at the start of a run that LLM calls carry no credential (not silently)."""
+        if self.llm_settings is None or self.llm_settings.has_credential:
+            return
+        self._emit(Notice(
+            execution_id=self.execution_id, step_id=None, n=None, at=self.clock(),
+            name="llm.no_api_key",
+            message=("no LLM API key: none of llm.api_key, OPENAI_API_KEY or userinfo in the "
+                     "LLM base URL is set, so LLM calls send the placeholder "
+                     f"'Authorization: Bearer {PLACEHOLDER_API_KEY}'"),
+            attrs={"base_url": self.llm_settings.base_url},
+        ))
 
     async def _close_clients(self) -> None:
         if self._owns_http and self._http is not None:
