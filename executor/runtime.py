@@ -432,6 +432,9 @@ class PlanExecutor:
         ready = [step.id for step in plan.steps if unmet[step.id] == 0]
         ended_unsucceeded: list[str] = []
         running: dict[asyncio.Task[StepOutcome], str] = {}
+        # Tasks put themselves here when done: waiting on all running tasks at each completion
+        # (asyncio.wait) costs O(running), which made 10,000 ready steps quadratic.
+        finished: asyncio.Queue[asyncio.Task[StepOutcome]] = asyncio.Queue()
         limiter = asyncio.Semaphore(self.config.max_concurrency)
         while pending or running:
             self._skip_blocked(pending, graph, ended_unsucceeded)
@@ -439,14 +442,18 @@ class PlanExecutor:
             for step_id in sorted(ready, key=graph.position.__getitem__):
                 step = pending.pop(step_id, None)
                 if step is not None:
-                    running[asyncio.create_task(self._run_limited(step, limiter))] = step_id
+                    task = asyncio.create_task(self._run_limited(step, limiter))
+                    task.add_done_callback(finished.put_nowait)
+                    running[task] = step_id
             ready = []
             if not running:
                 if pending:
                     for step_id in list(pending):
                         self._store_skip(pending.pop(step_id), "no executable steps found")
                 break
-            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            done = [await finished.get()]
+            while not finished.empty():
+                done.append(finished.get_nowait())
             for task in done:
                 step_id = running.pop(task)
                 outcome = task.result()

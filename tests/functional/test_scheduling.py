@@ -7,6 +7,7 @@ rescanning scheduler, written out as an oracle, and seeded random plans are run 
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections import deque
 from typing import Any
@@ -227,3 +228,28 @@ async def test_a_succeeding_chain_checks_no_skip_reason(tool_server) -> None:
     outcome = await _CountingExecutor(parse_plan(_document(tool_server, steps)), env={}).run()
     assert outcome.status == "succeeded"
     assert _CountingExecutor.blocking_checks == 0
+
+
+async def test_many_ready_steps_are_not_all_watched_at_each_completion(tool_server) -> None:
+    """1,000 independent steps, one at a time: waiting on every running task at each
+    completion registered ~N²/2 (500,500) done callbacks; each step task now gets one."""
+    _script(tool_server)
+    size = 1000
+    callbacks = {"registered": 0}
+
+    class CountingTask(asyncio.Task):
+        def add_done_callback(self, fn, *, context=None):
+            if self.get_coro().__name__ == "_run_limited":
+                callbacks["registered"] += 1
+            return super().add_done_callback(fn, context=context)
+
+    loop = asyncio.get_running_loop()
+    previous = loop.get_task_factory()
+    loop.set_task_factory(lambda loop, coro, **kwargs: CountingTask(coro, loop=loop, **kwargs))
+    try:
+        steps = [step(f"step-{i}", OK, {"i": i}) for i in range(size)]
+        outcome = await PlanExecutor(parse_plan(_document(tool_server, steps)), env={}).run()
+    finally:
+        loop.set_task_factory(previous)
+    assert outcome.status == "succeeded"
+    assert callbacks["registered"] <= 2 * size
