@@ -116,6 +116,8 @@ def main() -> None:
     results: dict[tuple[str, int], list[_Run]] = {}
     with DemoHTTPServer("bench", _ok) as server:
         url = f"{server.base_url}/capabilities/echo"
+        # Warm-up, not counted: imports, the server's first connections, the allocator.
+        asyncio.run(_executor(_plan(server.base_url, 200, chain=True, concurrency=1), 60.0))
         for size in sizes:
             documents = {
                 "independent": _plan(server.base_url, size, chain=False,
