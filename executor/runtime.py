@@ -1105,7 +1105,7 @@ class PlanExecutor:
         if self.llm_settings is None:
             return None
         return {"base_url": self.llm_settings.base_url, "model": self.llm_settings.model,
-                "api_key_source": self.llm_settings.api_key_source}
+                "auth_source": self.llm_settings.api_key_source}
 
     def _note_missing_llm_key(self) -> None:
         """Say at the start of a run that LLM calls carry no credential (not silently)."""

@@ -133,7 +133,7 @@ async def _run_with_llm(tool_server, llm_server, api_key: str | None, env: dict)
 async def test_a_run_without_any_llm_key_says_so(tool_server, llm_server) -> None:
     recorder = await _run_with_llm(tool_server, llm_server, None, {})
     (started,) = recorder.of_kind("execution_started")
-    assert started.llm["api_key_source"] == "none"
+    assert started.llm["auth_source"] == "none"
     (notice,) = [n for n in recorder.of_kind("notice") if n.name == "llm.no_api_key"]
     assert notice.step_id is None
     assert notice.message == (
@@ -149,7 +149,7 @@ async def test_a_run_with_a_key_has_no_missing_key_notice(
     recorder = await _run_with_llm(tool_server, llm_server, api_key, env)
     assert [n for n in recorder.of_kind("notice") if n.name == "llm.no_api_key"] == []
     (started,) = recorder.of_kind("execution_started")
-    assert started.llm["api_key_source"] == ("llm.api_key" if api_key else "OPENAI_API_KEY")
+    assert started.llm["auth_source"] == ("llm.api_key" if api_key else "OPENAI_API_KEY")
 
 
 def test_cli_run_with_userinfo_and_explicit_header_sends_the_header(tool_server, tmp_path):
