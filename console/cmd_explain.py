@@ -202,6 +202,9 @@ def render_explain(detail: ExecutionDetail, steps: tuple[StepRecord, ...]) -> st
             f"  took {duration}")  # fmt: skip
     out.field("query", row.query or "-", depth=1)
     out.field("plan", f"{row.plan_path or '-'}  (tool version {row.tool_version or '-'})", depth=1)
+    if row.rerun_of:
+        out.field("rerun of", f"{row.rerun_of} (steps that succeeded there were not resent)",
+                  depth=1)  # fmt: skip
     out.field(
         "steps",
         f"{max(row.steps_planned, row.steps_total)} planned: {row.steps_succeeded} succeeded, "
@@ -390,16 +393,20 @@ def _render_llm_call(out: _Lines, call: LLMCallRecord, *, depth: int) -> None:
     latency = "?" if call.latency_ms is None else f"{call.latency_ms:.0f}"
     out.field("llm call", f"{call.site}  model {call.model}  HTTP {call.response_status}  "
               f"{tokens}  latency {latency} ms", depth=depth)  # fmt: skip
-    out.field("prompt", "", depth=depth + 1)
-    for message in call.messages or []:
-        role = message.get("role", "?") if isinstance(message, dict) else "?"
-        content = message.get("content", message) if isinstance(message, dict) else message
-        text = content if isinstance(content, str) else _json_inline(content)
-        out.add(f"[{role}]", depth=depth + 2)
-        out.block(text, depth=depth + 3)
-    out.field("raw answer", "" if call.raw_text is not None else "none", depth=depth + 1)
-    if call.raw_text is not None:
-        out.block(call.raw_text, depth=depth + 2)
+    if not call.text_recorded:
+        out.field("prompt", call.text_note or "not recorded", depth=depth + 1)
+        out.field("raw answer", call.text_note or "not recorded", depth=depth + 1)
+    else:
+        out.field("prompt", "", depth=depth + 1)
+        for message in call.messages or []:
+            role = message.get("role", "?") if isinstance(message, dict) else "?"
+            content = message.get("content", message) if isinstance(message, dict) else message
+            text = content if isinstance(content, str) else _json_inline(content)
+            out.add(f"[{role}]", depth=depth + 2)
+            out.block(text, depth=depth + 3)
+        out.field("raw answer", "" if call.raw_text is not None else "none", depth=depth + 1)
+        if call.raw_text is not None:
+            out.block(call.raw_text, depth=depth + 2)
     if call.parsed is not None:
         out.field("parsed", _json_inline(call.parsed), depth=depth + 1)
     if call.parse_error:

@@ -62,7 +62,9 @@ class LayerVerdict:
     """What one correction layer answered, assessed against the step's parameters.
 
     `answered` is False when the LLM failed or its answer was malformed (`failure` says how).
-    `proposed_parameters` is the full parameter map the correction would send.
+    `unavailable` counts the endpoint failures (`HTTP 503 ×3`) when the LLM endpoint gave no
+    answer after its retries. `proposed_parameters` is the full parameter map the correction
+    would send.
     """
 
     layer: Layer
@@ -77,6 +79,7 @@ class LayerVerdict:
     guard_violations: tuple[str, ...] = ()
     failure: str | None = None
     unchanged_after_coercion: tuple[str, ...] = ()
+    unavailable: str | None = None
 
     @property
     def acceptable(self) -> bool:
@@ -783,6 +786,34 @@ def _accept_hit(verdict: LayerVerdict | None, label: str, layer: Layer) -> Outco
     )
 
 
+def _unavailable_hit(inputs: DecisionInputs, verdict: LayerVerdict | None, label: str) -> Outcome:
+    if verdict is None:
+        return miss(f"{label} was not consulted")
+    if verdict.unavailable is None:
+        return miss(f"{label}'s LLM endpoint answered")
+    return hit(
+        f"{_status_text(inputs)}: the {label} was unavailable ({verdict.unavailable}); "
+        "no correction, and a non-transient 4xx is never resent unchanged"
+    )
+
+
+UNAVAILABLE_RULE_IDS = frozenset(
+    {"analyzer.unavailable", "re_resolution.unavailable", "legacy.unavailable"}
+)
+
+
+def _check_analyzer_unavailable(inputs: DecisionInputs) -> Outcome:
+    return _unavailable_hit(inputs, inputs.analyzer, "layer 3 analyzer")
+
+
+def _check_resolver_unavailable(inputs: DecisionInputs) -> Outcome:
+    return _unavailable_hit(inputs, inputs.resolver, "layer 4 re-resolver")
+
+
+def _check_legacy_unavailable(inputs: DecisionInputs) -> Outcome:
+    return _unavailable_hit(inputs, inputs.legacy, "legacy correction callback")
+
+
 def _check_analyzer_protected(inputs: DecisionInputs) -> Outcome:
     return _protected_hit(inputs.analyzer, "layer 3 analyzer")
 
@@ -946,6 +977,9 @@ RESPONSE_RULES: tuple[Rule, ...] = (
          "an LLM layer is due but the model-turn budget is used up", _check_llm_calls),
     Rule("analyzer.ask", Action.ASK_ANALYZER, "8", "seed 000 §5",
          "consult the layer 3 error analyzer", _check_ask_analyzer),
+    # seed 000 §3: a 4xx is not resent unchanged when correction is unavailable.
+    Rule("analyzer.unavailable", Action.STOP_NO_CORRECTION, "11", "seed 000 §3",
+         "the analyzer's LLM endpoint failed on every try", _check_analyzer_unavailable),
     Rule("analyzer.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",
          "analyzer correction touches a protected input", _check_analyzer_protected),
     Rule("analyzer.accept", Action.RETRY_CORRECTED, "8", "seed 000 §4, §5; seed 001",
@@ -955,6 +989,8 @@ RESPONSE_RULES: tuple[Rule, ...] = (
          "layer 3 said cannot fix and no semantic-retry budget is left", _check_semantic_budget),
     Rule("re_resolution.ask", Action.ASK_RESOLVER, "9", "seed 000 §6; seed 001",
          "consult the layer 4 contextual re-resolver", _check_ask_resolver),
+    Rule("re_resolution.unavailable", Action.STOP_NO_CORRECTION, "11", "seed 000 §3",
+         "the re-resolver's LLM endpoint failed on every try", _check_resolver_unavailable),
     Rule("re_resolution.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",
          "re-resolved parameters change a protected input", _check_resolver_protected),
     Rule("re_resolution.accept", Action.RETRY_CORRECTED, "9", "seed 000 §6; seed 001",
@@ -962,6 +998,8 @@ RESPONSE_RULES: tuple[Rule, ...] = (
     # seed 000 §10: without an analyzer, the legacy callback via type patterns or retryable:true.
     Rule("legacy.ask", Action.ASK_LEGACY, "10", "seed 000 §10; seed 001 Layer 3",
          "consult the legacy correction callback", _check_ask_legacy),
+    Rule("legacy.unavailable", Action.STOP_NO_CORRECTION, "11", "seed 000 §3",
+         "the legacy correction's LLM endpoint failed on every try", _check_legacy_unavailable),
     Rule("legacy.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",
          "legacy correction touches a protected input", _check_legacy_protected),
     Rule("legacy.accept", Action.RETRY_CORRECTED, "10", "seed 000 §10; seed 001 Layer 3",
@@ -1086,6 +1124,9 @@ def _fault_cell(
     elif rule.action in _ACTION_RECOVERY:
         recovery, consequence, override = _ACTION_RECOVERY[rule.action]
         advice = override or advice
+    elif rule.rule_id in UNAVAILABLE_RULE_IDS:
+        consequence = "the step failed: the LLM endpoint was unavailable, so no correction ran"
+        advice = f"{advice} (or rerun it once the LLM endpoint answers)" if advice else None
     elif rule.rule_id == "budget.attempts":
         consequence = f"the step failed after {_count(inputs.max_attempts, 'attempt')}"
     elif rule.rule_id == "budget.corrections":
@@ -1109,6 +1150,8 @@ _LAYER_SLOTS: tuple[tuple[Layer, str], ...] = (
 
 
 def _verdict_text(verdict: LayerVerdict) -> str:
+    if verdict.unavailable is not None:
+        return f"unavailable: its LLM endpoint failed ({verdict.unavailable})"
     if not verdict.answered:
         return f"no usable answer ({verdict.failure})"
     if not verdict.should_retry:

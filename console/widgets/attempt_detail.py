@@ -216,14 +216,17 @@ def _llm_block(call: LLMCallRecord, index: int, count: int) -> str:
         lines.append(f"error       {call.error}")
     if call.parse_error:
         lines.append(f"parse error {call.parse_error}")
-    messages = call.messages if isinstance(call.messages, list) else []
-    for number, message in enumerate(messages, start=1):
-        role = message.get("role", "?") if isinstance(message, dict) else "?"
-        content = message.get("content", message) if isinstance(message, dict) else message
-        text = content if isinstance(content, str) else json.dumps(content, indent=2)
-        lines += ["", f"── prompt message {number} of {len(messages)}: {role} ──", text]
-    lines += ["", "── raw response ──",
-              call.raw_text if call.raw_text is not None else "(none)"]  # fmt: skip
+    if not call.text_recorded:
+        lines += ["", "── prompt and raw response ──", call.text_note or "not recorded"]
+    else:
+        messages = call.messages if isinstance(call.messages, list) else []
+        for number, message in enumerate(messages, start=1):
+            role = message.get("role", "?") if isinstance(message, dict) else "?"
+            content = message.get("content", message) if isinstance(message, dict) else message
+            text = content if isinstance(content, str) else json.dumps(content, indent=2)
+            lines += ["", f"── prompt message {number} of {len(messages)}: {role} ──", text]
+        lines += ["", "── raw response ──",
+                  call.raw_text if call.raw_text is not None else "(none)"]  # fmt: skip
     if call.parsed is not None:
         lines += ["", "── parsed answer ──",
                   json.dumps(call.parsed, indent=2, ensure_ascii=False)]  # fmt: skip

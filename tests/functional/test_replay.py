@@ -313,7 +313,8 @@ def test_422_with_recorded_llm_but_no_recorded_answer_flags_it(tmp_path, tool_se
     replay = replay_json(db, doc["execution_id"], "step-1", "--response", f"1={invalid}")
     [attempt] = replay["replay"]["attempts"]
     assert (attempt["status"], attempt["action"]) == (422, "stop_no_correction")
-    assert "HTTP 500" in attempt["reason"]
+    assert attempt["rule"] == "analyzer.unavailable"
+    assert "unavailable (HTTP 404 ×1; not retried: HTTP 404 is not transient)" in attempt["reason"]
     assert replay["llm"]["calls_unanswered"] == [1]
     assert any("LLM call 1 had no recorded answer" in note for note in replay["notes"])
     assert llm_server.requests == []

@@ -327,8 +327,9 @@ MALFORMED = [
     ("wrong_types", '{"should_retry": "yes", "suggested_changes": {"a": 2}}'),
     ("empty", ""),
     ("changes_not_object", '{"should_retry": true, "suggested_changes": ["a"]}'),
-    ("http_500", LLMReply(status=500, body=b'{"error": {"message": "boom"}}')),
+    ("no_choices", LLMReply(body=b'{"object": "chat.completion", "choices": []}')),
 ]
+# An LLM endpoint answering 5xx is unavailable, not malformed (see test_llm_endpoint.py).
 
 
 @pytest.mark.parametrize("answer", [m[1] for m in MALFORMED], ids=[m[0] for m in MALFORMED])

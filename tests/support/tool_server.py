@@ -314,6 +314,12 @@ class ScriptedToolServer(LoopbackHTTPServer):
             self._scripts.setdefault(path, deque()).extend(replies)
         return self
 
+    def replace_script(self, path: str, *replies: ToolReply) -> Self:
+        """Replace the replies for `path`, so later requests get the new behaviour."""
+        with self._lock:
+            self._scripts.pop(path, None)
+        return self.script(path, *replies)
+
     def received(self, path: str | None = None) -> list[ReceivedRequest]:
         """Requests received for `path` (all requests when None), in arrival order."""
         with self._lock:

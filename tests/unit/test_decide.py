@@ -62,6 +62,15 @@ ANALYZER_MALFORMED = verdict(Layer.ANALYZER, answered=False, failure="malformed 
 RESOLVER_FIX = verdict(Layer.RE_RESOLUTION, replace_all={"city": "Tokyo", "units": "metric"})
 LEGACY_FIX = verdict(Layer.LEGACY, replace_all={"city": "Tokyo", "units": "metric"})
 
+
+def unavailable(layer: Layer, failures: str) -> LayerVerdict:
+    """A layer whose LLM endpoint failed on every try."""
+    return replace(verdict(layer, answered=False, failure="LLM call failed: HTTP 503"),
+                   unavailable=failures)
+
+
+ANALYZER_UNAVAILABLE = unavailable(Layer.ANALYZER, "HTTP 503 ×3")
+
 CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
     # --- before dispatch (row 0, 12, 13, circuit)
     ("guard_rejects_unresolved_binding",
@@ -257,6 +266,27 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
     ("malformed_analyzer_does_not_reach_resolver", base(status=400, analyzer=ANALYZER_MALFORMED,
                                                         has_dependencies=True),
      Action.STOP_NO_CORRECTION, "no_correction.stop", "layer 3 gave no usable answer"),
+    # --- an LLM endpoint that failed on every try is not "cannot fix"
+    ("analyzer_unavailable_stops_with_its_own_rule",
+     base(status=400, analyzer=ANALYZER_UNAVAILABLE),
+     Action.STOP_NO_CORRECTION, "analyzer.unavailable",
+     "HTTP 400: the layer 3 analyzer was unavailable (HTTP 503 ×3); no correction"),
+    ("analyzer_unavailable_does_not_reach_resolver",
+     base(status=422, analyzer=ANALYZER_UNAVAILABLE, has_dependencies=True),
+     Action.STOP_NO_CORRECTION, "analyzer.unavailable", "never resent unchanged"),
+    ("analyzer_unavailable_non_transient_says_not_retried",
+     base(status=400, analyzer=unavailable(
+         Layer.ANALYZER, "HTTP 401 ×1; not retried: HTTP 401 is not transient")),
+     Action.STOP_NO_CORRECTION, "analyzer.unavailable",
+     "unavailable (HTTP 401 ×1; not retried: HTTP 401 is not transient)"),
+    ("analyzer_cannot_fix_is_not_unavailable",
+     base(status=400, analyzer=ANALYZER_CANNOT, semantic_retry_enabled=False),
+     Action.STOP_NO_CORRECTION, "no_correction.stop", "layer 3 said cannot fix"),
+    ("resolver_unavailable_stops_with_its_own_rule",
+     base(status=400, analyzer=ANALYZER_CANNOT, has_dependencies=True,
+          resolver=unavailable(Layer.RE_RESOLUTION, "timeout ×3")),
+     Action.STOP_NO_CORRECTION, "re_resolution.unavailable",
+     "the layer 4 re-resolver was unavailable (timeout ×3)"),
     # --- legacy (row 10)
     ("legacy_on_type_error_without_analyzer",
      base(status=400, error_analyzer_enabled=False, legacy_callback_set=True,
@@ -309,6 +339,12 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
           legacy=verdict(Layer.LEGACY, replace_all={"city": "Tokyo", "units": "si"},
                          protected={"units": "hitl_approved"})),
      Action.STOP_PROTECTED, "legacy.protected", "units"),
+    ("legacy_unavailable_stops_with_its_own_rule",
+     base(status=400, error_analyzer_enabled=False, legacy_callback_set=True,
+          legacy_pattern="type mismatch",
+          legacy=unavailable(Layer.LEGACY, "HTTP 429 ×1, HTTP 503 ×2")),
+     Action.STOP_NO_CORRECTION, "legacy.unavailable",
+     "the legacy correction callback was unavailable (HTTP 429 ×1, HTTP 503 ×2)"),
     # --- no correction (row 11)
     ("no_llm_configured_400_stops",
      base(status=400, llm_configured=False),
@@ -426,7 +462,17 @@ RECOVERY_CASES = [
      "request authorization", "schema", "HITL-approved"),
     ("refused_400_modifies", base(status=400, retry_policy=FALSE), "modify", "schema",
      "not retryable"),
+    ("analyzer_unavailable_modifies_or_reruns",
+     base(status=400, analyzer=ANALYZER_UNAVAILABLE), "modify", "schema",
+     "the LLM endpoint was unavailable, so no correction ran; correct the parameters (or the "
+     "plan), then rerun the step (or rerun it once the LLM endpoint answers)"),
 ]
+
+
+def test_unavailable_layer_note_says_unavailable_not_cannot_fix():
+    notes = decide(base(status=400, analyzer=ANALYZER_UNAVAILABLE)).to_dict()["layers"]
+    assert notes[0] == {"layer": "analyzer", "consulted": True,
+                        "detail": "unavailable: its LLM endpoint failed (HTTP 503 ×3)"}
 
 
 @pytest.mark.parametrize(("inputs", "recovery", "failure_class", "impact_part"),
