@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from executor.params import json_type_name
+from executor.plan import basic_authorization, split_userinfo
 from executor.redact import redact_sensitive_text
 from executor.tracecontext import llm_headers
 from executor.wire import is_transient_status
@@ -64,12 +65,34 @@ ENDPOINT_FAILURES = frozenset({FAILURE_HTTP_STATUS, FAILURE_TIMEOUT, FAILURE_CON
 
 @dataclass(frozen=True, slots=True)
 class LLMSettings:
-    """Where and how to reach the OpenAI-compatible endpoint."""
+    """Where and how to reach the OpenAI-compatible endpoint.
+
+    `base_url` never holds userinfo; `api_key_source` says where the credential came from:
+    "llm.api_key", "OPENAI_API_KEY", "llm.base_url userinfo", "OPENAI_BASE_URL userinfo", or
+    "none" (then `api_key` is the placeholder and the client sends `Bearer unused`).
+    `basic_auth` is the (user, password) of URL userinfo, sent as HTTP Basic when no key is set.
+    """
 
     base_url: str
     api_key: str
     model: str
     timeout_s: float = DEFAULT_TIMEOUT_S
+    api_key_source: str = "llm.api_key"
+    basic_auth: tuple[str, str] | None = None
+
+    @property
+    def has_credential(self) -> bool:
+        """False when no key and no userinfo was configured anywhere."""
+        return self.api_key_source != API_KEY_SOURCE_NONE
+
+    def authorization_header(self) -> str:
+        """The Authorization header the client sends with every call."""
+        if self.basic_auth is not None:
+            return basic_authorization(*self.basic_auth)
+        return f"Bearer {self.api_key}"
+
+
+API_KEY_SOURCE_NONE = "none"
 
 
 def _setting_text(plan_llm: Mapping[str, Any], key: str) -> str | None:
@@ -93,27 +116,38 @@ def resolve_llm_settings(
 ) -> LLMSettings | None:
     """Settings from the plan's `llm` block, then the environment; None when no base_url is set.
 
-    base_url: `llm.base_url` > `OPENAI_BASE_URL`. api key: `llm.api_key` > `OPENAI_API_KEY` >
-    "unused". model: `llm.model` > `TRUVAG3_LLM_MODEL` > "gpt-4o-mini". `llm.timeout_s` > 60.
-    Empty strings count as unset. A wrongly typed value raises ValueError naming the field.
+    base_url: `llm.base_url` > `OPENAI_BASE_URL`. Credential: `llm.api_key` > `OPENAI_API_KEY`
+    > userinfo in the base URL (sent as HTTP Basic) > none (the placeholder "unused", and
+    `api_key_source` "none" so the run can say so). Userinfo is always taken out of the URL, so
+    it never overrides an explicit key. model: `llm.model` > `TRUVAG3_LLM_MODEL` >
+    "gpt-4o-mini". `llm.timeout_s` > 60. Empty strings count as unset. A wrongly typed value
+    raises ValueError naming the field.
     """
     env = os.environ if env is None else env
     plan_llm = plan_llm or {}
-    base_url = _setting_text(plan_llm, "base_url") or _env_text(env, "OPENAI_BASE_URL")
-    if base_url is None:
+    plan_base_url = _setting_text(plan_llm, "base_url")
+    raw_base_url = plan_base_url or _env_text(env, "OPENAI_BASE_URL")
+    if raw_base_url is None:
         return None
-    api_key = (
-        _setting_text(plan_llm, "api_key")
-        or _env_text(env, "OPENAI_API_KEY")
-        or PLACEHOLDER_API_KEY
-    )
+    base_url, userinfo = split_userinfo(raw_base_url)
+    basic_auth = None
+    if (api_key := _setting_text(plan_llm, "api_key")) is not None:
+        source = "llm.api_key"
+    elif (api_key := _env_text(env, "OPENAI_API_KEY")) is not None:
+        source = "OPENAI_API_KEY"
+    elif userinfo is not None:
+        api_key, basic_auth = PLACEHOLDER_API_KEY, userinfo
+        source = f"{'llm.base_url' if plan_base_url else 'OPENAI_BASE_URL'} userinfo"
+    else:
+        api_key, source = PLACEHOLDER_API_KEY, API_KEY_SOURCE_NONE
     model = _setting_text(plan_llm, "model") or _env_text(env, "TRUVAG3_LLM_MODEL") or DEFAULT_MODEL
     timeout_s = plan_llm.get("timeout_s", DEFAULT_TIMEOUT_S)
     if timeout_s is None:
         timeout_s = DEFAULT_TIMEOUT_S
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0:
         raise ValueError(f"llm.timeout_s must be a positive number of seconds, got {timeout_s!r}")
-    return LLMSettings(base_url=base_url, api_key=api_key, model=model, timeout_s=float(timeout_s))
+    return LLMSettings(base_url=base_url, api_key=api_key, model=model,
+                       timeout_s=float(timeout_s), api_key_source=source, basic_auth=basic_auth)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,11 +311,18 @@ class LLMClient:
         self._clock = clock
         self._monotonic = monotonic
         self._api: Any = openai
+        # Userinfo left in the URL would make httpx send it instead of the key, so it never
+        # reaches the client; `basic_auth` (the userinfo of resolved settings) is sent only
+        # when there is no key.
         self._openai: openai.AsyncOpenAI = openai.AsyncOpenAI(
-            base_url=settings.base_url,
+            base_url=split_userinfo(settings.base_url)[0],
             api_key=settings.api_key,
             max_retries=0,
             timeout=settings.timeout_s,
+            default_headers=(
+                {"Authorization": settings.authorization_header()}
+                if settings.basic_auth is not None else None
+            ),
         )
 
     async def aclose(self) -> None:

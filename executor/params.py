@@ -843,6 +843,22 @@ def _check_object(
     return violations
 
 
+# The last step-id tuple folded, by identity: `Plan.step_ids` is one tuple per plan, so a run
+# folds its ids once instead of once per attempt (which made long plans quadratic).
+_last_folded: list[tuple[tuple[str, ...], frozenset[str]]] = []
+
+
+def _folded_ids(step_ids: Collection[str]) -> frozenset[str]:
+    """The case-folded step ids, cached for the last tuple seen."""
+    cached = _last_folded[0] if _last_folded else None
+    if cached is not None and cached[0] is step_ids:
+        return cached[1]
+    folded = frozenset(step_id.casefold() for step_id in step_ids)
+    if isinstance(step_ids, tuple):
+        _last_folded[:] = [(step_ids, folded)]
+    return folded
+
+
 def guard_parameters(
     params: Mapping[str, Any] | None,
     schema: Mapping[str, Any] | None,
@@ -861,8 +877,7 @@ def guard_parameters(
     already reported as an unresolved binding is not schema-checked. Not a full JSON Schema
     validator: unknown type names and other keywords are left to the tool.
     """
-    folded_step_ids = frozenset(step_id.casefold() for step_id in plan_step_ids)
-    violations = _unresolved_binding_violations(params or {}, folded_step_ids)
+    violations = _unresolved_binding_violations(params or {}, _folded_ids(plan_step_ids))
     if isinstance(schema, Mapping) and schema:
         skipped_paths = {violation.path for violation in violations}
         violations.extend(_check_object("", params or {}, schema, skipped_paths))

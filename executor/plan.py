@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import difflib
+import heapq
 import json
 import math
 import re
@@ -11,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from executor.config import CONFIG_FIELDS, ConfigError, resolve_config
 from executor.params import TEMPLATE_RE
@@ -26,8 +28,10 @@ __all__ = [
     "PlanError",
     "StepSpec",
     "ToolSpec",
+    "basic_authorization",
     "load_plan",
     "parse_plan",
+    "split_userinfo",
 ]
 
 # seed 003 / SPEC §2.6: what a capability may do to the world when called.
@@ -94,6 +98,21 @@ class PlanError(ValueError):
         super().__init__(": ".join(part for part in (file, path, problem) if part))
 
 
+def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """`url` without userinfo, and the percent-decoded (user, password) it held, if any."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    return urlunsplit(parts._replace(netloc=host)), (unquote(username), unquote(password))
+
+
+def basic_authorization(username: str, password: str) -> str:
+    """`Basic <base64(user:password)>`, UTF-8, as httpx builds it from URL userinfo."""
+    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """An HTTP tool: where it listens and the extra headers sent with every call."""
@@ -101,6 +120,17 @@ class ToolSpec:
     name: str
     base_url: str
     headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def userinfo(self) -> tuple[str, str] | None:
+        """The (user, password) written in `base_url`, if any; sent as HTTP Basic only when
+        neither the tool's `headers` nor `TRUVAG3_OAUTH_TOKEN` give an Authorization."""
+        return split_userinfo(self.base_url)[1]
+
+    @property
+    def has_authorization_header(self) -> bool:
+        """Whether `headers` sets Authorization (in any letter case)."""
+        return any(name.lower() == "authorization" for name in self.headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,17 +174,43 @@ class Plan:
     source_path: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
+    # Derived once at construction, so every lookup below is O(1) whatever the plan's length.
+    _step_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _steps_by_id: dict[str, StepSpec] = field(init=False, repr=False, compare=False)
+    _dependencies: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    _dependents: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        step_ids = tuple(step.id for step in self.steps)
+        steps_by_id: dict[str, StepSpec] = {}
+        for step in self.steps:
+            steps_by_id.setdefault(step.id, step)
+        folded_ids = _case_folded_ids(step_ids)
+        dependencies = {
+            step.id: tuple(dict.fromkeys(
+                (*step.depends_on, *_bound_step_ids(step.parameters, folded_ids))
+            ))
+            for step in steps_by_id.values()
+        }
+        dependents: dict[str, list[str]] = {step_id: [] for step_id in steps_by_id}
+        for step_id, step_dependencies in dependencies.items():
+            for dependency in step_dependencies:
+                dependents.setdefault(dependency, []).append(step_id)
+        object.__setattr__(self, "_step_ids", step_ids)
+        object.__setattr__(self, "_steps_by_id", steps_by_id)
+        object.__setattr__(self, "_dependencies", dependencies)
+        object.__setattr__(
+            self, "_dependents", {key: tuple(value) for key, value in dependents.items()}
+        )
+
     @property
     def step_ids(self) -> tuple[str, ...]:
         """Step ids in plan order."""
-        return tuple(step.id for step in self.steps)
+        return self._step_ids
 
     def step(self, step_id: str) -> StepSpec:
         """The step with id `step_id`; KeyError if there is none."""
-        for step in self.steps:
-            if step.id == step_id:
-                return step
-        raise KeyError(step_id)
+        return self._steps_by_id[step_id]
 
     def _as_step(self, step: StepSpec | str) -> StepSpec:
         return self.step(step) if isinstance(step, str) else step
@@ -165,32 +221,44 @@ class Plan:
         return self.capabilities[f"{spec.tool}.{spec.capability}"]
 
     def url_for(self, step: StepSpec | str) -> str:
-        """The URL a step POSTs to: the tool's base_url without trailing slash, plus the path."""
+        """The URL a step POSTs to: the tool's base_url without trailing slash, plus the path.
+
+        Userinfo is left out: left in, httpx would send it as Basic auth over the plan's own
+        Authorization header (the executor sends it itself, last in precedence)."""
         spec = self._as_step(step)
-        return self.tools[spec.tool].base_url.rstrip("/") + self.capability_for(spec).path
+        base_url = split_userinfo(self.tools[spec.tool].base_url)[0]
+        return base_url.rstrip("/") + self.capability_for(spec).path
 
     def dependencies_of(self, step_id: str) -> tuple[str, ...]:
         """`depends_on` plus the steps its parameter bindings name (auto-included, reference
         §3.2), in that order without repeats."""
-        step = self.step(step_id)
-        bound = _bound_step_ids(step.parameters, _case_folded_ids(self.step_ids))
-        return tuple(dict.fromkeys((*step.depends_on, *bound)))
+        self.step(step_id)  # KeyError for an unknown step, as before
+        return self._dependencies[step_id]
+
+    def dependents_of(self, step_id: str) -> tuple[str, ...]:
+        """The steps whose `dependencies_of` include `step_id`, in plan order."""
+        self.step(step_id)
+        return self._dependents.get(step_id, ())
 
     def topological_order(self) -> tuple[str, ...]:
         """Step ids with every step after its dependencies; ties keep plan order."""
-        dependencies = {step_id: self.dependencies_of(step_id) for step_id in self.step_ids}
-        remaining = list(self.step_ids)
-        placed: set[str] = set()
+        ordered_ids = list(self._steps_by_id)
+        index = {step_id: position for position, step_id in enumerate(ordered_ids)}
+        waiting_on = {step_id: len(deps) for step_id, deps in self._dependencies.items()}
+        ready = [index[step_id] for step_id, count in waiting_on.items() if count == 0]
+        heapq.heapify(ready)
         order: list[str] = []
-        while remaining:
-            ready = next(
-                (sid for sid in remaining if all(d in placed for d in dependencies[sid])), None
-            )
-            if ready is None:
-                raise ValueError(f"steps: dependency cycle among {', '.join(remaining)}")
-            remaining.remove(ready)
-            placed.add(ready)
-            order.append(ready)
+        while ready:
+            step_id = ordered_ids[heapq.heappop(ready)]
+            order.append(step_id)
+            for dependent in self._dependents.get(step_id, ()):
+                waiting_on[dependent] -= 1
+                if waiting_on[dependent] == 0:
+                    heapq.heappush(ready, index[dependent])
+        if len(order) < len(ordered_ids):
+            placed = set(order)
+            remaining = [step_id for step_id in ordered_ids if step_id not in placed]
+            raise ValueError(f"steps: dependency cycle among {', '.join(remaining)}")
         return tuple(order)
 
     def to_dict(self) -> dict[str, Any]:
@@ -570,15 +638,15 @@ class _PlanParser:
     def require_string_list(self, value: Any, path: str) -> tuple[str, ...]:
         if not isinstance(value, list):
             raise self.fail(path, f"expected an array of strings, got {_describe(value)}")
-        items: list[str] = []
+        first_positions: dict[str, int] = {}
         for index, item in enumerate(value):
             item_path = f"{path}[{index}]"
             text = self.require_string(item, item_path, non_empty=True)
-            if text in items:
-                first = items.index(text)
+            if text in first_positions:
+                first = first_positions[text]
                 raise self.fail(item_path, f"{_quote(text)} is already listed at [{first}]")
-            items.append(text)
-        return tuple(items)
+            first_positions[text] = index
+        return tuple(first_positions)
 
     # -- sections --------------------------------------------------------------------------
 
@@ -764,6 +832,7 @@ class _PlanParser:
     def check_references(self, steps: tuple[StepSpec, ...]) -> None:
         """depends_on and binding targets exist, and the dependency graph has no cycle."""
         step_ids = tuple(step.id for step in steps)
+        known_ids = frozenset(step_ids)
         folded_ids = _case_folded_ids(step_ids)
         dependencies: dict[str, tuple[str, ...]] = {}
         for index, step in enumerate(steps):
@@ -771,7 +840,7 @@ class _PlanParser:
                 dep_path = f"steps[{index}].depends_on[{dep_index}]"
                 if dependency == step.id:
                     raise self.fail(dep_path, f"names {_quote(dependency)}, this step itself")
-                if dependency not in step_ids:
+                if dependency not in known_ids:
                     problem = f"names {_quote(dependency)}, which is not a step in this plan"
                     close = folded_ids.get(dependency.casefold())
                     if close is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 import json
 import os
 import time
@@ -42,6 +43,7 @@ from executor.events import (
 )
 from executor.llm import (
     LLM_MAX_TRIES,
+    PLACEHOLDER_API_KEY,
     ContextualReResolver,
     ErrorAnalyzer,
     LayerResult,
@@ -62,7 +64,7 @@ from executor.params import (
     match_type_related_error,
     resolve_bindings,
 )
-from executor.plan import CapabilitySpec, Plan, StepSpec
+from executor.plan import CapabilitySpec, Plan, StepSpec, basic_authorization
 from executor.policy import (
     Action,
     Decision,
@@ -305,6 +307,35 @@ def classify_transport_error(exc: httpx.TransportError) -> str:
     return "protocol"
 
 
+@dataclass(frozen=True, slots=True)
+class _ScheduleGraph:
+    """What the scheduler reads of a plan, computed once per run.
+
+    `position`: step id → index in plan order; `unmet`: step id → number of distinct
+    dependencies (`Plan.dependencies_of`); `blocked_by`: step id → the steps whose skip reason
+    names it (its `depends_on`, or a binding with exactly its id), in plan order.
+    """
+
+    position: dict[str, int]
+    unmet: dict[str, int]
+    blocked_by: dict[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, plan: Plan) -> _ScheduleGraph:
+        position = {step.id: index for index, step in enumerate(plan.steps)}
+        blocked_by: dict[str, list[str]] = {}
+        for step in plan.steps:
+            named = dict.fromkeys((*step.depends_on, *binding_references(step.parameters)))
+            for name in named:
+                if name in position:
+                    blocked_by.setdefault(name, []).append(step.id)
+        return cls(
+            position=position,
+            unmet={step.id: len(plan.dependencies_of(step.id)) for step in plan.steps},
+            blocked_by={name: tuple(ids) for name, ids in blocked_by.items()},
+        )
+
+
 class PlanExecutor:
     """Runs one plan. Construct, then `await run()`; `cancel()` stops it at once.
 
@@ -408,6 +439,7 @@ class PlanExecutor:
             tool_version=__version__,
             rerun_of=self.rerun_of,
         ))
+        self._note_missing_llm_key()
         self._seed_results()
         try:
             await self._schedule()
@@ -456,25 +488,57 @@ class PlanExecutor:
         )
 
     async def _schedule(self) -> None:
-        pending: dict[str, StepSpec] = {step.id: step for step in self.plan.steps}
-        pending = {key: step for key, step in pending.items() if key not in self._results}
+        """Start each step once its dependencies succeeded; skip the ones they block.
+
+        Linear in the plan: a count of unmet dependencies per step makes the ready steps, and
+        only the steps naming one that just ended unsucceeded are checked for a skip reason.
+        Steps with a result already (a rerun's reused and held steps) count as ended.
+        """
+        plan = self.plan
+        pending: dict[str, StepSpec] = {
+            step.id: step for step in plan.steps if step.id not in self._results
+        }
+        graph = _ScheduleGraph.of(plan)
+        unmet = dict(graph.unmet)
+        ended_unsucceeded: list[str] = []
+        for step in plan.steps:
+            seeded = self._results.get(step.id)
+            if seeded is not None and seeded.status == STEP_SUCCEEDED:
+                self._ready(step.id, unmet)
+            elif seeded is not None:
+                ended_unsucceeded.append(step.id)
+        ready = [step_id for step_id in pending if unmet[step_id] == 0]
         running: dict[asyncio.Task[StepOutcome], str] = {}
+        # Tasks put themselves here when done: waiting on all running tasks at each completion
+        # (asyncio.wait) costs O(running), which made 10,000 ready steps quadratic.
+        finished: asyncio.Queue[asyncio.Task[StepOutcome]] = asyncio.Queue()
         limiter = asyncio.Semaphore(self.config.max_concurrency)
         while pending or running:
-            self._skip_blocked(pending)
-            for step_id in [s for s in pending if self._ready(s)]:
-                step = pending.pop(step_id)
-                running[asyncio.create_task(self._run_limited(step, limiter))] = step_id
+            self._skip_blocked(pending, graph, ended_unsucceeded)
+            ended_unsucceeded = []
+            for step_id in sorted(ready, key=graph.position.__getitem__):
+                step = pending.pop(step_id, None)
+                if step is not None:
+                    task = asyncio.create_task(self._run_limited(step, limiter))
+                    task.add_done_callback(finished.put_nowait)
+                    running[task] = step_id
+            ready = []
             if not running:
                 if pending:
                     for step_id in list(pending):
                         self._store_skip(pending.pop(step_id), "no executable steps found")
                 break
-            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            done = [await finished.get()]
+            while not finished.empty():
+                done.append(finished.get_nowait())
             for task in done:
                 step_id = running.pop(task)
                 outcome = task.result()
                 self._results[step_id] = outcome
+                if outcome.status == STEP_SUCCEEDED:
+                    ready.extend(self._ready(step_id, unmet))
+                else:
+                    ended_unsucceeded.append(step_id)
 
     async def _run_limited(self, step: StepSpec, limiter: asyncio.Semaphore) -> StepOutcome:
         async with limiter:
@@ -498,22 +562,55 @@ class PlanExecutor:
                            validation_retries=0, semantic_retries=0, attempts=(),
                            tool=step.tool, capability=step.capability, error=error)
 
-    def _ready(self, step_id: str) -> bool:
-        deps = self.plan.dependencies_of(step_id)
-        return all(
-            dep in self._results and self._results[dep].status == STEP_SUCCEEDED for dep in deps
-        )
+    def _ready(self, succeeded_id: str, unmet: dict[str, int]) -> list[str]:
+        """The steps that `succeeded_id` succeeding leaves with every dependency succeeded."""
+        ready = []
+        for dependent in self.plan.dependents_of(succeeded_id):
+            unmet[dependent] -= 1
+            if unmet[dependent] == 0:
+                ready.append(dependent)
+        return ready
 
-    def _skip_blocked(self, pending: dict[str, StepSpec]) -> None:
-        changed = True
-        while changed:
-            changed = False
+    def _skip_blocked(
+        self, pending: dict[str, StepSpec], graph: _ScheduleGraph, ended_unsucceeded: list[str]
+    ) -> None:
+        """Skip every pending step that now has a blocking reason, cascading through skips.
+
+        Gives the skips, in the order and with the reasons, of checking every pending step in
+        plan order and repeating until a pass skips nothing; but only steps naming a step that
+        ended unsucceeded (since the last call, or by a skip here) are checked.
+        """
+        if self.cancelled or self._task_stop is not None:
             for step_id in list(pending):
-                step = pending[step_id]
-                reason = self._blocking_reason(step)
+                reason = self._blocking_reason(pending[step_id])
                 if reason is not None:
                     self._store_skip(pending.pop(step_id), reason)
-                    changed = True
+            return
+        this_pass = [graph.position[d] for ended in ended_unsucceeded
+                     for d in graph.blocked_by.get(ended, ()) if d in pending]
+        heapq.heapify(this_pass)
+        next_pass: set[int] = set()
+        while this_pass or next_pass:
+            if not this_pass:
+                this_pass = sorted(next_pass)
+                next_pass = set()
+            position = heapq.heappop(this_pass)
+            while this_pass and this_pass[0] == position:
+                heapq.heappop(this_pass)
+            step = self.plan.steps[position]
+            if step.id not in pending:
+                continue
+            reason = self._blocking_reason(step)
+            if reason is None:
+                continue
+            self._store_skip(pending.pop(step.id), reason)
+            for dependent in graph.blocked_by.get(step.id, ()):
+                if dependent in pending:
+                    later = graph.position[dependent]
+                    if later > position:
+                        heapq.heappush(this_pass, later)
+                    else:
+                        next_pass.add(later)
 
     def _blocking_reason(self, step: StepSpec) -> str | None:
         if self.cancelled:
@@ -799,13 +896,19 @@ class PlanExecutor:
         return outcome
 
     def _request_headers(self, step: StepSpec) -> dict[str, str]:
+        """The headers of a tool call. Authorization: the tool's own `headers` win, then
+        `TRUVAG3_OAUTH_TOKEN` (as Bearer), then userinfo in the tool's `base_url` (as Basic)."""
         headers = {"Content-Type": "application/json"}
         tool = self.plan.tools.get(step.tool)
         if tool is not None:
             headers.update(tool.headers or {})
-        token = self.env.get("TRUVAG3_OAUTH_TOKEN")
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        if tool is None or not tool.has_authorization_header:
+            token = self.env.get("TRUVAG3_OAUTH_TOKEN")
+            userinfo = tool.userinfo if tool is not None else None
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            elif userinfo is not None:
+                headers["Authorization"] = basic_authorization(*userinfo)
         headers.update({
             "X-TruvaG3-Request-ID": self.execution_id,
             "X-TruvaG3-Plan-ID": self.execution_id,
@@ -1169,7 +1272,21 @@ class PlanExecutor:
     def _llm_description(self) -> dict[str, Any] | None:
         if self.llm_settings is None:
             return None
-        return {"base_url": self.llm_settings.base_url, "model": self.llm_settings.model}
+        return {"base_url": self.llm_settings.base_url, "model": self.llm_settings.model,
+                "auth_source": self.llm_settings.api_key_source}
+
+    def _note_missing_llm_key(self) -> None:
+        """Say at the start of a run that LLM calls carry no credential (not silently)."""
+        if self.llm_settings is None or self.llm_settings.has_credential:
+            return
+        self._emit(Notice(
+            execution_id=self.execution_id, step_id=None, n=None, at=self.clock(),
+            name="llm.no_api_key",
+            message=("no LLM API key: none of llm.api_key, OPENAI_API_KEY or userinfo in the "
+                     "LLM base URL is set, so LLM calls send the placeholder "
+                     f"'Authorization: Bearer {PLACEHOLDER_API_KEY}'"),
+            attrs={"base_url": self.llm_settings.base_url},
+        ))
 
     async def _close_clients(self) -> None:
         if self._owns_http and self._http is not None:

@@ -1043,3 +1043,37 @@ def test_a_plan_nested_too_deeply_is_one_line_not_a_traceback(tmp_path, depth):
         str(caught.value)
         == f"{path}: nested too deeply to be a plan (Python's recursion limit was reached)"
     )
+
+
+@pytest.mark.parametrize("size", [10, 1000])
+def test_dependency_lookups_build_the_id_map_a_fixed_number_of_times(
+    size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: `dependencies_of` rebuilt a dict of every step id per call (quadratic)."""
+    import executor.plan as plan_module
+
+    calls = []
+    real = plan_module._case_folded_ids
+    monkeypatch.setattr(plan_module, "_case_folded_ids", lambda ids: calls.append(1) or real(ids))
+    data = base_plan()
+    data["steps"] = [
+        {"id": f"step-{i}", "tool": "weather", "capability": "forecast",
+         "parameters": {"city": f"{{{{step-{i - 1}.data.city}}}}" if i else "Paris"},
+         "depends_on": [f"step-{i - 1}"] if i else []}
+        for i in range(size)
+    ]
+    plan = parse_plan(data)
+    for step_id in plan.step_ids:
+        plan.dependencies_of(step_id)
+        plan.dependents_of(step_id)
+        plan.step(step_id)
+    assert plan.topological_order() == plan.step_ids
+    assert plan.dependents_of("step-0") == (("step-1",) if size > 1 else ())
+    assert len(calls) == 2  # once to validate, once to build the Plan
+
+
+def test_dependents_are_in_plan_order() -> None:
+    plan = parse_plan(base_plan())
+    assert plan.dependents_of("step-1") == ("step-3",)
+    assert plan.dependents_of("step-2") == ("step-3",)
+    assert plan.dependents_of("step-3") == ()

@@ -332,7 +332,7 @@ SCENARIOS = [
         steps=[step("step-1", "geo", {"q": 1}),
                step("step-2", "geo", {"q": 2}, depends_on=["step-1"])],
         span_events={"orchestrator.execution": [
-            "plan_execution_started", "executor.step.skipped_dependency",
+            "plan_execution_started", "truva.llm.no_api_key", "executor.step.skipped_dependency",
             "plan_execution_completed"]},
         counters={("orchestration.step.skipped",
                    labels(**ORCH, reason="failed_dependency", blocking_reason="explicit_dep")): 1,
