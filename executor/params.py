@@ -196,7 +196,8 @@ STRING_TYPES = frozenset({"string"})
 SCALAR_TYPES = NUMBER_TYPES | INTEGER_TYPES | BOOLEAN_TYPES | STRING_TYPES
 
 # Go strconv.ParseFloat, base 10 only: sign, digits with one optional point, optional exponent.
-_GO_DECIMAL_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# Written without overlapping quantifiers so a long digit run fails in linear time.
+_GO_DECIMAL_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # Go strconv's `special`: signed inf/infinity, unsigned nan, any letter case.
 _GO_SPECIAL_FLOAT_RE = re.compile(r"[+-]?(?:inf|infinity)|nan", re.IGNORECASE)
 _GO_INT_RE = re.compile(r"[+-]?[0-9]+")
@@ -254,7 +255,11 @@ def _parse_go_int(text: str) -> int | None:
     """Go `strconv.ParseInt(text, 10, 64)`; None on syntax or int64 range errors."""
     if not _GO_INT_RE.fullmatch(text):
         return None
-    number = int(text)
+    sign = text[0] if text[0] in "+-" else ""
+    digits = text[len(sign):].lstrip("0") or "0"
+    if len(digits) > 19:  # beyond int64, and int() refuses strings over 4300 digits
+        return None
+    number = int(sign + digits)
     return number if _INT64_MIN <= number <= _INT64_MAX else None
 
 
@@ -397,8 +402,6 @@ def coerce_parameters(
 
 # reference §3.2: `{{<stepId>.<fieldPath>}}`, with Go's ASCII `\w`.
 TEMPLATE_RE = re.compile(r"\{\{([\w-]+)\.([\w-]+(?:\.[\w-]+)*)\}\}", re.ASCII)
-# Go strconv.Atoi, which extractFieldValue uses for array indexes.
-_ARRAY_INDEX_RE = re.compile(r"[+-]?[0-9]+")
 
 
 def _find_step_result(results: Mapping[str, Any], step_id: str) -> Any:
@@ -413,7 +416,10 @@ def _find_step_result(results: Mapping[str, Any], step_id: str) -> Any:
 
 
 def _walk_path(root: Any, field_path: str) -> Any:
-    """Go `extractFieldValue`: follow dot segments through maps and arrays; `_MISSING` if lost."""
+    """Go `extractFieldValue`: follow dot segments through maps and arrays; `_MISSING` if lost.
+
+    Array indexes are read like Go `strconv.Atoi` (int64 range).
+    """
     current = root
     for segment in field_path.split("."):
         if isinstance(current, Mapping):
@@ -421,10 +427,8 @@ def _walk_path(root: Any, field_path: str) -> Any:
             if current is _MISSING:
                 return _MISSING
         elif isinstance(current, list | tuple):
-            if not _ARRAY_INDEX_RE.fullmatch(segment):
-                return _MISSING
-            index = int(segment)
-            if not 0 <= index < len(current):
+            index = _parse_go_int(segment)
+            if index is None or not 0 <= index < len(current):
                 return _MISSING
             current = current[index]
         else:
