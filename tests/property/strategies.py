@@ -227,6 +227,42 @@ def hostile_bodies(draw: st.DrawFn) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
+# LLM answers
+
+FIELDS = ("should_retry", "reason", "suggested_changes", "is_transient_error",
+          "corrected_parameters", "analysis")
+_FIELD_VALUES = st.one_of(st.booleans(), st.none(), short_texts, json_values,
+                          st.dictionaries(st.sampled_from(["city", "amount"]), json_values,
+                                          max_size=2))
+answers = st.dictionaries(st.sampled_from(FIELDS), _FIELD_VALUES, max_size=5)
+_WRAPPERS = st.sampled_from([
+    "{}", "```json\n{}\n```", "```\n{}\n```", "Sure! Here is the answer: {} Hope it helps.",
+    "{} trailing }} braces", "{{}}", "```json\n{}", "{}```", "  \n{}\n  ",
+])
+
+
+_ANSWER_KINDS = st.sampled_from(["answer", "answer", "answer", "text", "truncated", "json",
+                                 "strings_with_braces"])
+_ANSWER_TEXT = st.text(max_size=60)
+
+
+@st.composite
+def llm_answers(draw: st.DrawFn) -> str:
+    """What a model might answer: the JSON asked for, wrapped, broken, or anything at all."""
+    kind = draw(_ANSWER_KINDS)
+    if kind == "text":
+        return draw(_ANSWER_TEXT)
+    if kind == "json":
+        return json.dumps(draw(json_values))
+    encoded = json.dumps(draw(answers), ensure_ascii=draw(_BOOL))
+    if kind == "truncated":
+        return encoded[: draw(st.integers(0, max(0, len(encoded) - 1)))]
+    if kind == "strings_with_braces":
+        encoded = encoded[:-1] + (', "x": "} { \\" \\\\"}' if len(encoded) > 2 else '"x": "}"}')
+    return draw(_WRAPPERS).replace("{}", encoded, 1)
+
+
+# ---------------------------------------------------------------------------------------------
 # Retry-After
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -334,8 +370,9 @@ _VERDICTS = {layer: st.none() | layer_verdicts(layer) for layer in Layer}
 
 @st.composite
 def decision_inputs(draw: st.DrawFn, status: st.SearchStrategy[int] | None = None,
-                    dispatched: bool | None = None) -> DecisionInputs:
-    """Any `DecisionInputs` the step loop could build, and some it should not."""
+                    dispatched: bool | None = None,
+                    inconsistent_verdicts: bool = False) -> DecisionInputs:
+    """Any `DecisionInputs` the step loop could build (budgets and flags in any combination)."""
     flags = draw(_FLAGS)
     if dispatched is None:
         dispatched = flags[12]
@@ -343,6 +380,10 @@ def decision_inputs(draw: st.DrawFn, status: st.SearchStrategy[int] | None = Non
     max_attempts = draw(st.integers(min_value=1, max_value=6))
     max_validation = draw(st.integers(min_value=0, max_value=4))
     retry_after_ms = draw(_OPTIONAL_MS)
+    with_verdicts = inconsistent_verdicts or (
+        drawn_status is not None and 400 <= drawn_status <= 499
+        and drawn_status not in (401, 403, 405, 408, 429)
+    )
     return DecisionInputs(
         dispatched=dispatched,
         status=drawn_status,
@@ -381,7 +422,9 @@ def decision_inputs(draw: st.DrawFn, status: st.SearchStrategy[int] | None = Non
         max_llm_calls=draw(optional_limit),
         repeated_error_count=draw(_SMALL),
         max_repeated_errors=draw(optional_limit),
-        analyzer=draw(_VERDICTS[Layer.ANALYZER]),
-        resolver=draw(_VERDICTS[Layer.RE_RESOLUTION]),
-        legacy=draw(_VERDICTS[Layer.LEGACY]),
+        # The step loop adds a layer's verdict only after decide() asked for it, which it does
+        # for a correctable 4xx alone; `inconsistent_verdicts` drops that restriction.
+        analyzer=draw(_VERDICTS[Layer.ANALYZER]) if with_verdicts else None,
+        resolver=draw(_VERDICTS[Layer.RE_RESOLUTION]) if with_verdicts else None,
+        legacy=draw(_VERDICTS[Layer.LEGACY]) if with_verdicts else None,
     )

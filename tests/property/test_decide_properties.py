@@ -132,6 +132,21 @@ def test_decide_is_pure_and_deterministic(inputs: DecisionInputs) -> None:
     assert first.to_dict() == second.to_dict()
 
 
+@pytest.mark.xfail(strict=True, reason="policy: the *.protected and *.accept rules do not check "
+                                       "for a correctable 4xx, so a verdict in the inputs turns "
+                                       "a 100, 3xx or 6xx into retry_corrected or stop_protected")
+@settings(max_examples=examples(300))
+@given(inputs=decision_inputs(
+    status=st.one_of(st.integers(100, 199), st.integers(300, 399), st.integers(600, 999)),
+    dispatched=True, inconsistent_verdicts=True,
+))
+def test_a_layer_verdict_never_applies_outside_a_correctable_4xx(inputs: DecisionInputs) -> None:
+    # Minimal reproducer: DecisionInputs(dispatched=True, status=100, legacy=LayerVerdict(
+    #   Layer.LEGACY, answered=True, should_retry=True, proposed_parameters={"a": 1},
+    #   changed_keys=("a",))) decides retry_corrected (legacy.accept).
+    check_invariants(inputs, decide(inputs))
+
+
 @pytest.mark.xfail(strict=True, reason="policy: 402 (quota) reaches the layer 3 analyzer; SPEC "
                                        "§2.2 (seed 003) says it never reaches an LLM layer")
 def test_402_quota_never_reaches_an_llm_layer() -> None:
