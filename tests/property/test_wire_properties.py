@@ -74,7 +74,7 @@ def test_parse_envelope_never_raises_on_hostile_bodies(body: bytes) -> None:
     assert response is None or isinstance(response.success, bool)
 
 
-@settings(max_examples=examples(2000))
+@settings(max_examples=examples(1500))
 @given(pair=envelope_bodies())
 def test_retry_policy_is_read_only_from_a_false_success_and_an_object_error(
     pair: tuple[dict[str, Any], bytes],
