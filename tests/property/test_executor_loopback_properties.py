@@ -324,3 +324,42 @@ def test_a_2xx_body_that_is_not_a_json_object_is_not_a_success(
     outcome, recorder, received, _ = run_scenario(loopback, scenario, with_llm=False)
     check_recorded(outcome, recorder, received)
     assert outcome.steps[0].attempts[-1].action != "success"
+
+
+def _nested(depth: int, leaf: str) -> str:
+    return "[" * depth + leaf + "]" * depth
+
+
+@pytest.mark.xfail(strict=True, reason="policy.LayerVerdict.to_dict copies the verdict with "
+                                       "dataclasses.asdict, which recurses: a correction nested "
+                                       "600 deep raises RecursionError in decide(), a panic")
+def test_a_deeply_nested_correction_is_guarded_sent_and_recorded(loopback: Loopback) -> None:
+    answer = ('{"should_retry": true, "reason": "deep", "suggested_changes": {"city": '
+              + _nested(600, '"Tokyo"') + "}}")
+    scenario = {
+        "replies": [ToolReply.error(400, "BAD_CITY", "unknown city", "INPUT_ERROR"),
+                    ToolReply.ok({"ok": True})],
+        "parameters": {"city": "Tokio"}, "orchestrator": False, "side_effects": "none",
+        "config": {"max_attempts": 3}, "llm_replies": [LLMReply(answer)],
+    }
+    outcome, recorder, received, _ = run_scenario(loopback, scenario, with_llm=True)
+    check_recorded(outcome, recorder, received)
+    assert [a.rule for a in outcome.steps[0].attempts] == ["analyzer.accept", "success.2xx"]
+    assert received[1].body == ('{"city":' + _nested(600, '"Tokyo"') + "}").encode()
+
+
+@pytest.mark.xfail(strict=True, reason="policy.assess_correction compares old and new values "
+                                       "recursively (_same_json): a correction of a parameter "
+                                       "nested 450 deep raises RecursionError, an execution panic")
+def test_a_correction_of_a_deeply_nested_parameter_is_recorded(loopback: Loopback) -> None:
+    answer = ('{"should_retry": true, "reason": "deep", "suggested_changes": {"tags": '
+              + _nested(450, "2") + "}}")
+    scenario = {
+        "replies": [ToolReply.error(400, "BAD_TAGS", "bad tags", "INPUT_ERROR"),
+                    ToolReply.ok({"ok": True})],
+        "parameters": {"tags": json.loads(_nested(450, "1"))}, "orchestrator": False,
+        "side_effects": "none", "config": {"max_attempts": 3}, "llm_replies": [LLMReply(answer)],
+    }
+    outcome, recorder, received, _ = run_scenario(loopback, scenario, with_llm=True)
+    check_recorded(outcome, recorder, received)
+    assert [a.rule for a in outcome.steps[0].attempts] == ["analyzer.accept", "success.2xx"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -10,6 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executor.params import (
+    _go_json,
+    _go_json_scalar,
+    _go_json_string,
     coerce_parameters,
     go_format_value,
     guard_parameters,
@@ -126,3 +130,42 @@ def test_number_coercion_of_a_long_digit_run_is_linear() -> None:
 def test_binding_array_index_is_read_like_go_atoi(path: str, expected: Any) -> None:
     resolved = resolve_bindings({"x": "{{step-1." + path + "}}"}, {"step-1": {"items": ["a", "b"]}})
     assert resolved == {"x": expected}
+
+
+def _recursive_go_json(value: Any) -> str:
+    """The recursive encoder `_go_json` replaced, kept as the reference for shallow values."""
+    if isinstance(value, dict):
+        members = sorted((str(key), item) for key, item in value.items())
+        inner = ",".join(f"{_go_json_string(k)}:{_recursive_go_json(v)}" for k, v in members)
+        return "{" + inner + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_recursive_go_json(item) for item in value) + "]"
+    return _go_json_scalar(value)
+
+
+@settings(max_examples=examples(400))
+@given(value=json_values)
+def test_go_json_text_is_the_recursive_encoding(value: Any) -> None:
+    assert _go_json(value) == _recursive_go_json(value)
+
+
+DEEP = 900  # as deep as the wire decoder returns (about 990 levels)
+
+
+def test_an_exact_binding_of_a_deeply_nested_result_resolves_to_its_json_text() -> None:
+    data = json.loads("[" * DEEP + "]" * DEEP)
+    resolved = resolve_bindings({"x": "{{step-1.data}}"}, {"step-1": {"data": data}})
+    assert resolved == {"x": "[" * DEEP + "]" * DEEP}
+
+
+def test_the_guard_reads_a_deeply_nested_parameter() -> None:
+    deep = json.loads('{"a":' * DEEP + '"{{step-9.x}}"' + "}" * DEEP)
+    (violation,) = guard_parameters({"p": deep}, None, ("step-1",))
+    assert violation.kind == "unresolved_binding"
+    assert violation.path == "p" + ".a" * DEEP
+
+
+def test_string_coercion_of_json_nested_beyond_the_decoder_limit_keeps_the_value() -> None:
+    text = '{"code":' * 5000 + '"x"' + "}" * 5000
+    coerced, coercions = coerce_parameters({"a": text}, {"properties": {"a": {"type": "string"}}})
+    assert coerced == {"a": text} and coercions == ()
