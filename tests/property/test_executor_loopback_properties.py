@@ -37,7 +37,7 @@ from tests.property.strategies import (
     wire_statuses,
 )
 from tests.support.llm_server import LLMReply, ScriptedLLMServer
-from tests.support.plans import capability, plan, step
+from tests.support.plans import FAST_BACKOFF, capability, plan, step
 from tests.support.tool_server import ScriptedToolServer, ToolReply
 
 SPEC_FINAL_ACTIONS = {
@@ -230,12 +230,17 @@ def check_recorded(outcome: Any, recorder: ListRecorder, received: list[Any]) ->
         status = response.status
         if decision["action"] == "retry_same":
             assert is_transient_status(status)
-            assert decision["delay_ms"] is not None and decision["delay_ms"] >= 0
+            # Retry-After or backoff, capped by max_delay_ms (retry_after_max_ms is unset).
+            assert 0 <= decision["delay_ms"] <= FAST_BACKOFF["max_delay_ms"]
         if 400 <= status <= 499 and not is_transient_status(status):
             assert decision["action"] != "retry_same"
         if status in (401, 403, 405):
             assert decision["action"] in {"stop_refused", "stop_terminal"}
             assert not [c for c in recorder.of_kind("llm_call") if c.n == event.n]
+    for call in recorder.of_kind("llm_call"):
+        # seed 000 §3, §12: layers 3 and 4 only ever see a correctable 4xx.
+        status = responded[call.n].status
+        assert 400 <= status <= 499 and status not in (401, 403, 405, 408, 429)
     backoffs = [e for e in recorder.of_kind("backoff") if e.phase == "started"]
     retries = [a for a in step_outcome.attempts if a.action == "retry_same"]
     assert [b.planned_ms for b in backoffs] == [a.delay_ms for a in retries]
