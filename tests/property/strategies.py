@@ -365,6 +365,7 @@ _TOKENS = st.integers(min_value=0, max_value=10_000)
 _OPTIONAL_TOKENS = st.none() | _TOKENS
 _SMALL = st.integers(min_value=0, max_value=6)
 _FLAGS = st.tuples(*[st.booleans()] * 13)
+_BODY_IS_OBJECT = st.sampled_from([True, True, True, False])
 _VERDICTS = {layer: st.none() | layer_verdicts(layer) for layer in Layer}
 
 
@@ -422,6 +423,10 @@ def decision_inputs(draw: st.DrawFn, status: st.SearchStrategy[int] | None = Non
         max_llm_calls=draw(optional_limit),
         repeated_error_count=draw(_SMALL),
         max_repeated_errors=draw(optional_limit),
+        body_is_json_object=draw(_BODY_IS_OBJECT),
+        ended_by_deadline=drawn_status == 0 and flags[11] and not flags[10],
+        tool_retries_used=draw(_SMALL),
+        max_retries_per_tool=draw(optional_limit),
         # The step loop adds a layer's verdict only after decide() asked for it, which it does
         # for a correctable 4xx alone; `inconsistent_verdicts` drops that restriction.
         analyzer=draw(_VERDICTS[Layer.ANALYZER]) if with_verdicts else None,

@@ -6,9 +6,10 @@ import copy
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from executor.faults import Recovery
 from executor.policy import (
     ALL_RULES,
     INTERMEDIATE_ACTIONS,
@@ -17,6 +18,8 @@ from executor.policy import (
     Action,
     Decision,
     DecisionInputs,
+    Layer,
+    LayerVerdict,
     decide,
 )
 from executor.wire import RetryPolicy, is_success_status, is_transient_status
@@ -50,6 +53,10 @@ def check_invariants(inputs: DecisionInputs, decision: Decision) -> None:
     evaluated = [miss.rule_id for miss in decision.not_matched] + [decision.rule_id]
     table = RESPONSE_RULES if inputs.dispatched else PREDISPATCH_RULES
     assert evaluated == [rule.rule_id for rule in table][: len(evaluated)]
+    # seed 003: every final decision but success names one of six recoveries and its impact.
+    if decision.final and decision.action is not Action.SUCCESS:
+        assert decision.recovery in set(Recovery)
+        assert decision.impact and "\n" not in decision.impact
     status = inputs.status
     if not inputs.dispatched:
         assert decision.action in {Action.STOP_CANCELLED, Action.STOP_BUDGET,
@@ -85,7 +92,12 @@ def check_invariants(inputs: DecisionInputs, decision: Decision) -> None:
         assert decision.corrected_parameters == verdict.proposed_parameters
         assert inputs.validation_retries < inputs.max_validation_retries
     if is_success_status(status or 0):
-        assert decision.action is Action.SUCCESS
+        # seed 003: a 2xx whose body is not a JSON object is a result-parsing failure.
+        if inputs.body_is_json_object:
+            assert decision.action is Action.SUCCESS
+        else:
+            assert (decision.action, decision.rule_id) == (Action.STOP_TERMINAL,
+                                                           "result.not_json_object")
     elif inputs.cancelled or inputs.transport_error == "cancelled":
         assert decision.action is Action.STOP_CANCELLED
     elif inputs.retry_policy is RetryPolicy.EXPLICIT_FALSE:
@@ -133,25 +145,31 @@ def test_decide_is_pure_and_deterministic(inputs: DecisionInputs) -> None:
     assert first.to_dict() == second.to_dict()
 
 
-@pytest.mark.xfail(strict=True, reason="policy: the *.protected and *.accept rules do not check "
-                                       "for a correctable 4xx, so a verdict in the inputs turns "
-                                       "a 100, 3xx or 6xx into retry_corrected or stop_protected")
+# Minimal reproducer: a status the step loop never asks a layer about, with a verdict present.
+LEGACY_VERDICT_ON_100 = DecisionInputs(
+    dispatched=True, status=100, parameter_keys=("a",),
+    legacy=LayerVerdict(Layer.LEGACY, answered=True, should_retry=True,
+                        proposed_parameters={"a": 1}, changed_keys=("a",)),
+)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="policy: the *.protected and *.accept rules do not check for a "
+                          "correctable 4xx, so a verdict in the inputs turns a 100, 3xx or 6xx "
+                          "into retry_corrected (legacy.accept) or stop_protected")
 @settings(max_examples=examples(300))
 @given(inputs=decision_inputs(
     status=st.one_of(st.integers(100, 199), st.integers(300, 399), st.integers(600, 999)),
     dispatched=True, inconsistent_verdicts=True,
 ))
+@example(inputs=LEGACY_VERDICT_ON_100)
 def test_a_layer_verdict_never_applies_outside_a_correctable_4xx(inputs: DecisionInputs) -> None:
-    # Minimal reproducer: DecisionInputs(dispatched=True, status=100, legacy=LayerVerdict(
-    #   Layer.LEGACY, answered=True, should_retry=True, proposed_parameters={"a": 1},
-    #   changed_keys=("a",))) decides retry_corrected (legacy.accept).
     check_invariants(inputs, decide(inputs))
 
 
-@pytest.mark.xfail(strict=True, reason="policy: 402 (quota) reaches the layer 3 analyzer; SPEC "
-                                       "§2.2 (seed 003) says it never reaches an LLM layer")
 def test_402_quota_never_reaches_an_llm_layer() -> None:
     inputs = DecisionInputs(dispatched=True, status=402, llm_configured=True,
                             parameter_keys=("amount",))
     decision = decide(inputs)
-    assert decision.action not in ASK_ACTIONS, (decision.rule_id, decision.reason)
+    assert (decision.action, decision.rule_id) == (Action.STOP_TERMINAL, "terminal.quota")
+    assert "no LLM layer" in decision.reason
