@@ -92,24 +92,20 @@ def run_recorded(build: Callable[[Any], Any], db_path: Path | None) -> RecordedR
     configured) are opened first and closed after the run, even when it fails. Raises
     StoreError when the store cannot be opened for recording. Ctrl-C cancels the run.
     """
-    from executor.events import FanoutRecorder
-    from executor.telemetry import telemetry_from_env
+    from executor.telemetry import with_telemetry
 
     recorder = None
     if db_path is not None:
         from store.recorder import StoreRecorder
 
         recorder = StoreRecorder(db_path)
-    telemetry = telemetry_from_env()
-    recorders = [r for r in (recorder, telemetry) if r is not None]
     try:
-        executor = build(FanoutRecorder(*recorders))
-        outcome = asyncio.run(run_cancellable(executor))
+        with with_telemetry(recorder) as recorders:
+            executor = build(recorders)
+            outcome = asyncio.run(run_cancellable(executor))
     finally:
         if recorder is not None:
             recorder.close()
-        if telemetry is not None:
-            telemetry.shutdown()
     return RecordedRun(outcome, recorder)
 
 
@@ -195,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(handler=tui_command)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     add_run_parser(subparsers)
+    importlib.import_module("console.cmd_publish").add_parser(subparsers)
     for module_name in ("console.cmd_ls", "console.cmd_explain", "console.cmd_demo",
                         "console.cmd_replay", "console.cmd_export", "console.cmd_import",
                         "console.cmd_rerun"):
@@ -213,7 +210,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc))
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.handler(args) or 0)
+    from executor.telemetry import TelemetryConfigError
+
+    try:
+        return int(args.handler(args) or 0)
+    except TelemetryConfigError as exc:  # a bad OTEL_* value, found before anything ran
+        return fail(str(exc))
 
 
 if __name__ == "__main__":

@@ -175,14 +175,23 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
+    from executor.telemetry import with_telemetry
     from store.connection import resolve_db_path
     from store.errors import StoreError
+    from store.recorder import StoreRecorder
 
     db_path = resolve_db_path(getattr(args, "db", None))
     try:
-        outcomes = record_demo(db_path, fast=not args.slow)
+        store_recorder = StoreRecorder(db_path)
     except StoreError as error:
         return fail(str(error))
+    try:
+        with with_telemetry(store_recorder) as recorders:
+            outcomes = record_demo(recorders, fast=not args.slow)
+    except StoreError as error:
+        return fail(str(error))
+    finally:
+        store_recorder.close()
     print(f"recorded {len(outcomes)} demo executions into {db_path}:")
     for plan, outcome in zip(DEMO_PLANS, outcomes, strict=True):
         rules = ", ".join(f"{s.id} {s.final_rule or s.status}" for s in outcome.steps)

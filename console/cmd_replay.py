@@ -83,9 +83,11 @@ def run(args: argparse.Namespace) -> int:
             recorder = StoreRecorder(db_path)
         except StoreError as error:
             return fail(str(error))
-    replayer = Replayer(setup, recorder=recorder)
+    from executor.telemetry import with_telemetry
+
     try:
-        result = asyncio.run(run_cancellable(replayer))
+        with with_telemetry(recorder) as recorders:
+            result = asyncio.run(run_cancellable(Replayer(setup, recorder=recorders)))
     finally:
         if recorder is not None:
             recorder.close()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from executor.params import json_type_name
 from executor.redact import redact_sensitive_text
+from executor.tracecontext import llm_headers
 from executor.wire import is_transient_status
 
 if TYPE_CHECKING:
@@ -344,6 +345,7 @@ class LLMClient:
                 messages=messages,  # type: ignore[arg-type]
                 temperature=temperature,
                 max_tokens=max_tokens,
+                extra_headers=llm_headers(),  # W3C traceparent when telemetry propagates it
             )
         except self._api.APIStatusError as e:
             request_body = _request_bytes(e.request)

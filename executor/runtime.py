@@ -75,6 +75,7 @@ from executor.policy import (
 )
 from executor.redact import redact_sensitive_text
 from executor.resilience import CircuitBreaker, StateChange
+from executor.tracecontext import attempt_headers, llm_trace_context
 from executor.wire import (
     WireEnvelope,
     is_transient_status,
@@ -745,6 +746,7 @@ class PlanExecutor:
     async def _dispatch(self, step: StepSpec, url: str, state: _StepState) -> HttpOutcome:
         body = encode_json_body(state.parameters)
         headers = self._request_headers(step)
+        headers.update(attempt_headers(self.recorder, self.execution_id, step.id, state.n))
         self._emit(AttemptDispatched(
             execution_id=self.execution_id, step_id=step.id, n=state.n,
             attempt_number=state.attempt_number, at=self.clock(), method="POST", url=url,
@@ -963,7 +965,8 @@ class PlanExecutor:
         """
         failures: list[str] = []
         for try_number in range(1, LLM_MAX_TRIES + 1):
-            finished, result = await self._race_cancel(make_call())
+            with llm_trace_context(self.recorder, self.execution_id, step.id, state.n):
+                finished, result = await self._race_cancel(make_call())
             if not finished:
                 return None, None
             self._record_llm(step, state, result)

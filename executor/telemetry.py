@@ -12,14 +12,16 @@ OpenTelemetry) otherwise. Spans carry previews only; the full payloads live in t
 from __future__ import annotations
 
 import base64
-import hashlib
+import functools
 import json
 import logging
 import os
 import random
+import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -34,6 +36,7 @@ from executor.events import (
     Event,
     ExecutionFinished,
     ExecutionStarted,
+    FanoutRecorder,
     LLMCall,
     Notice,
     ParametersCoerced,
@@ -42,6 +45,11 @@ from executor.events import (
 )
 from executor.llm import SITE_CORRECTION, SITE_ERROR_ANALYSIS, SITE_SEMANTIC_RETRY
 from executor.redact import redact_json_value, redact_sensitive_text
+from executor.tracecontext import (  # noqa: F401 (re-exported: the ids spans get)
+    attempt_traceparent,
+    span_id_for,
+    trace_id_for_execution,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -94,7 +102,7 @@ COUNTERS: dict[str, str] = {
 HISTOGRAMS: dict[str, tuple[str, str]] = {
     "orchestration.error_analyzer.llm_latency_ms": ("ms", "Analyzer LLM call latency"),
     "orchestration.semantic_retry.llm_latency_ms": ("ms", "Re-resolver LLM call latency"),
-    "truva.backoff.wait_ms": ("ms", "Backoff waits as actually waited"),
+    "truva.backoff.wait": ("s", "Backoff waits as actually waited"),
     "gen_ai.client.operation.duration": ("s", "GenAI operation duration"),
     "gen_ai.client.token.usage": ("{token}", "Tokens used per LLM call"),
 }
@@ -116,12 +124,6 @@ def json_preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
     """A JSON value with credentials removed, as compact sorted JSON cut to `limit` chars."""
     text = json.dumps(redact_json_value(value), sort_keys=True, default=str, ensure_ascii=False)
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def trace_id_for_execution(execution_id: str) -> str:
-    """The 32-hex-digit trace id an execution's spans get from `ExecutionTraceIds`."""
-    digest = hashlib.sha256(execution_id.encode("utf-8")).digest()[:16]
-    return (digest if any(digest) else b"\x00" * 15 + b"\x01").hex()
 
 
 def _ns(at: float) -> int:
@@ -228,6 +230,61 @@ def _completion_fields(body: bytes) -> dict[str, Any]:
     }
 
 
+CONTENT_CHARS = 8192  # cap of one captured text (a message, tool arguments, a tool result)
+WORKFLOW_OPERATION = "invoke_workflow"
+
+
+def capped(text: str | None, where: str) -> str | None:
+    """`text` redacted and cut to CONTENT_CHARS, with a marker naming the store row it came from.
+
+    A cut text ends in `…[truncated: N of M chars; the whole text is in the debug store,
+    <where>]`, so nobody mistakes a span attribute for the full prompt or body.
+    """
+    if text is None:
+        return None
+    redacted = redact_sensitive_text(text)
+    if len(redacted) <= CONTENT_CHARS:
+        return redacted
+    return (
+        f"{redacted[:CONTENT_CHARS]}…[truncated: {CONTENT_CHARS} of {len(redacted)} chars; "
+        f"the whole text is in the debug store, {where}]"
+    )
+
+
+def capped_json(value: Any, where: str) -> str:
+    """A JSON value with credentials removed, as compact sorted JSON, capped like `capped`."""
+    text = json.dumps(redact_json_value(value), sort_keys=True, default=str, ensure_ascii=False)
+    return capped(text, where) or ""
+
+
+def _mime(headers: Mapping[str, str] | None) -> str:
+    for key, value in (headers or {}).items():
+        if key.lower() == "content-type" and "json" in str(value).lower():
+            return "application/json"
+    return "text/plain"
+
+
+def _workflow_name(plan_path: str | None) -> str:
+    """`gen_ai.workflow.name`: the plan file's stem, or `plan` for a plan given in memory."""
+    if plan_path:
+        stem = plan_path.replace("\\", "/").rsplit("/", 1)[-1]
+        return stem.removesuffix(".json") or "plan"
+    return "plan"
+
+
+def _capability_descriptions(plan: Any) -> dict[str, str]:
+    """`"<tool>.<capability>"` → its non-empty description, from the recorded plan."""
+    capabilities = plan.get("capabilities") if isinstance(plan, Mapping) else None
+    if not isinstance(capabilities, Mapping):
+        return {}
+    return {
+        str(name): spec["description"]
+        for name, spec in capabilities.items()
+        if isinstance(spec, Mapping) and isinstance(spec.get("description"), str)
+        and spec["description"]
+    }
+
+
 def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str | None:
     for message in reversed(messages):
         if message.get("role") == "user" and isinstance(message.get("content"), str):
@@ -236,14 +293,15 @@ def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 class ExecutionTraceIds:
-    """An id generator whose next trace id can be set, so an execution's trace id is derivable.
+    """An id generator whose next trace and span ids can be set, so ids are derivable.
 
-    The recorder sets `trace_id_for_execution(execution_id)` before it starts a root span;
-    every other id is random, as in the SDK's `RandomIdGenerator`.
+    The recorder sets `trace_id_for_execution(execution_id)` before it starts a root span and
+    `span_id_for(...)` before every span; ids nobody set are random, as in `RandomIdGenerator`.
     """
 
     def __init__(self) -> None:
         self._next_trace_id: int | None = None
+        self._next_span_id: int | None = None
         self._lock = threading.Lock()
 
     def use_next(self, trace_id_hex: str) -> None:
@@ -251,8 +309,17 @@ class ExecutionTraceIds:
         with self._lock:
             self._next_trace_id = int(trace_id_hex, 16)
 
+    def use_next_span(self, span_id_hex: str) -> None:
+        """The next `generate_span_id` call returns this id."""
+        with self._lock:
+            self._next_span_id = int(span_id_hex, 16)
+
     def generate_span_id(self) -> int:
-        """A random non-zero 64-bit span id."""
+        """The id set by `use_next_span`, once; else a random non-zero 64-bit span id."""
+        with self._lock:
+            chosen, self._next_span_id = self._next_span_id, None
+        if chosen is not None:
+            return chosen
         span_id = random.getrandbits(64)
         while span_id == 0:
             span_id = random.getrandbits(64)
@@ -302,6 +369,8 @@ class _StepTrack:
     tool: str
     capability: str
     depends_on: tuple[str, ...] = ()
+    execution_id: str = ""
+    description: str | None = None
     dispatches: int = 0
     corrections_applied: int = 0
     attempts: dict[int, _AttemptTrack] = field(default_factory=dict)
@@ -319,6 +388,7 @@ class _ExecutionTrack:
     last_at: float
     steps: dict[str, _StepTrack] = field(default_factory=dict)
     step_statuses: dict[str, str] = field(default_factory=dict)
+    descriptions: dict[str, str] = field(default_factory=dict)
 
 
 class TelemetryRecorder:
@@ -335,6 +405,8 @@ class TelemetryRecorder:
         tracer_provider: TracerProvider,
         meter_provider: MeterProvider | None = None,
         exporters: Sequence[Any] = (),
+        capture_content: bool = False,
+        propagate_trace_context: bool = True,
     ) -> None:
         from opentelemetry import metrics as metrics_api
         from opentelemetry import trace as trace_api
@@ -343,6 +415,9 @@ class TelemetryRecorder:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider or metrics_api.NoOpMeterProvider()
         self._exporters = tuple(exporters)
+        self.capture_content = capture_content
+        self.propagate_trace_context = propagate_trace_context
+        self.metrics_gate: Any = None
         self._tracer = tracer_provider.get_tracer(INSTRUMENTATION_SCOPE, __version__)
         meter = self.meter_provider.get_meter(INSTRUMENTATION_SCOPE, __version__)
         self._counters = {
@@ -449,15 +524,25 @@ class TelemetryRecorder:
         at: float,
         attributes: Mapping[str, Any],
         kind: Any = None,
+        *,
+        key: tuple[Any, ...],
     ) -> Span:
+        """Start a span whose id is `span_id_for(*key)`; key[0] is the execution id."""
         context = self._trace.set_span_in_context(parent) if parent is not None else None
+        ids = getattr(self.tracer_provider, "id_generator", None)
+        if isinstance(ids, ExecutionTraceIds):
+            ids.use_next_span(span_id_for(*key))
         return self._tracer.start_span(
             name,
             context=context,
             kind=kind if kind is not None else self._trace.SpanKind.INTERNAL,
-            attributes=_attributes(attributes),
+            attributes=_attributes({**attributes, "session.id": key[0]}),
             start_time=_ns(at),
         )
+
+    def _content(self, attributes: Mapping[str, Any]) -> dict[str, Any]:
+        """`attributes` when content capture is on, else nothing."""
+        return dict(attributes) if self.capture_content else {}
 
     @staticmethod
     def _event(span: Span, name: str, at: float, attributes: Mapping[str, Any]) -> None:
@@ -486,7 +571,17 @@ class TelemetryRecorder:
         ids = getattr(self.tracer_provider, "id_generator", None)
         if isinstance(ids, ExecutionTraceIds):
             ids.use_next(trace_id_for_execution(execution_id))
-        span = self._start(SPAN_EXECUTION, None, at, attributes)
+        span = self._start(
+            SPAN_EXECUTION,
+            None,
+            at,
+            {
+                "gen_ai.operation.name": WORKFLOW_OPERATION,
+                "openinference.span.kind": "CHAIN",
+                **attributes,
+            },
+            key=(execution_id, "execution"),
+        )
         track = _ExecutionTrack(span, execution_id, at, step_count, at)
         self._executions[execution_id] = track
         return track
@@ -533,6 +628,8 @@ class TelemetryRecorder:
             event.execution_id,
             event.started_at,
             {
+                "gen_ai.workflow.name": _workflow_name(event.plan_path),
+                **self._content({"input.value": capped(event.query, "executions.query")}),
                 "truva.execution.id": event.execution_id,
                 "truva.query": preview(event.query),
                 "truva.plan.path": event.plan_path,
@@ -542,6 +639,7 @@ class TelemetryRecorder:
             },
             step_count,
         )
+        track.descriptions = _capability_descriptions(event.plan)
         self._event(
             track.span,
             "plan_execution_started",
@@ -567,6 +665,17 @@ class TelemetryRecorder:
                     "truva.incomplete_steps": tuple(event.incomplete_steps),
                     "truva.llm.calls": event.llm_calls,
                     "truva.llm.total_tokens": event.llm_total_tokens,
+                    **self._content(
+                        {
+                            "output.value": json.dumps(
+                                {
+                                    "status": event.status,
+                                    "incomplete_steps": list(event.incomplete_steps),
+                                }
+                            ),
+                            "output.mime_type": "application/json",
+                        }
+                    ),
                 }
             )
         )
@@ -639,14 +748,24 @@ class TelemetryRecorder:
             track.span,
             event.started_at,
             {
-                "step_id": event.step_id,
-                "step.agent_name": event.tool,
-                "step.capability": event.capability,
+                "openinference.span.kind": "CHAIN",
+                "truva.step.id": event.step_id,
+                "truva.step.tool": event.tool,
+                "truva.step.capability": event.capability,
                 "truva.step.depends_on": tuple(event.depends_on),
                 "truva.step.protected_keys": tuple(sorted(event.protected_keys)),
                 "truva.capability.orchestrator": event.orchestrator,
                 "truva.capability.side_effects": event.side_effects,
+                **self._content(
+                    {
+                        "input.value": capped_json(
+                            event.parameters, f"steps of execution {event.execution_id}"
+                        ),
+                        "input.mime_type": "application/json",
+                    }
+                ),
             },
+            key=(event.execution_id, "step", event.step_id),
         )
         track.steps[event.step_id] = _StepTrack(
             span,
@@ -655,6 +774,8 @@ class TelemetryRecorder:
             event.tool,
             event.capability,
             tuple(event.depends_on),
+            execution_id=event.execution_id,
+            description=track.descriptions.get(f"{event.tool}.{event.capability}") or None,
         )
         self._event(
             span,
@@ -681,18 +802,33 @@ class TelemetryRecorder:
                 STEP_SPAN_PREFIX + event.step_id,
                 track.span,
                 event.finished_at,
-                {"step_id": event.step_id},
+                {"openinference.span.kind": "CHAIN", "truva.step.id": event.step_id},
+                key=(event.execution_id, "step", event.step_id),
             )
-            step = _StepTrack(span, event.step_id, event.finished_at, "", "")
+            step = _StepTrack(
+                span, event.step_id, event.finished_at, "", "", execution_id=event.execution_id
+            )
             track.steps[event.step_id] = step
         duration_ms = round((event.finished_at - step.started_at) * 1000.0, 3)
         step.span.set_attributes(
             _attributes(
                 {
-                    "step.success": event.status == "succeeded",
-                    "step.attempts": event.attempts,
-                    "step.duration_ms": duration_ms,
-                    "step.error": preview(event.error),
+                    "truva.step.success": event.status == "succeeded",
+                    "truva.step.attempts": event.attempts,
+                    "truva.step.duration": round(event.finished_at - step.started_at, 6),
+                    "truva.step.error": preview(event.error),
+                    **self._content(
+                        {
+                            "output.value": json.dumps(
+                                {
+                                    "status": event.status,
+                                    "final_action": event.final_action,
+                                    "final_rule_id": event.final_rule_id,
+                                }
+                            ),
+                            "output.mime_type": "application/json",
+                        }
+                    ),
                     "truva.step.status": event.status,
                     "truva.dispatch_count": event.dispatch_count,
                     "truva.validation_retries": event.validation_retries,
@@ -785,10 +921,16 @@ class TelemetryRecorder:
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": tool_name,
                 "gen_ai.tool.type": "function",
-                "step_id": step.step_id,
+                "gen_ai.tool.call.id": f"{step.execution_id}:{step.step_id}:{n}",
+                "gen_ai.tool.description": step.description,
+                "openinference.span.kind": "TOOL",
+                "tool.name": tool_name,
+                "tool.description": step.description,
+                "truva.step.id": step.step_id,
                 "truva.attempt.n": n,
                 **attributes,
             },
+            key=(step.execution_id, "attempt", step.step_id, n),
         )
         attempt = _AttemptTrack(span, n)
         step.attempts[n] = attempt
@@ -799,6 +941,8 @@ class TelemetryRecorder:
         if step is None:
             return
         address, port = _server(event.url)
+        where = f"attempts {event.execution_id}:{event.step_id}:{event.n}"
+        arguments = capped_json(event.parameters, where) if self.capture_content else None
         attempt = self._open_attempt(
             step,
             event.n,
@@ -812,6 +956,13 @@ class TelemetryRecorder:
                 "server.address": address,
                 "server.port": port,
                 "http.request.resend_count": step.dispatches or None,
+                **self._content(
+                    {
+                        "gen_ai.tool.call.arguments": arguments,
+                        "input.value": arguments,
+                        "input.mime_type": "application/json",
+                    }
+                ),
             },
         )
         attempt.attempt_number = event.attempt_number
@@ -830,16 +981,25 @@ class TelemetryRecorder:
             error_type = event.transport_error or "_OTHER"
         elif not 200 <= event.status < 300:
             error_type = str(event.status)
+        where = f"attempts {event.execution_id}:{event.step_id}:{event.n}"
+        result = capped(_body_text(event.response_body), where) if self.capture_content else None
         attempt.span.set_attributes(
             _attributes(
                 {
                     "http.response.status_code": event.status or None,
                     "error.type": error_type,
                     "truva.retry_policy": event.retry_policy,
-                    "truva.http.elapsed_ms": round(event.elapsed_ms, 3),
+                    "truva.http.duration": round(event.elapsed_ms / 1000.0, 6),
                     "truva.transport_error": event.transport_error,
                     "truva.transport_error.message": preview(event.transport_error_message),
                     "truva.response.size": len(event.response_body),
+                    **self._content(
+                        {
+                            "gen_ai.tool.call.result": result,
+                            "output.value": result,
+                            "output.mime_type": _mime(event.response_headers),
+                        }
+                    ),
                 }
             )
         )
@@ -872,7 +1032,9 @@ class TelemetryRecorder:
                     "truva.decision.rule_id": decision.get("rule_id"),
                     "truva.decision.reason": preview(decision.get("reason")),
                     "truva.decision.layer": _layer_name(decision),
-                    "truva.delay_ms": delay_ms if action == "retry_same" else None,
+                    "truva.delay": round(delay_ms / 1000.0, 6)
+                    if action == "retry_same" and isinstance(delay_ms, int | float)
+                    else None,
                     "truva.delay_source": decision.get("delay_source")
                     if action == "retry_same"
                     else None,
@@ -1049,7 +1211,9 @@ class TelemetryRecorder:
         elif event.phase in ("finished", "cancelled"):
             waited = event.actual_ms if event.actual_ms is not None else event.planned_ms
             self._observe(
-                "truva.backoff.wait_ms", waited, {"source": event.source, "outcome": event.phase}
+                "truva.backoff.wait",
+                waited / 1000.0,
+                {"source": event.source, "outcome": event.phase},
             )
             if event.phase == "cancelled":
                 self._event(
@@ -1075,8 +1239,8 @@ class TelemetryRecorder:
             event.at,
             {
                 **{f"truva.{key}": value for key, value in (event.attrs or {}).items()},
-                "step_id": event.step_id,
-                "attempt": event.n,
+                "truva.step.id": event.step_id,
+                "truva.attempt.n": event.n,
                 "message": preview(event.message),
             },
         )
@@ -1098,6 +1262,7 @@ class TelemetryRecorder:
         error_type = _llm_error_type(event)
         parsed = event.parsed if isinstance(event.parsed, Mapping) else {}
         should_retry = parsed.get("should_retry")
+        completion = _completion_fields(event.response_body)
         span = self._start(
             f"{LLM_OPERATION} {event.model}",
             parent,
@@ -1110,25 +1275,36 @@ class TelemetryRecorder:
                 "gen_ai.request.max_tokens": event.max_tokens,
                 "gen_ai.usage.input_tokens": event.prompt_tokens,
                 "gen_ai.usage.output_tokens": event.completion_tokens,
-                "gen_ai.output.type": "json",
-                **_completion_fields(event.response_body),
+                **completion,
+                "openinference.span.kind": "LLM",
+                "llm.provider": GEN_AI_PROVIDER,
+                "llm.system": GEN_AI_PROVIDER,
+                "llm.model_name": event.model,
+                "llm.invocation_parameters": json.dumps(
+                    {"temperature": float(event.temperature), "max_tokens": event.max_tokens}
+                ),
+                "llm.token_count.prompt": event.prompt_tokens,
+                "llm.token_count.completion": event.completion_tokens,
+                "llm.token_count.total": event.total_tokens,
+                **(self._message_content(event, completion) if self.capture_content else {}),
                 "server.address": address,
                 "server.port": port,
                 "http.response.status_code": event.response_status,
                 "error.type": error_type,
                 "truva.llm.site": event.site,
                 "truva.llm.call_id": event.call_id,
-                "truva.llm.latency_ms": round(event.latency_ms, 3),
+                "truva.llm.duration": round(event.latency_ms / 1000.0, 6),
                 "truva.llm.total_tokens": event.total_tokens,
                 "truva.llm.prompt_preview": preview(_last_user_text(event.messages)),
                 "truva.llm.response_preview": preview(event.raw_text),
                 "truva.llm.parse_error": preview(event.parse_error),
                 "truva.llm.error": preview(event.error),
                 "truva.llm.should_retry": should_retry if isinstance(should_retry, bool) else None,
-                "step_id": event.step_id,
+                "truva.step.id": event.step_id,
                 "truva.attempt.n": event.n,
             },
             kind=self._trace.SpanKind.CLIENT,
+            key=(event.execution_id, "llm", event.call_id),
         )
         if error_type is not None:
             self._fail(span, preview(event.error))
@@ -1139,6 +1315,50 @@ class TelemetryRecorder:
         events_span = self._innermost_open_span(event.execution_id, event.step_id, event.n, end_at)
         if step is not None and events_span is not None:
             self._layer_events(event, step, attempt, events_span, end_at)
+
+    @staticmethod
+    def _message_content(event: LLMCall, completion: Mapping[str, Any]) -> dict[str, Any]:
+        """GenAI and OpenInference message attributes: redacted, each text capped."""
+        where = f"llm_calls {event.call_id}"
+        system_parts: list[dict[str, Any]] = []
+        inputs: list[dict[str, Any]] = []
+        plain: list[dict[str, Any]] = []
+        attributes: dict[str, Any] = {}
+        for index, message in enumerate(event.messages):
+            role = str(message.get("role") or "user")
+            content = message.get("content")
+            text = content if isinstance(content, str) else json.dumps(content, default=str)
+            text = capped(text, where)
+            if role == "system":
+                system_parts.append({"type": "text", "content": text})
+            else:
+                inputs.append({"role": role, "parts": [{"type": "text", "content": text}]})
+            plain.append({"role": role, "content": text})
+            attributes[f"llm.input_messages.{index}.message.role"] = role
+            attributes[f"llm.input_messages.{index}.message.content"] = text
+        if system_parts:
+            attributes["gen_ai.system_instructions"] = json.dumps(system_parts, ensure_ascii=False)
+        attributes["gen_ai.input.messages"] = json.dumps(inputs, ensure_ascii=False)
+        attributes["input.value"] = json.dumps(plain, ensure_ascii=False)
+        attributes["input.mime_type"] = "application/json"
+        if event.raw_text is not None:
+            answer = capped(event.raw_text, where)
+            reasons = completion.get("gen_ai.response.finish_reasons") or ("stop",)
+            attributes["gen_ai.output.messages"] = json.dumps(
+                [
+                    {
+                        "role": "assistant",
+                        "parts": [{"type": "text", "content": answer}],
+                        "finish_reason": reasons[0],
+                    }
+                ],
+                ensure_ascii=False,
+            )
+            attributes["llm.output_messages.0.message.role"] = "assistant"
+            attributes["llm.output_messages.0.message.content"] = answer
+            attributes["output.value"] = answer
+            attributes["output.mime_type"] = "text/plain"
+        return attributes
 
     def _llm_metrics(
         self, event: LLMCall, step: _StepTrack | None, error_type: str | None, address: str | None
@@ -1280,25 +1500,63 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() == "true"
 
 
-def _signal_endpoint(env: Mapping[str, str], signal: str) -> str | None:
-    """The OTLP/HTTP URL for `signal` (traces|metrics): per-signal verbatim, else base + path."""
+PROTOCOLS = ("grpc", "http/protobuf", "http/json")
+DEFAULT_PROTOCOL = "http/protobuf"
+CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+PROPAGATE_VARIABLE = "TRUVA_PROPAGATE_TRACE_CONTEXT"
+# Answers that mean "this endpoint has no such signal", not "try again later".
+_NO_SIGNAL_HTTP_STATUSES = ("404", "405", "501")
+
+
+class TelemetryConfigError(ValueError):
+    """An OTEL_* variable has a value this program cannot honour (one line, names the variable)."""
+
+
+def _setting(env: Mapping[str, str], signal: str, name: str) -> tuple[str, str] | None:
+    """(variable, value) of `OTEL_EXPORTER_OTLP_<SIGNAL>_<NAME>`, else of the general variable."""
+    for variable in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
+        value = env.get(variable, "").strip()
+        if value:
+            return variable, value
+    return None
+
+
+def signal_protocol(env: Mapping[str, str], signal: str) -> str:
+    """`grpc`, `http/protobuf` or `http/json` for `signal` (traces|metrics), per-signal first.
+
+    Raises TelemetryConfigError for any other value, naming the variable and the value.
+    """
+    found = _setting(env, signal, "PROTOCOL")
+    if found is None:
+        return DEFAULT_PROTOCOL
+    variable, value = found
+    if value.lower() not in PROTOCOLS:
+        raise TelemetryConfigError(
+            f"{variable}={value!r}: expected one of {', '.join(PROTOCOLS)}; nothing was exported"
+        )
+    return value.lower()
+
+
+def _signal_endpoint(
+    env: Mapping[str, str], signal: str, protocol: str = DEFAULT_PROTOCOL
+) -> str | None:
+    """The OTLP URL for `signal`: per-signal verbatim, else the base (+ `/v1/<signal>` for HTTP)."""
     specific = env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip()
     if specific:
         return specific
     base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-    return f"{base.removesuffix('/')}/v1/{signal}" if base else None
+    if not base:
+        return None
+    return base if protocol == "grpc" else f"{base.removesuffix('/')}/v1/{signal}"
 
 
-def _exporter_options(env: Mapping[str, str], signal: str) -> dict[str, Any]:
+def _exporter_options(env: Mapping[str, str], signal: str, protocol: str) -> dict[str, Any]:
     """Headers, timeout, compression and TLS files for one signal, per-signal variables first."""
-    from opentelemetry.exporter.otlp.proto.http import Compression
     from opentelemetry.util.re import parse_env_headers
 
     def setting(name: str) -> str | None:
-        value = env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_{name}") or env.get(
-            f"OTEL_EXPORTER_OTLP_{name}"
-        )
-        return value.strip() if value and value.strip() else None
+        found = _setting(env, signal, name)
+        return found[1] if found is not None else None
 
     options: dict[str, Any] = {}
     if (headers := setting("HEADERS")) is not None:
@@ -1309,11 +1567,22 @@ def _exporter_options(env: Mapping[str, str], signal: str) -> dict[str, Any]:
         except ValueError:
             _logger.warning("OTEL_EXPORTER_OTLP_TIMEOUT: expected seconds, got %r", timeout)
     if (compression := setting("COMPRESSION")) is not None:
-        choices = {
-            "gzip": Compression.Gzip,
-            "deflate": Compression.Deflate,
-            "none": Compression.NoCompression,
-        }
+        if protocol == "grpc":
+            from grpc import Compression
+
+            choices = {
+                "gzip": Compression.Gzip,
+                "deflate": Compression.Deflate,
+                "none": Compression.NoCompression,
+            }
+        else:
+            from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
+
+            choices = {
+                "gzip": HttpCompression.Gzip,
+                "deflate": HttpCompression.Deflate,
+                "none": HttpCompression.NoCompression,
+            }
         if compression.lower() in choices:
             options["compression"] = choices[compression.lower()]
         else:
@@ -1321,14 +1590,184 @@ def _exporter_options(env: Mapping[str, str], signal: str) -> dict[str, Any]:
                 "OTEL_EXPORTER_OTLP_COMPRESSION: expected gzip, deflate or none, got %r",
                 compression,
             )
-    for name, option in (
-        ("CERTIFICATE", "certificate_file"),
-        ("CLIENT_KEY", "client_key_file"),
-        ("CLIENT_CERTIFICATE", "client_certificate_file"),
-    ):
-        if (value := setting(name)) is not None:
-            options[option] = value
+    if protocol != "grpc":
+        # The gRPC exporter reads the certificate variables from the process environment.
+        for name, option in (
+            ("CERTIFICATE", "certificate_file"),
+            ("CLIENT_KEY", "client_key_file"),
+            ("CLIENT_CERTIFICATE", "client_certificate_file"),
+        ):
+            if (value := setting(name)) is not None:
+                options[option] = value
     return options
+
+
+def _json_body(message: Any) -> bytes:
+    """An OTLP protobuf message in the OTLP/JSON encoding (hex ids, lowerCamelCase)."""
+    from google.protobuf.json_format import MessageToDict
+
+    document = _hex_ids(MessageToDict(message, use_integers_for_enums=True))
+    return json.dumps(document, separators=(",", ":")).encode("utf-8")
+
+
+def _span_exporter(protocol: str, endpoint: str, options: Mapping[str, Any]) -> Any:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcSpanExporter,
+        )
+
+        return GrpcSpanExporter(endpoint=endpoint, **options)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    if protocol == "http/json":
+        return _json_exporter_classes()[0](endpoint=endpoint, **options)
+    return OTLPSpanExporter(endpoint=endpoint, **options)
+
+
+def _metric_exporter(protocol: str, endpoint: str, options: Mapping[str, Any]) -> Any:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
+
+        return GrpcMetricExporter(endpoint=endpoint, **options)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    if protocol == "http/json":
+        return _json_exporter_classes()[1](endpoint=endpoint, **options)
+    return OTLPMetricExporter(endpoint=endpoint, **options)
+
+
+@functools.cache
+def _json_exporter_classes() -> tuple[type, type]:
+    """The OTLP/HTTP JSON span and metric exporters (defined on first use: lazy imports)."""
+    from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.metrics.export import MetricExportResult
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    class JsonSpanExporter(OTLPSpanExporter):
+        """OTLP/HTTP with the JSON encoding (`OTEL_EXPORTER_OTLP_PROTOCOL=http/json`)."""
+
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            self._client._headers["Content-Type"] = "application/json"  # pinned 1.45.2
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            if self._shutdown:
+                return SpanExportResult.FAILURE
+            result = self._client.export(_json_body(encode_spans(spans)))
+            return SpanExportResult.SUCCESS if result.success else SpanExportResult.FAILURE
+
+    class JsonMetricExporter(OTLPMetricExporter):
+        """OTLP/HTTP metrics with the JSON encoding."""
+
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            self._client._headers["Content-Type"] = "application/json"  # pinned 1.45.2
+
+        def export(
+            self, metrics_data: Any, timeout_millis: float | None = 10_000, **kwargs: Any
+        ) -> MetricExportResult:
+            if self._shutdown:
+                return MetricExportResult.FAILURE
+            result = self._client.export(_json_body(encode_metrics(metrics_data)))
+            return MetricExportResult.SUCCESS if result.success else MetricExportResult.FAILURE
+
+    return JsonSpanExporter, JsonMetricExporter
+
+
+class _NoMetricsEndpointGate:
+    """Turns "this endpoint has no metrics service" into one warning and stops metric exports.
+
+    A tracing-only backend (Phoenix answers HTTP 405 on /v1/metrics; a gRPC server without the
+    metrics service answers UNIMPLEMENTED) would otherwise get an error line per export. While
+    the gated exporter exports, `_GATE_FILTER` on the metric exporters' loggers hands this
+    gate the lines logged on that thread; the gate recognises that first failure line, drops
+    it, prints one warning naming `OTEL_METRICS_EXPORTER=none`, and every later export of its
+    exporter is skipped.
+    """
+
+    def __init__(self, endpoint: str, warn: Any) -> None:
+        self.endpoint = endpoint
+        self.closed_by: str | None = None
+        self._warn = warn
+
+    def keep(self, record: logging.LogRecord) -> bool:
+        """False for the exporter's "no metrics here" line (and its repeats), which it reports."""
+        message = record.getMessage()
+        if self.closed_by is not None and "metrics" in message:
+            return False
+        answer = None
+        if message.startswith("Failed to export metrics batch code: "):
+            code = message.removeprefix("Failed to export metrics batch code: ")[:3]
+            answer = f"HTTP {code}" if code in _NO_SIGNAL_HTTP_STATUSES else None
+        elif message.startswith("Failed to export metrics") and "UNIMPLEMENTED" in message:
+            answer = "gRPC UNIMPLEMENTED"
+        if answer is None:
+            return True
+        self.closed_by = answer
+        self._warn(
+            f"the OTLP endpoint {self.endpoint} does not accept metrics ({answer}); metrics are "
+            "not exported for the rest of this command — set OTEL_METRICS_EXPORTER=none "
+            "(or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT to a collector that takes metrics)"
+        )
+        return False
+
+
+class _GateFilter(logging.Filter):
+    """Routes the metric exporters' log lines to the gate whose export is running on this thread."""
+
+    LOGGERS = (
+        "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+        "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exporting = threading.local()
+        self._attached = False
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        gate = getattr(self.exporting, "gate", None)
+        return True if gate is None else gate.keep(record)
+
+    def attach(self) -> None:
+        with self._lock:
+            if not self._attached:
+                for name in self.LOGGERS:
+                    logging.getLogger(name).addFilter(self)
+                self._attached = True
+
+
+_GATE_FILTER = _GateFilter()
+
+
+def _gated_metric_exporter(exporter: Any, gate: _NoMetricsEndpointGate) -> Any:
+    """`exporter`, whose `export` reports through `gate` and does nothing once it has closed."""
+    from opentelemetry.sdk.metrics.export import MetricExportResult
+
+    export = exporter.export
+    _GATE_FILTER.attach()
+
+    def gated(metrics_data: Any, timeout_millis: float | None = 10_000, **kwargs: Any) -> Any:
+        if gate.closed_by is not None:
+            return MetricExportResult.SUCCESS
+        _GATE_FILTER.exporting.gate = gate
+        try:
+            return export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+        finally:
+            _GATE_FILTER.exporting.gate = None
+
+    exporter.export = gated
+    return exporter
+
+
+def _warn_stderr(message: str) -> None:
+    print(f"truva-console: {message}", file=sys.stderr, flush=True)
 
 
 def _resource(env: Mapping[str, str], service_name: str) -> Any:
@@ -1344,26 +1783,52 @@ def _resource(env: Mapping[str, str], service_name: str) -> Any:
     return Resource.create(attributes)
 
 
+def _exporter_kind(env: Mapping[str, str], variable: str) -> str:
+    value = env.get(variable, "").strip().lower()
+    if value in ("", "otlp", "none"):
+        return value or "otlp"
+    raise TelemetryConfigError(
+        f"{variable}={env.get(variable)!r}: expected otlp or none; nothing was exported"
+    )
+
+
+def capture_content_from_env(env: Mapping[str, str] = os.environ) -> bool:
+    """`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` (off by default)."""
+    return _truthy(env.get(CAPTURE_CONTENT_VARIABLE))
+
+
+def propagate_from_env(env: Mapping[str, str] = os.environ) -> bool:
+    """`TRUVA_PROPAGATE_TRACE_CONTEXT`: on unless set to false/0/no/off."""
+    value = env.get(PROPAGATE_VARIABLE, "").strip().lower()
+    return value not in ("false", "0", "no", "off")
+
+
 def telemetry_from_env(
-    env: Mapping[str, str] = os.environ, service_name: str = DEFAULT_SERVICE_NAME
+    env: Mapping[str, str] = os.environ,
+    service_name: str = DEFAULT_SERVICE_NAME,
+    *,
+    warn: Any = _warn_stderr,
 ) -> TelemetryRecorder | None:
-    """A recorder exporting over OTLP/HTTP (protobuf) when the environment names an endpoint.
+    """A recorder exporting over OTLP when the environment names an endpoint.
 
     None, with nothing imported from OpenTelemetry, unless `OTEL_EXPORTER_OTLP_ENDPOINT`,
     `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` is set, or
-    when `OTEL_SDK_DISABLED=true`. Honours the standard `OTEL_EXPORTER_OTLP_*` headers,
-    timeout, compression and certificate variables (per-signal first), `OTEL_SERVICE_NAME`,
-    `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_METRIC_EXPORT_INTERVAL`, and `OTEL_TRACES_EXPORTER` /
-    `OTEL_METRICS_EXPORTER=none`. Call `shutdown()` on the result when the run is over.
+    when `OTEL_SDK_DISABLED=true`. The protocol is `OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]PROTOCOL`
+    (`grpc`, `http/protobuf` (default), `http/json`). Honours the standard `OTEL_EXPORTER_OTLP_*`
+    headers, timeout, compression and certificate variables (per-signal first),
+    `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_METRIC_EXPORT_INTERVAL`,
+    `OTEL_TRACES_EXPORTER` / `OTEL_METRICS_EXPORTER=none`, content capture
+    (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`) and `TRUVA_PROPAGATE_TRACE_CONTEXT`.
+    Raises TelemetryConfigError for a value it cannot honour. Call `shutdown()` on the result.
     """
     if _truthy(env.get("OTEL_SDK_DISABLED")):
         return None
-    traces_url = _signal_endpoint(env, "traces")
-    metrics_url = _signal_endpoint(env, "metrics")
-    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
-        traces_url = None
-    if env.get("OTEL_METRICS_EXPORTER", "").strip().lower() == "none":
-        metrics_url = None
+    traces_on = _exporter_kind(env, "OTEL_TRACES_EXPORTER") != "none"
+    metrics_on = _exporter_kind(env, "OTEL_METRICS_EXPORTER") != "none"
+    traces_protocol = signal_protocol(env, "traces")
+    metrics_protocol = signal_protocol(env, "metrics")
+    traces_url = _signal_endpoint(env, "traces", traces_protocol) if traces_on else None
+    metrics_url = _signal_endpoint(env, "metrics", metrics_protocol) if metrics_on else None
     if traces_url is None and metrics_url is None:
         return None
 
@@ -1376,23 +1841,28 @@ def telemetry_from_env(
     )
     exporters: list[Any] = []
     if traces_url is not None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        exporter = OTLPSpanExporter(endpoint=traces_url, **_exporter_options(env, "traces"))
+        exporter = _span_exporter(
+            traces_protocol, traces_url, _exporter_options(env, "traces", traces_protocol)
+        )
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
         exporters.append(exporter)
     readers = []
+    gate = None
     if metrics_url is not None:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         interval_text = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
         interval_ms = (
             float(interval_text) if interval_text.isdigit() else DEFAULT_METRIC_EXPORT_INTERVAL_MS
         )
-        metric_exporter = OTLPMetricExporter(
-            endpoint=metrics_url, **_exporter_options(env, "metrics")
+        gate = _NoMetricsEndpointGate(metrics_url, warn)
+        metric_exporter = _gated_metric_exporter(
+            _metric_exporter(
+                metrics_protocol, metrics_url, _exporter_options(env, "metrics", metrics_protocol)
+            ),
+            gate,
         )
         readers.append(
             PeriodicExportingMetricReader(metric_exporter, export_interval_millis=interval_ms)
@@ -1401,18 +1871,100 @@ def telemetry_from_env(
     meter_provider = SdkMeterProvider(
         resource=resource, metric_readers=readers, shutdown_on_exit=False
     )
-    return TelemetryRecorder(
-        tracer_provider=tracer_provider, meter_provider=meter_provider, exporters=exporters
+    recorder = TelemetryRecorder(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        exporters=exporters,
+        capture_content=capture_content_from_env(env),
+        propagate_trace_context=propagate_from_env(env),
+    )
+    recorder.metrics_gate = gate
+    return recorder
+
+@dataclass(slots=True)
+class SpanPublisher:
+    """A span exporter built from the environment, for sending recorded spans (`publish`)."""
+
+    exporter: Any
+    endpoint: str
+    protocol: str
+    resource: Any
+    capture_content: bool
+
+    def spans(self, events: Iterable[Event]) -> list[ReadableSpan]:
+        """The spans of recorded events, with the live ids and this publisher's resource."""
+        return build_spans_from_events(
+            events, capture_content=self.capture_content, resource=self.resource
+        )
+
+    def send(self, spans: Sequence[ReadableSpan]) -> bool:
+        """Export `spans` in one request; True when the endpoint took them."""
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return not spans or self.exporter.export(spans) is SpanExportResult.SUCCESS
+
+    def publish(self, events: Iterable[Event]) -> tuple[bool, int]:
+        """Rebuild the spans of recorded events and send them: (delivered, span count)."""
+        spans = self.spans(events)
+        return self.send(spans), len(spans)
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+
+def span_publisher_from_env(
+    env: Mapping[str, str] = os.environ, service_name: str = DEFAULT_SERVICE_NAME
+) -> SpanPublisher | None:
+    """A `SpanPublisher` for the traces endpoint the environment names, or None without one.
+
+    The same variables as `telemetry_from_env` (protocol, headers, TLS, service name, content
+    capture); raises TelemetryConfigError for a value it cannot honour.
+    """
+    if _truthy(env.get("OTEL_SDK_DISABLED")):
+        return None
+    if _exporter_kind(env, "OTEL_TRACES_EXPORTER") == "none":
+        return None
+    protocol = signal_protocol(env, "traces")
+    endpoint = _signal_endpoint(env, "traces", protocol)
+    if endpoint is None:
+        return None
+    exporter = _span_exporter(protocol, endpoint, _exporter_options(env, "traces", protocol))
+    return SpanPublisher(
+        exporter, endpoint, protocol, _resource(env, service_name), capture_content_from_env(env)
     )
 
 
+@contextmanager
+def with_telemetry(
+    *recorders: Any, env: Mapping[str, str] = os.environ
+) -> Iterator[FanoutRecorder]:
+    """`recorders` (None entries dropped) plus the OTLP telemetry `env` configures, for a command.
+
+    The one wiring every recording command uses (`run`, `rerun`, `replay`, `demo record`):
+    raises TelemetryConfigError before anything runs when an OTEL_* value cannot be honoured;
+    on exit shuts the telemetry down, which exports what remains (bounded, see `shutdown`).
+    """
+    telemetry = telemetry_from_env(env)
+    chosen = [recorder for recorder in (*recorders, telemetry) if recorder is not None]
+    try:
+        yield FanoutRecorder(*chosen)
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
+
+
 def build_spans_from_events(
-    events: Iterable[Event], service_name: str = DEFAULT_SERVICE_NAME
+    events: Iterable[Event],
+    service_name: str = DEFAULT_SERVICE_NAME,
+    *,
+    capture_content: bool = False,
+    resource: Any = None,
 ) -> list[ReadableSpan]:
-    """The finished spans of recorded events, built in memory (for bundles and the console).
+    """The finished spans of recorded events, built in memory (for bundles, `publish`, the console).
 
     Spans left open by an unfinished run are ended at their execution's last event time and
-    marked `truva.interrupted`. Trace ids are `trace_id_for_execution(execution_id)`.
+    marked `truva.interrupted`. Trace ids are `trace_id_for_execution(execution_id)` and span
+    ids `span_id_for(...)`, the ids a live export of the same run gave them.
     """
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
@@ -1421,12 +1973,13 @@ def build_spans_from_events(
 
     exporter = InMemorySpanExporter()
     provider = SdkTracerProvider(
-        resource=Resource.create({"service.name": service_name, "service.version": __version__}),
+        resource=resource
+        or Resource.create({"service.name": service_name, "service.version": __version__}),
         id_generator=ExecutionTraceIds(),
         shutdown_on_exit=False,
     )
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    recorder = TelemetryRecorder(tracer_provider=provider)
+    recorder = TelemetryRecorder(tracer_provider=provider, capture_content=capture_content)
     for event in events:
         recorder.record(event)
     recorder.end_open_spans()

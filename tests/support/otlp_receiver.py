@@ -6,13 +6,17 @@
         assert "orchestrator.execution" in receiver.span_names()
 
 POST /v1/traces and /v1/metrics bodies are gunzipped (or inflated) when the request says so,
-decoded with the `opentelemetry.proto` collector messages, kept in arrival order, and answered
-200 with the serialized `Export*ServiceResponse`, as a collector does. Any other path gets 404.
+decoded with the `opentelemetry.proto` collector messages (protobuf, or OTLP/JSON when the
+Content-Type is application/json), kept in arrival order, and answered 200 with the serialized
+`Export*ServiceResponse`, as a collector does. Any other path gets 404; with `metrics=False`
+/v1/metrics gets 405, as from Phoenix (a tracing-only backend), and `metrics_refusals` counts them.
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
+import json
 import threading
 import zlib
 from collections.abc import Iterator
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from google.protobuf.json_format import ParseDict
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
@@ -52,6 +57,26 @@ def attributes_of(key_values: Any) -> dict[str, Any]:
     return {kv.key: any_value(kv.value) for kv in key_values}
 
 
+def _base64_ids(value: Any) -> Any:
+    """OTLP/JSON hex trace/span ids as the base64 that protobuf's JSON parser expects."""
+    if isinstance(value, dict):
+        return {
+            key: base64.b64encode(bytes.fromhex(item)).decode()
+            if key in ("traceId", "spanId", "parentSpanId") and isinstance(item, str)
+            else _base64_ids(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_base64_ids(item) for item in value]
+    return value
+
+
+def _decode(body: bytes, content_type: str, message: Any) -> Any:
+    if "json" in content_type:
+        return ParseDict(_base64_ids(json.loads(body)), message)
+    return message.FromString(body)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _ReceiverHTTPServer
 
@@ -63,11 +88,22 @@ class _Handler(BaseHTTPRequestHandler):
             body = gzip.decompress(body)
         elif encoding == "deflate":
             body = zlib.decompress(body)
+        content_type = (self.headers.get("Content-Type") or "").lower()
+        if self.path == METRICS_PATH and not self.server.owner.accepts_metrics:
+            self.server.owner._refuse()
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == TRACES_PATH:
-            message: Any = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
+            message: Any = _decode(
+                body, content_type, trace_service_pb2.ExportTraceServiceRequest()
+            )
             reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
         elif self.path == METRICS_PATH:
-            message = metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
+            message = _decode(
+                body, content_type, metrics_service_pb2.ExportMetricsServiceRequest()
+            )
             reply = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
         else:
             self.send_response(404)
@@ -94,7 +130,9 @@ class _ReceiverHTTPServer(ThreadingHTTPServer):
 class OTLPReceiver:
     """An OTLP/HTTP receiver on 127.0.0.1:<free port>; use as a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, metrics: bool = True) -> None:
+        self.accepts_metrics = metrics
+        self.metrics_refusals = 0
         self._lock = threading.Lock()
         self._exports: list[ReceivedExport] = []
         self._server = _ReceiverHTTPServer(("127.0.0.1", 0), _Handler)
@@ -170,6 +208,10 @@ class OTLPReceiver:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _refuse(self) -> None:
+        with self._lock:
+            self.metrics_refusals += 1
 
     def _receive(self, export: ReceivedExport) -> None:
         with self._lock:

@@ -55,6 +55,10 @@ from tests.support.otlp_receiver import OTLPReceiver
 from tests.support.plans import capability, plan, step
 from tests.support.tool_server import ScriptedToolServer, ToolReply
 
+# Span attributes are ours (truva.*) or named by OTel / OpenInference conventions: no bare names.
+OWN_OR_STANDARD = ("truva.", "gen_ai.", "openinference.", "session.id", "http.", "url.",
+                   "server.", "error.type", "input.", "output.", "llm.", "tool.")
+
 
 @dataclass
 class Telemetry:
@@ -188,7 +192,7 @@ async def test_a_retried_503_is_a_tree_of_execution_step_and_attempt_spans(tool_
     assert first.attributes["http.response.status_code"] == 503
     assert first.attributes["error.type"] == "503"
     assert first.attributes["truva.delay_source"] == "backoff"
-    assert first.attributes["truva.delay_ms"] == pytest.approx(1.0, abs=0.2)
+    assert first.attributes["truva.delay"] == pytest.approx(0.001, abs=0.0002)
     assert first.attributes["url.full"] == tool_server.url("/capabilities/quote")
     assert first.status.status_code is StatusCode.ERROR
     assert second.attributes["truva.decision.action"] == "success"
@@ -196,11 +200,12 @@ async def test_a_retried_503_is_a_tree_of_execution_step_and_attempt_spans(tool_
     assert "error.type" not in second.attributes
     assert second.status.status_code is StatusCode.UNSET
 
-    assert step_span.attributes["step_id"] == "step-1"
-    assert step_span.attributes["step.agent_name"] == "demo"
-    assert step_span.attributes["step.capability"] == "quote"
-    assert step_span.attributes["step.success"] is True
-    assert step_span.attributes["step.attempts"] == 2
+    assert step_span.attributes["truva.step.id"] == "step-1"
+    assert step_span.attributes["truva.step.tool"] == "demo"
+    assert step_span.attributes["truva.step.capability"] == "quote"
+    assert step_span.attributes["truva.step.success"] is True
+    assert step_span.attributes["truva.step.attempts"] == 2
+    assert not [key for key in step_span.attributes if not key.startswith(OWN_OR_STANDARD)]
     assert step_span.attributes["truva.dispatch_count"] == 2
     assert step_span.attributes["truva.step.status"] == "succeeded"
     assert event_names(step_span) == [
@@ -217,7 +222,7 @@ async def test_a_retried_503_is_a_tree_of_execution_step_and_attempt_spans(tool_
     )
     assert telemetry.metric("truva.decisions", action="success", rule_id="success.2xx") == 1
     assert telemetry.metric("truva.dispatches", capability="quote") == 2
-    assert telemetry.metric("truva.backoff.wait_ms", outcome="finished") == 1
+    assert telemetry.metric("truva.backoff.wait", outcome="finished") == 1
 
 
 # ---------------------------------------------------------------- TruvaG3 events and metrics
@@ -454,7 +459,7 @@ def test_a_cancelled_backoff_is_a_span_event_and_a_wait_point(telemetry):
     step_span = telemetry.one("orchestrator.step.step-1")
     cancelled = event_of(step_span, "truva.backoff.cancelled")
     assert (cancelled["planned_ms"], cancelled["actual_ms"]) == (542.0735, 12.5)
-    assert telemetry.metric("truva.backoff.wait_ms", outcome="cancelled") == 1
+    assert telemetry.metric("truva.backoff.wait", outcome="cancelled") == 1
     root = telemetry.one("orchestrator.execution")
     assert root.status.status_code is StatusCode.ERROR
     assert root.attributes["truva.stop_reason"] == "cancelled"
@@ -793,3 +798,125 @@ def test_telemetry_from_env_is_enabled_only_by_an_endpoint(name, env, enabled):
         assert (recorder is not None) is enabled
         if recorder is not None:
             recorder.shutdown()
+
+
+# ------------------------------------------------------- GenAI semconv, OpenInference, content
+
+
+def _semconv_gen_ai_names() -> set[str]:
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
+
+    return {
+        value for name, value in vars(gen_ai_attributes).items()
+        if name.startswith("GEN_AI_") and isinstance(value, str)
+    }
+
+
+CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+                "gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "input.value",
+                "output.value")
+
+
+def _all_attributes(spans: list[ReadableSpan]) -> Iterator[tuple[ReadableSpan, str, Any]]:
+    for span in spans:
+        for key, value in (span.attributes or {}).items():
+            yield span, key, value
+
+
+async def test_spans_follow_genai_semconv_and_openinference(tool_server, llm_server, telemetry):
+    tool_server.script(
+        "/capabilities/pay",
+        ToolReply.error(400, "BAD_CITY", "unknown city Tokio", "INPUT_ERROR"),
+        ToolReply.ok({"ok": True}),
+    )
+    llm_server.script(analysis(True, {"city": "Tokyo"}))
+    outcome = await run(
+        plan(
+            tool_server.base_url,
+            {"pay": capability("pay", description="Pay for a trip")},
+            [step("step-1", "pay", {"city": "Tokio"})],
+            llm_base_url=llm_server.base_url,
+        ),
+        telemetry,
+    )
+    execution_id = outcome.execution_id
+    root = telemetry.one("orchestrator.execution")
+    step_span = telemetry.one("orchestrator.step.step-1")
+    first, second = attempt_spans(telemetry, "demo.pay")
+    llm_span = telemetry.one("chat scripted-model")
+
+    assert root.attributes["gen_ai.operation.name"] == "invoke_workflow"
+    assert root.attributes["gen_ai.workflow.name"] == "plan"
+    assert [s.attributes["openinference.span.kind"] for s in (root, step_span, first, llm_span)] \
+        == ["CHAIN", "CHAIN", "TOOL", "LLM"]
+    assert {s.attributes["session.id"] for s in telemetry.spans()} == {execution_id}
+    assert first.attributes["gen_ai.tool.call.id"] == f"{execution_id}:step-1:1"
+    assert second.attributes["gen_ai.tool.call.id"] == f"{execution_id}:step-1:2"
+    assert first.attributes["gen_ai.tool.description"] == "Pay for a trip"
+    assert first.attributes["tool.description"] == "Pay for a trip"
+    assert "gen_ai.output.type" not in llm_span.attributes  # no JSON output format was requested
+    assert llm_span.attributes["llm.token_count.total"] == (
+        llm_span.attributes["llm.token_count.prompt"]
+        + llm_span.attributes["llm.token_count.completion"]
+    )
+    assert step_span.attributes["truva.step.duration"] == pytest.approx(
+        (step_span.end_time - step_span.start_time) / 1e9, abs=1e-5
+    )
+    assert llm_span.attributes["truva.llm.duration"] < 5
+    semconv = _semconv_gen_ai_names()
+    used = {key for _, key, _ in _all_attributes(telemetry.spans()) if key.startswith("gen_ai.")}
+    assert used and used <= semconv, used - semconv
+    assert not [
+        (span.name, key) for span, key, _ in _all_attributes(telemetry.spans())
+        if not key.startswith(OWN_OR_STANDARD)
+    ]
+    assert not [key for _, key, _ in _all_attributes(telemetry.spans()) if key in CONTENT_KEYS]
+
+
+def test_message_content_is_captured_only_when_switched_on_redacted_and_capped():
+    from executor.telemetry import CONTENT_CHARS
+
+    long_tail = " and more" * (CONTENT_CHARS // 5)
+    events = realistic_execution("exec-content", prompt_extra=f" api_key={SECRET}{long_tail}")
+    (llm_event,) = [e for e in events if isinstance(e, LLMCall)][:1]
+
+    off = build_spans_from_events(events)
+    on = build_spans_from_events(events, capture_content=True)
+
+    assert not [key for _, key, _ in _all_attributes(off) if key in CONTENT_KEYS]
+    (llm_span,) = [s for s in on if s.attributes.get("truva.llm.call_id") == llm_event.call_id]
+    system = json.loads(llm_span.attributes["gen_ai.system_instructions"])
+    assert system == [{"type": "text", "content": llm_event.messages[0]["content"]}]
+    (user,) = json.loads(llm_span.attributes["gen_ai.input.messages"])
+    text = user["parts"][0]["content"]
+    assert user["role"] == "user"
+    marker = f"…[truncated: {CONTENT_CHARS} of "
+    assert marker in text
+    assert text.endswith(f"the whole text is in the debug store, llm_calls {llm_event.call_id}]")
+    assert len(text) < CONTENT_CHARS + 200
+    assert llm_span.attributes["llm.input_messages.1.message.content"] == text
+    assert llm_span.attributes["llm.input_messages.0.message.role"] == "system"
+    (answer,) = json.loads(llm_span.attributes["gen_ai.output.messages"])
+    assert answer["parts"][0]["content"] == llm_event.raw_text
+    assert llm_span.attributes["output.value"] == llm_event.raw_text
+    for where, value in every_string(on):
+        assert SECRET not in value, where
+    tools = [s for s in on if s.name.startswith("execute_tool ")]
+    assert all("gen_ai.tool.call.arguments" in s.attributes for s in tools
+               if s.attributes.get("truva.dispatched"))
+
+
+def test_span_ids_derive_from_the_recorded_ids():
+    from executor.telemetry import span_id_for
+
+    events = realistic_execution("exec-ids")
+    first = build_spans_from_events(events)
+    again = build_spans_from_events(events, capture_content=True)
+
+    assert [s.context.span_id for s in first] == [s.context.span_id for s in again]
+    ids = {s.name: format(s.context.span_id, "016x") for s in first}
+    assert ids["orchestrator.execution"] == span_id_for("exec-ids", "execution")
+    assert ids["orchestrator.step.step-1"] == span_id_for("exec-ids", "step", "step-1")
+    assert len({s.context.span_id for s in first}) == len(first)  # no collisions
+    other = build_spans_from_events(realistic_execution("exec-ids-2"))
+    assert not {s.context.span_id for s in first} & {s.context.span_id for s in other}

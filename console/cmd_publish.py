@@ -1,0 +1,174 @@
+"""`truva-console publish`: send recorded executions from the store to the OTLP endpoint.
+
+The scale-out path: record on a laptop or CI runner, publish to the team's Phoenix, Jaeger,
+Tempo or collector. Spans are rebuilt from the store rows (as trace bundles rebuild them) with
+ids derived from the recorded ids, so publishing twice, after a live export, or from an
+imported bundle sends the same trace and span ids, and the backend keeps one copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from console.exits import EXIT_OK, fail
+
+EXIT_NOT_DELIVERED = 1
+BATCH_SPANS = 512  # spans per export request (whole executions; the SDK's batch size)
+_DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register `publish` on an argparse subparsers object."""
+    parser = subparsers.add_parser(
+        "publish",
+        help="send recorded executions to the OTLP endpoint",
+        description="Send recorded executions from the store to the OTLP endpoint the "
+        "OTEL_EXPORTER_OTLP_* variables name, as traces (docs/telemetry.md). Span ids derive "
+        "from the recorded ids: publishing again never duplicates spans.",
+    )
+    parser.add_argument(
+        "execution_ids", nargs="*", metavar="EXECUTION", help="execution ids, or unique prefixes"
+    )
+    parser.add_argument(
+        "--all", dest="publish_all", action="store_true", help="every finished execution"
+    )
+    parser.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="with --all: only executions started at or after WHEN, an ISO 8601 date or time "
+        "(UTC unless it has an offset) or an age such as 30m, 12h, 7d",
+    )
+    parser.set_defaults(handler=run)
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """WHEN as a naive UTC datetime (the store's TIMESTAMP); ValueError names the value."""
+    value = text.strip()
+    match = _DURATION.match(value.lower())
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        moment = (now or datetime.now(UTC)) - timedelta(**{_UNITS[unit]: amount})
+        return moment.astimezone(UTC).replace(tzinfo=None)
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"--since {text!r}: expected an ISO 8601 date or time (2026-12-01, "
+            "2026-12-01T09:30:00Z) or an age (30m, 12h, 7d)"
+        ) from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def run(args: argparse.Namespace) -> int:
+    """Publish; 0 when every span was delivered, 1 when the endpoint did not take them,
+    2 with one line on stderr for bad input (no endpoint, unknown execution, bad --since)."""
+    from executor.telemetry import span_publisher_from_env
+    from store.bundles import events_from_rows, read_execution_rows
+    from store.connection import resolve_db_path
+    from store.errors import StoreError
+    from store.queries import open_store
+
+    if bool(args.execution_ids) == bool(args.publish_all):
+        return fail("publish: give execution ids or --all (one of the two)")
+    if args.since is not None and not args.publish_all:
+        return fail("publish: --since goes with --all")
+    try:
+        since = parse_since(args.since) if args.since is not None else None
+    except ValueError as error:
+        return fail(f"publish: {error}")
+    publisher = span_publisher_from_env()
+    if publisher is None:
+        return fail(
+            "publish: no OTLP traces endpoint is configured; set OTEL_EXPORTER_OTLP_ENDPOINT "
+            "(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), see docs/telemetry.md"
+        )
+    db_path = resolve_db_path(getattr(args, "db", None))
+    try:
+        store = open_store(db_path)
+        with store.session() as conn:
+            chosen, skipped = _choose(store, conn, args.execution_ids, args.publish_all, since)
+            rows = read_execution_rows(conn, chosen)
+    except StoreError as error:
+        publisher.shutdown()
+        return fail(error)
+    delivered_spans = 0
+    delivered: list[str] = []
+    batch: list[Any] = []
+    batch_ids: list[str] = []
+    try:
+        for index, execution_id in enumerate(chosen):
+            own = {
+                table: [row for row in table_rows if row.get("execution_id") == execution_id]
+                for table, table_rows in rows.items()
+            }
+            batch.extend(publisher.spans(events_from_rows(own)))
+            batch_ids.append(execution_id)
+            if len(batch) < BATCH_SPANS and index + 1 < len(chosen):
+                continue
+            if not publisher.send(batch):
+                print(
+                    f"truva-console: publish: {publisher.endpoint} did not accept the spans of "
+                    f"execution(s) {', '.join(batch_ids)}; {len(delivered)} of {len(chosen)} "
+                    "execution(s) were delivered before (publishing again sends the same span "
+                    "ids)",
+                    file=sys.stderr,
+                )
+                return EXIT_NOT_DELIVERED
+            delivered.extend(batch_ids)
+            delivered_spans += len(batch)
+            batch, batch_ids = [], []
+    finally:
+        publisher.shutdown()
+    print(
+        f"published {delivered_spans} span(s) of {len(delivered)} execution(s) to "
+        f"{publisher.endpoint} ({publisher.protocol})"
+    )
+    for execution_id in delivered:
+        print(f"  {execution_id}")
+    if skipped:
+        print(
+            f"truva-console: note: skipped {len(skipped)} execution(s) still running: "
+            f"{', '.join(skipped)}",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _choose(
+    store: Any, conn: Any, requested: list[str], every: bool, since: datetime | None
+) -> tuple[list[str], list[str]]:
+    """(execution ids to publish, running ones skipped by --all)."""
+    from store.errors import StoreError
+
+    statuses = dict(conn.execute("SELECT execution_id, status FROM executions").fetchall())
+    if every:
+        ordered = [
+            row[0]
+            for row in conn.execute(
+                "SELECT execution_id FROM executions WHERE $since IS NULL OR started_at >= $since "
+                "ORDER BY started_at NULLS LAST, execution_id",
+                {"since": since},
+            ).fetchall()
+        ]
+        return (
+            [eid for eid in ordered if statuses[eid] != "running"],
+            [eid for eid in ordered if statuses[eid] == "running"],
+        )
+    chosen: list[str] = []
+    for id_or_prefix in requested:
+        execution_id = store.resolve_execution_id(conn, id_or_prefix)
+        if statuses.get(execution_id) == "running":
+            raise StoreError(
+                f"{store.path}: execution {execution_id} is still running; publish it once it "
+                "has finished"
+            )
+        if execution_id not in chosen:
+            chosen.append(execution_id)
+    return chosen, []

@@ -1,0 +1,225 @@
+"""`truva-console publish` and the commands that record: spans reach a real loopback receiver.
+
+Span ids derive from the recorded ids, so a live export, two publishes and a bundle's
+`spans.otlp.json` of the same execution all carry identical trace and span ids.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.cmd_publish import parse_since
+from tests.support.otlp_receiver import OTLPReceiver, attributes_of
+from tests.support.plans import capability, plan, run_cli, step, write_plan
+from tests.support.tool_server import ToolReply
+
+
+def quote_plan(tool_server) -> dict[str, Any]:
+    tool_server.script(
+        "/capabilities/quote", ToolReply.error(503, "DOWN", "busy"), ToolReply.ok({"price": 1})
+    )
+    return plan(tool_server.base_url, {"quote": capability("quote")},
+                [step("step-1", "quote", {"symbol": "TSLA"})])
+
+
+def record(tmp_path: Path, document: dict[str, Any]) -> str:
+    result = run_cli("run", str(write_plan(tmp_path, document)), "--json")
+    assert result.code == 0, result.stderr
+    return result.json()["execution_id"]
+
+
+def span_ids(receiver: OTLPReceiver) -> set[tuple[str, str, str, str]]:
+    """(name, trace id, span id, parent span id) of every span received."""
+    return {
+        (span.name, span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex())
+        for _, span in receiver.spans()
+    }
+
+
+def test_publishing_twice_a_live_export_a_bundle_and_an_import_give_identical_span_ids(
+    tmp_path, tool_server, monkeypatch
+):
+    with OTLPReceiver() as live:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", live.endpoint)
+        execution_id = record(tmp_path, quote_plan(tool_server))
+        live_ids = span_ids(live)
+    assert len(live_ids) == 4
+
+    published = []
+    for _ in range(2):
+        with OTLPReceiver() as receiver:
+            monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+            result = run_cli("publish", execution_id[:8])
+            assert result.code == 0, result.stderr
+            assert f"published 4 span(s) of 1 execution(s) to {receiver.endpoint}/v1/traces" \
+                in result.stdout
+            published.append(span_ids(receiver))
+            assert receiver.metric_exports() == []  # traces only: recorded runs send no metrics
+
+    assert published[0] == published[1] == live_ids
+
+    bundle = tmp_path / "b.zip"
+    assert run_cli("export", execution_id, "-o", str(bundle)).code == 0
+    with zipfile.ZipFile(bundle) as archive:
+        document = json.loads(archive.read("spans.otlp.json"))
+    bundled = {
+        (span["name"], span["traceId"], span["spanId"], span.get("parentSpanId", ""))
+        for resource in document["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    }
+    empty_parent = "0" * 16
+    assert bundled == {
+        (name, trace, span, "" if parent in ("", empty_parent) else parent)
+        for name, trace, span, parent in live_ids
+    }
+
+    # Imported into another store (redacted rows) and published from there: the same ids.
+    elsewhere = tmp_path / "elsewhere" / "debug.duckdb"
+    imported = run_cli("import", str(bundle), "--db", str(elsewhere))
+    assert imported.code == 0, imported.stderr
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        result = run_cli("publish", execution_id, "--db", str(elsewhere))
+        assert result.code == 0, result.stderr
+        assert span_ids(receiver) == live_ids
+
+
+def test_publish_all_since_and_content_capture(tmp_path, tool_server, monkeypatch):
+    first = record(tmp_path, quote_plan(tool_server))
+    second = record(tmp_path, quote_plan(tool_server))
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+        result = run_cli("publish", "--all", "--since", "1d")
+        assert result.code == 0, result.stderr
+        sessions = {attributes_of(span.attributes)["session.id"] for _, span in receiver.spans()}
+        tools = [attributes_of(span.attributes) for _, span in receiver.spans()
+                 if span.name.startswith("execute_tool ")]
+        assert all(export.headers["content-type"] == "application/json"
+                   for export in receiver.exports)
+    assert sessions == {first, second}
+    assert all(json.loads(t["gen_ai.tool.call.arguments"]) == {"symbol": "TSLA"} for t in tools)
+
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        result = run_cli("publish", "--all", "--since", "2999-01-01")
+        assert result.code == 0, result.stderr
+        assert "published 0 span(s) of 0 execution(s)" in result.stdout
+        assert receiver.span_names() == []
+
+
+BAD_INPUT = [
+    ("nothing", [], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"},
+     "publish: give execution ids or --all (one of the two)"),
+    ("ids_and_all", ["abc", "--all"], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"},
+     "publish: give execution ids or --all (one of the two)"),
+    ("since_without_all", ["abc", "--since", "1d"],
+     {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, "publish: --since goes with --all"),
+    ("bad_since", ["--all", "--since", "yesterday"],
+     {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, "publish: --since 'yesterday': "),
+    ("no_endpoint", ["--all"], {}, "publish: no OTLP traces endpoint is configured"),
+    ("bad_protocol", ["--all"], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+                                 "OTEL_EXPORTER_OTLP_PROTOCOL": "gprc"},
+     "OTEL_EXPORTER_OTLP_PROTOCOL='gprc': expected one of grpc, http/protobuf, http/json"),
+    ("unknown_execution", ["no-such-execution"],
+     {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"},
+     "no execution id starts with 'no-such-execution'"),
+]
+
+
+@pytest.mark.parametrize(("name", "argv", "env", "message"), BAD_INPUT,
+                         ids=[c[0] for c in BAD_INPUT])
+def test_publish_bad_input_is_one_line_and_exit_2(
+    name, argv, env, message, tmp_path, tool_server, monkeypatch
+):
+    record(tmp_path, quote_plan(tool_server))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    result = run_cli("publish", *argv)
+    assert result.code == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_endpoint_that_refuses_the_spans_is_exit_1(tmp_path, tool_server, monkeypatch):
+    execution_id = record(tmp_path, quote_plan(tool_server))
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint + "/nowhere")
+        result = run_cli("publish", execution_id)
+    assert result.code == 1
+    assert f"did not accept the spans of execution(s) {execution_id}; 0 of 1" in result.stderr
+
+
+def test_parse_since_accepts_dates_times_and_ages():
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    assert parse_since("2026-11-30") == datetime(2026, 11, 30)
+    assert parse_since("2026-11-30T10:00:00+02:00") == datetime(2026, 11, 30, 8)
+    assert parse_since("2026-11-30T10:00:00Z") == datetime(2026, 11, 30, 10)
+    assert parse_since("90m", now) == datetime(2026, 12, 1, 10, 30)
+    assert parse_since("2d", now) == datetime(2026, 11, 29, 12)
+
+
+# ----------------------------------------------------------- every recording command exports
+
+
+def test_replay_exports_when_the_endpoint_is_set(tmp_path, tool_server, monkeypatch):
+    execution_id = record(tmp_path, quote_plan(tool_server))
+    tool_server.script("/capabilities/quote", ToolReply.ok({"price": 2}))
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        result = run_cli("replay", execution_id, "step-1", "--json")
+        assert result.code == 0, result.stderr
+        sessions = {attributes_of(span.attributes)["session.id"] for _, span in receiver.spans()}
+        names = receiver.span_names()
+    assert "orchestrator.step.step-1" in names
+    assert len(sessions) == 1 and execution_id not in sessions  # the replay's own execution
+
+
+def test_rerun_exports_when_the_endpoint_is_set(tmp_path, tool_server, monkeypatch):
+    tool_server.script("/capabilities/quote", ToolReply.error(404, "NOPE", "no such symbol"))
+    document = plan(tool_server.base_url, {"quote": capability("quote")},
+                    [step("step-1", "quote", {"symbol": "TSLA"})])
+    result = run_cli("run", str(write_plan(tmp_path, document)), "--json")
+    assert result.json()["status"] == "failed", result.stdout
+    execution_id = result.json()["execution_id"]
+    tool_server.script("/capabilities/quote", ToolReply.ok({"price": 2}))
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        result = run_cli("rerun", execution_id, "--json")
+        assert result.code == 0, result.stderr
+        rerun_id = result.json()["execution_id"]
+        sessions = {attributes_of(span.attributes)["session.id"] for _, span in receiver.spans()}
+    assert sessions == {rerun_id} and rerun_id != execution_id
+
+
+def test_demo_record_exports_when_the_endpoint_is_set(tmp_path, monkeypatch):
+    from console.demo.runner import DEMO_PLAN_NAMES
+
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        result = run_cli("demo", "record", "--db", str(tmp_path / "demo.duckdb"))
+        assert result.code == 0, result.stderr
+        roots = [span for _, span in receiver.spans() if span.name == "orchestrator.execution"]
+    assert len(roots) == len(DEMO_PLAN_NAMES)
+
+
+def test_a_bad_protocol_stops_run_before_anything_is_sent(tmp_path, tool_server, monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc-web")
+    document = quote_plan(tool_server)
+    result = run_cli("run", str(write_plan(tmp_path, document)), "--no-store")
+    assert result.code == 2
+    assert result.stderr.strip() == (
+        "truva-console: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL='grpc-web': expected one of grpc, "
+        "http/protobuf, http/json; nothing was exported"
+    )
+    assert tool_server.received("/capabilities/quote") == []
