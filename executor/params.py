@@ -121,8 +121,14 @@ def _go_json_string(text: str) -> str:
     return encoded
 
 
-def _go_json(value: Any) -> str:
-    """Compact JSON the way Go's `json.Marshal` writes a decoded value: sorted keys, no spaces."""
+@dataclass(frozen=True, slots=True)
+class _JsonText:
+    """Literal JSON text queued between the values `_go_json` still has to encode."""
+
+    text: str
+
+
+def _go_json_scalar(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -132,12 +138,37 @@ def _go_json(value: Any) -> str:
         return str(value) if as_float is None else _go_json_float(as_float)
     if isinstance(value, str):
         return _go_json_string(value)
-    if isinstance(value, Mapping):
-        members = sorted((str(key), item) for key, item in value.items())
-        return "{" + ",".join(f"{_go_json_string(k)}:{_go_json(v)}" for k, v in members) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(_go_json(item) for item in value) + "]"
     return _go_json_string(str(value))
+
+
+def _go_json(value: Any) -> str:
+    """Compact JSON the way Go's `json.Marshal` writes a decoded value: sorted keys, no spaces.
+
+    Iterative, so a value nested as deep as any decoder returns never hits the recursion limit.
+    """
+    parts: list[str] = []
+    pending: list[Any] = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, _JsonText):
+            parts.append(item.text)
+        elif isinstance(item, Mapping):
+            members = sorted(((str(key), member) for key, member in item.items()),
+                             key=lambda pair: pair[0])
+            queued: list[Any] = [_JsonText("{")]
+            for index, (key, member) in enumerate(members):
+                queued += [_JsonText(("," if index else "") + _go_json_string(key) + ":"), member]
+            queued.append(_JsonText("}"))
+            pending.extend(reversed(queued))
+        elif isinstance(item, list | tuple):
+            queued = [_JsonText("[")]
+            for index, member in enumerate(item):
+                queued += [_JsonText(","), member] if index else [member]
+            queued.append(_JsonText("]"))
+            pending.extend(reversed(queued))
+        else:
+            parts.append(_go_json_scalar(item))
+    return "".join(parts)
 
 
 def go_format_value(value: Any) -> str:
@@ -341,9 +372,11 @@ def _parse_go_int(text: str) -> int | None:
     """Go `strconv.ParseInt(text, 10, 64)`; None on syntax or int64 range errors."""
     if not _GO_INT_RE.fullmatch(text):
         return None
-    if len(text.lstrip("+-").lstrip("0")) > _INT64_DIGITS:
+    sign = text[0] if text[0] in "+-" else ""
+    digits = text[len(sign):].lstrip("0") or "0"
+    if len(digits) > _INT64_DIGITS:
         return None  # beyond int64, and int() would refuse more than 4300 digits
-    number = int(text)
+    number = int(sign + digits)  # leading zeros dropped: they count toward int()'s limit
     return number if _INT64_MIN <= number <= _INT64_MAX else None
 
 
@@ -385,7 +418,7 @@ def _coerce_to_string(value: Any) -> str | None:
     if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
         try:
             decoded = _decode_go_json(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if isinstance(decoded, dict):
             return _extract_primary_field(decoded)
@@ -488,8 +521,6 @@ def coerce_parameters(
 
 # reference §3.2: `{{<stepId>.<fieldPath>}}`, with Go's ASCII `\w`.
 TEMPLATE_RE = re.compile(r"\{\{([\w-]+)\.([\w-]+(?:\.[\w-]+)*)\}\}", re.ASCII)
-# Go strconv.Atoi, which extractFieldValue uses for array indexes.
-_ARRAY_INDEX_RE = re.compile(r"[+-]?[0-9]+")
 
 
 def _find_step_result(results: Mapping[str, Any], step_id: str) -> Any:
@@ -504,7 +535,10 @@ def _find_step_result(results: Mapping[str, Any], step_id: str) -> Any:
 
 
 def _walk_path(root: Any, field_path: str) -> Any:
-    """Go `extractFieldValue`: follow dot segments through maps and arrays; `_MISSING` if lost."""
+    """Go `extractFieldValue`: follow dot segments through maps and arrays; `_MISSING` if lost.
+
+    Array indexes are read like Go `strconv.Atoi` (int64 range).
+    """
     current = root
     for segment in field_path.split("."):
         if isinstance(current, Mapping):
@@ -512,10 +546,8 @@ def _walk_path(root: Any, field_path: str) -> Any:
             if current is _MISSING:
                 return _MISSING
         elif isinstance(current, list | tuple):
-            if not _ARRAY_INDEX_RE.fullmatch(segment):
-                return _MISSING
-            index = int(segment)
-            if not 0 <= index < len(current):
+            index = _parse_go_int(segment)
+            if index is None or not 0 <= index < len(current):
                 return _MISSING
             current = current[index]
         else:
@@ -572,22 +604,23 @@ def resolve_bindings(params: Any, results: Mapping[str, Any]) -> Any:
 
 
 def _string_leaves(value: Any, path: str = "") -> list[tuple[str, str]]:
-    """Every string leaf under `value` with its JSON-path-ish location, depth first."""
-    if isinstance(value, str):
-        return [(path, value)]
-    if isinstance(value, Mapping):
-        return [
-            leaf
-            for key, item in value.items()
-            for leaf in _string_leaves(item, f"{path}.{key}" if path else str(key))
-        ]
-    if isinstance(value, list | tuple):
-        return [
-            leaf
-            for index, item in enumerate(value)
-            for leaf in _string_leaves(item, f"{path}[{index}]")
-        ]
-    return []
+    """Every string leaf under `value` with its JSON-path-ish location, depth first (iterative)."""
+    leaves: list[tuple[str, str]] = []
+    pending: list[tuple[str, Any]] = [(path, value)]
+    while pending:
+        location, item = pending.pop()
+        if isinstance(item, str):
+            leaves.append((location, item))
+        elif isinstance(item, Mapping):
+            pending.extend(reversed([
+                (f"{location}.{key}" if location else str(key), member)
+                for key, member in item.items()
+            ]))
+        elif isinstance(item, list | tuple):
+            pending.extend(reversed([
+                (f"{location}[{index}]", member) for index, member in enumerate(item)
+            ]))
+    return leaves
 
 
 def binding_references(value: Any) -> set[str]:

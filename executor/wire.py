@@ -201,13 +201,26 @@ def _reject_non_standard_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _decode_int(literal: str) -> int | float:
+    """A JSON integer; beyond Python's 4300-digit limit it is read as Go reads it, a float64."""
+    try:
+        return int(literal)
+    except ValueError:
+        return float(literal)
+
+
 def _decode_json(body: bytes | str | None) -> Any:
-    """Decode a UTF-8 JSON body strictly (no NaN/Infinity); `_NOT_JSON` when it is not JSON."""
+    """Decode a UTF-8 JSON body strictly (no NaN/Infinity); `_NOT_JSON` when it is not JSON.
+
+    Nesting deeper than the interpreter's recursion limit (about 990 levels) counts as not JSON.
+    """
     if body is None:
         return _NOT_JSON
     try:
         text = body.decode("utf-8") if isinstance(body, bytes | bytearray) else body
-        return json.loads(text, parse_constant=_reject_non_standard_constant)
+        return json.loads(
+            text, parse_constant=_reject_non_standard_constant, parse_int=_decode_int
+        )
     except (UnicodeDecodeError, ValueError, RecursionError):
         return _NOT_JSON
 
@@ -265,11 +278,17 @@ class WireEnvelope:
     error_text: str
 
 
-_LINE_BREAKS = re.compile(r"[ \t]*[\r\n]+[ \t]*")
+_LINE_BREAKS = re.compile(r"[\r\n]+")
 
 
 def _one_line(text: str) -> str:
-    return _LINE_BREAKS.sub(" ", text).strip()
+    """Each run of line breaks, with the blanks and tabs around it, becomes one space (linear)."""
+    lines = _LINE_BREAKS.split(text)
+    if len(lines) == 1:
+        return text.strip()
+    first, *middle, last = lines
+    pieces = [first.rstrip(" \t"), *(line.strip(" \t") for line in middle), last.lstrip(" \t")]
+    return " ".join(pieces).strip()
 
 
 def parse_envelope(body: bytes | str | None) -> WireEnvelope:
@@ -350,14 +369,17 @@ def parse_retry_after_detail(value: Any) -> float | None:
     """`error.details.retry_after` in ms, or None when absent or unreadable.
 
     Accepts a Go duration string (`60s`, `1.5s`, `500ms`), a plain number string meaning
-    seconds (`2`, `1.5`), or a JSON number meaning seconds. Negative values are unreadable.
+    seconds (`2`, `1.5`), or a JSON number meaning seconds. Negative values, and waits beyond
+    float range (as for the header), are unreadable.
     """
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
+        try:
+            milliseconds = float(value) * 1000.0
+        except OverflowError:  # an integer beyond float range
             return None
-        return float(value) * 1000.0
+        return milliseconds if math.isfinite(milliseconds) and milliseconds >= 0 else None
     if not isinstance(value, str):
         return None
     text = value.strip()
