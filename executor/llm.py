@@ -237,7 +237,7 @@ def _completion_fields(response_body: bytes) -> _CompletionFields:
     """The assistant content and token usage of a chat.completion body, or why there are none."""
     try:
         payload = json.loads(response_body)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         return _CompletionFields(
             error=f"LLM response body is not JSON: {e}", error_kind=FAILURE_RESPONSE
         )
@@ -550,6 +550,8 @@ def extract_json_object(text: str) -> dict[str, Any]:
         raise LLMParseError("invalid JSON structure in response")
     try:
         decoded = json.loads(content[start:end], parse_constant=_reject_non_standard_constant)
+    except RecursionError as e:
+        raise LLMParseError("failed to parse JSON: nested too deeply") from e
     except ValueError as e:
         raise LLMParseError(f"failed to parse JSON: {e}") from e
     if not isinstance(decoded, dict):
@@ -645,7 +647,7 @@ def legacy_parameters_from(text: str) -> dict[str, Any]:
     content = strip_markdown_block(text)
     try:
         decoded = json.loads(content, parse_constant=_reject_non_standard_constant)
-    except ValueError:
+    except (ValueError, RecursionError):
         try:
             return extract_json_object(text)
         except LLMParseError as e:

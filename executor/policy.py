@@ -10,7 +10,7 @@ calls `decide()` again. Rule ids are stable and listed in docs/rules.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -93,12 +93,17 @@ class LayerVerdict:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form for decision records."""
-        data = asdict(self)
-        data["layer"] = str(self.layer)
-        for key, value in data.items():
+        """JSON-able form for decision records (parameter values are JSON already: not copied
+        deeply, so a deeply nested correction cannot exhaust the recursion limit here)."""
+        data: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
             if isinstance(value, tuple):
-                data[key] = list(value)
+                value = list(value)
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            data[name] = value
+        data["layer"] = str(self.layer)
         return data
 
 
@@ -786,6 +791,21 @@ def _accept_hit(verdict: LayerVerdict | None, label: str, layer: Layer) -> Outco
     )
 
 
+def _correctable_4xx_only(
+    check: Callable[[DecisionInputs], Outcome],
+) -> Callable[[DecisionInputs], Outcome]:
+    """A layer verdict is read only for a correctable 4xx; elsewhere its rule does not match."""
+
+    def gated(inputs: DecisionInputs) -> Outcome:
+        if not _is_correctable_4xx(inputs):
+            return miss(_not_correctable_reason(inputs))
+        return check(inputs)
+
+    gated.__name__ = check.__name__
+    gated.__doc__ = check.__doc__
+    return gated
+
+
 def _unavailable_hit(inputs: DecisionInputs, verdict: LayerVerdict | None, label: str) -> Outcome:
     if verdict is None:
         return miss(f"{label} was not consulted")
@@ -802,22 +822,27 @@ UNAVAILABLE_RULE_IDS = frozenset(
 )
 
 
+@_correctable_4xx_only
 def _check_analyzer_unavailable(inputs: DecisionInputs) -> Outcome:
     return _unavailable_hit(inputs, inputs.analyzer, "layer 3 analyzer")
 
 
+@_correctable_4xx_only
 def _check_resolver_unavailable(inputs: DecisionInputs) -> Outcome:
     return _unavailable_hit(inputs, inputs.resolver, "layer 4 re-resolver")
 
 
+@_correctable_4xx_only
 def _check_legacy_unavailable(inputs: DecisionInputs) -> Outcome:
     return _unavailable_hit(inputs, inputs.legacy, "legacy correction callback")
 
 
+@_correctable_4xx_only
 def _check_analyzer_protected(inputs: DecisionInputs) -> Outcome:
     return _protected_hit(inputs.analyzer, "layer 3 analyzer")
 
 
+@_correctable_4xx_only
 def _check_analyzer_accept(inputs: DecisionInputs) -> Outcome:
     return _accept_hit(inputs.analyzer, "layer 3 analyzer", Layer.ANALYZER)
 
@@ -850,10 +875,12 @@ def _check_ask_resolver(inputs: DecisionInputs) -> Outcome:
     return hit("layer 3 said cannot fix; consult the layer 4 contextual re-resolver")
 
 
+@_correctable_4xx_only
 def _check_resolver_protected(inputs: DecisionInputs) -> Outcome:
     return _protected_hit(inputs.resolver, "layer 4 re-resolver")
 
 
+@_correctable_4xx_only
 def _check_resolver_accept(inputs: DecisionInputs) -> Outcome:
     return _accept_hit(inputs.resolver, "layer 4 re-resolver", Layer.RE_RESOLUTION)
 
@@ -869,10 +896,12 @@ def _check_ask_legacy(inputs: DecisionInputs) -> Outcome:
     return hit(f"{why}; consult the legacy correction callback")
 
 
+@_correctable_4xx_only
 def _check_legacy_protected(inputs: DecisionInputs) -> Outcome:
     return _protected_hit(inputs.legacy, "legacy callback")
 
 
+@_correctable_4xx_only
 def _check_legacy_accept(inputs: DecisionInputs) -> Outcome:
     return _accept_hit(inputs.legacy, "legacy callback", Layer.LEGACY)
 
@@ -1291,18 +1320,27 @@ def assess_correction(
 
 
 def _same_json(left: Any, right: Any) -> bool:
-    """JSON equality: 1 == 1.0, but True is not 1."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return type(left) is type(right) and left == right
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(_same_json(left[k], right[k]) for k in left)
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(
-            _same_json(a, b) for a, b in zip(left, right, strict=True)
-        )
-    if isinstance(left, int | float) and isinstance(right, int | float):
-        return left == right
-    return type(left) is type(right) and left == right
+    """JSON equality: 1 == 1.0, but True is not 1; iterative, so any depth compares."""
+    pending = [(left, right)]
+    while pending:
+        a, b = pending.pop()
+        if isinstance(a, bool) or isinstance(b, bool):
+            if not (type(a) is type(b) and a == b):
+                return False
+        elif isinstance(a, dict) and isinstance(b, dict):
+            if a.keys() != b.keys():
+                return False
+            pending.extend((a[k], b[k]) for k in a)
+        elif isinstance(a, list) and isinstance(b, list):
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a, b, strict=True))
+        elif isinstance(a, int | float) and isinstance(b, int | float):
+            if a != b:
+                return False
+        elif not (type(a) is type(b) and a == b):
+            return False
+    return True
 
 
 def with_verdict(inputs: DecisionInputs, verdict: LayerVerdict, **updates: Any) -> DecisionInputs:

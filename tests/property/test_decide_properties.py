@@ -153,10 +153,6 @@ LEGACY_VERDICT_ON_100 = DecisionInputs(
 )
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="policy: the *.protected and *.accept rules do not check for a "
-                          "correctable 4xx, so a verdict in the inputs turns a 100, 3xx or 6xx "
-                          "into retry_corrected (legacy.accept) or stop_protected")
 @settings(max_examples=examples(300))
 @given(inputs=decision_inputs(
     status=st.one_of(st.integers(100, 199), st.integers(300, 399), st.integers(600, 999)),

@@ -306,17 +306,12 @@ def test_executor_survives_any_llm_answer_in_layers_3_and_4(
     assert Action  # the module's action names are the SPEC's (checked in decide properties)
 
 
-# --- bugs the fuzzer found outside executor/wire.py and executor/params.py -----------------------
+# --- regressions the fuzzer found in the policy and the LLM answer parsers ---------------------
 
 DEEP_ANALYZER_ANSWER = ('{"should_retry": true, "reason": "deep", "suggested_changes": {"city": '
                         + "[" * 5000 + "]" * 5000 + "}}")
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="llm.extract_json_object lets RecursionError out of a "
-           "5000-deep answer: the step ends in an execution panic and "
-           "the attempt's decision is never recorded")
 def test_a_deeply_nested_analyzer_answer_is_recorded_as_no_correction(loopback: Loopback) -> None:
     scenario = {
         "replies": [ToolReply.error(400, "BAD_CITY", "unknown city Tokio", "INPUT_ERROR")],
@@ -346,11 +341,6 @@ def _nested(depth: int, leaf: str) -> str:
     return "[" * depth + leaf + "]" * depth
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="policy.LayerVerdict.to_dict copies the verdict with "
-           "dataclasses.asdict, which recurses: a correction nested "
-           "600 deep raises RecursionError in decide(), a panic")
 def test_a_deeply_nested_correction_is_guarded_sent_and_recorded(loopback: Loopback) -> None:
     answer = ('{"should_retry": true, "reason": "deep", "suggested_changes": {"city": '
               + _nested(600, '"Tokyo"') + "}}")
@@ -366,11 +356,6 @@ def test_a_deeply_nested_correction_is_guarded_sent_and_recorded(loopback: Loopb
     assert received[1].body == ('{"city":' + _nested(600, '"Tokyo"') + "}").encode()
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="policy.assess_correction compares old and new values "
-           "recursively (_same_json): a correction of a parameter "
-           "nested 450 deep raises RecursionError, an execution panic")
 def test_a_correction_of_a_deeply_nested_parameter_is_recorded(loopback: Loopback) -> None:
     answer = ('{"should_retry": true, "reason": "deep", "suggested_changes": {"tags": '
               + _nested(450, "2") + "}}")

@@ -54,9 +54,6 @@ def test_an_llm_answer_gives_a_typed_verdict_or_a_parse_error(
 DEEP_ANSWER = '{"should_retry": true, "suggested_changes": {"a": ' + "[" * 5000 + "]" * 5000 + "}}"
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError,
-                   reason="llm.extract_json_object catches ValueError only: an answer nested "
-                          "5000 deep raises RecursionError instead of LLMParseError")
 @pytest.mark.parametrize(("site", "parse", "verdict_type"), PARSERS, ids=[p[0] for p in PARSERS])
 def test_a_deeply_nested_llm_answer_is_a_parse_error(
     site: str, parse: Callable[[str], Any], verdict_type: type
