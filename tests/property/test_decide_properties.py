@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import math
 
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
