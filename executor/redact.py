@@ -220,8 +220,8 @@ _SECRETISH_WORDS = frozenset(
     }
 )  # fmt: skip
 # `token=…`, `session_id: "…"`, `aws-key = '…'`: the word (not inside a longer word), up to 20
-# name characters taken possessively, the separator; then the value, redacted only when it looks random (`looks_random`). Matched on
-# the ASCII-lowered text (a case-insensitive alternation is ten times slower to scan).
+# name characters taken possessively, the separator; then the value, redacted only when it
+# looks random (`looks_random`). Matched on the ASCII-lowered text.
 _SECRETISH_HINT = re.compile(_SECRETISH)
 _SECRETISH_ASSIGNMENT = re.compile(
     rf"((?<![a-z])(?:{_SECRETISH})[a-z0-9_-]{{0,20}}+[\"']?[\t ]{{0,3}}[:=][\t ]{{0,3}}[\"']?)"
