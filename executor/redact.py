@@ -25,6 +25,8 @@ REDACTED = "[REDACTED]"
 _WS = r"[\t\n\f\r ]"
 _BARE_VALUE_STOP = r"\t\n\f\r ,;}&\]\"'\\"
 _NOT_ALREADY_REDACTED = r"(?!\[REDACTED\])"
+# A double-quoted value with escapes; possessive, since giving characters back never helps.
+_DQ_VALUE = r'[^"\\]*+(?:\\.[^"\\]*+)*+'
 
 # Go sensitiveValueNamePattern (N) and unquotedSensitiveNamePattern (U: N without authorization).
 _NAMES = (
@@ -57,7 +59,7 @@ def _ascii_lower(value: str) -> str:
 _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # 1. JSON double-quoted key: "api_key": "value" (escape-aware value).
     (
-        re.compile(rf'("{_NAMES}"{_WS}*:{_WS}*")([^"\\]*(?:\\.[^"\\]*)*)(")', _FLAGS),
+        re.compile(rf'("{_NAMES}"{_WS}*:{_WS}*")({_DQ_VALUE})(")', _FLAGS),
         rf"\g<1>{REDACTED}\g<3>",
     ),
     # 2. Single-quoted key: 'api_key': 'value'.
@@ -69,7 +71,7 @@ _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             rf"(\bauthorization\b{_WS}*[=:]{_WS}*){_NOT_ALREADY_REDACTED}"
-            rf"(?:\"[^\"\\]*(?:\\.[^\"\\]*)*\"|'[^'\"\\]*'|(?:bearer|basic){_WS}+[^{_BARE_VALUE_STOP}]+"
+            rf"(?:\"{_DQ_VALUE}\"|'[^'\"\\]*'|(?:bearer|basic){_WS}+[^{_BARE_VALUE_STOP}]+"
             rf"|[^{_BARE_VALUE_STOP}]+)",
             _FLAGS,
         ),
@@ -77,7 +79,7 @@ _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     # 4. Unquoted name, double-quoted value: password="value".
     (
-        re.compile(rf'(\b{_UNQUOTED_NAMES}\b{_WS}*[=:]{_WS}*")([^"\\]*(?:\\.[^"\\]*)*)(")', _FLAGS),
+        re.compile(rf'(\b{_UNQUOTED_NAMES}\b{_WS}*[=:]{_WS}*")({_DQ_VALUE})(")', _FLAGS),
         rf"\g<1>{REDACTED}\g<3>",
     ),
     # 5. Unquoted name, single-quoted value: password='value'.
@@ -542,7 +544,7 @@ def _redact_strings(value: Any) -> Any:
 # JSON text, token by token
 # ---------------------------------------------------------------------------------------------
 
-_JSON_STRING_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_JSON_STRING_TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
 _JSON_WHITESPACE = " \t\n\r"
 _JSON_DECODER = json.JSONDecoder()
 _REDACTED_JSON_STRING = json.dumps(REDACTED)
