@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from console.exits import EXIT_CANCELLED, EXIT_OK, fail, run_cancellable
+from console.printable import printable
 
 PACKAGES = ("console", "executor", "store")
 DB_HELP = "debug store file (default: $TRUVA_DB or ./.truva/debug.duckdb)"
@@ -92,7 +93,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
-        print(render_outcome(outcome))
+        print(printable(render_outcome(outcome)))
     if recorder is not None and recorder.unsaved_events:
         # The run itself completed (its tool calls happened), so the exit code stays the run's.
         print(

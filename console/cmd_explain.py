@@ -10,6 +10,7 @@ from typing import Any
 
 from console.cmd_ls import format_duration, format_time
 from console.exits import fail
+from console.printable import printable
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import (
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(explain_document(detail, steps), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_explain(detail, steps))
+        sys.stdout.write(printable(render_explain(detail, steps)))
     return 0
 
 

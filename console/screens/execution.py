@@ -15,6 +15,7 @@ from textual.widgets import Footer, Header, Static, TabbedContent, Tabs
 from textual.worker import Worker, WorkerState
 
 from console.cmd_ls import format_time
+from console.printable import printable
 from console.screens.palette import PaletteCommand
 from console.screens.store_source import StoreSource, StoreUnavailable
 from console.widgets.attempt_detail import TAB_IDS, AttemptDetail
@@ -183,10 +184,10 @@ class ExecutionScreen(Screen):
         row = detail.execution
         planned = max(row.steps_planned, row.steps_total)
         text = Text.assemble(
-            status_text(row.status), "  ", (row.execution_id, "bold"),
+            status_text(row.status), "  ", (printable(row.execution_id), "bold"),
             f"  ·  started {format_time(row.started_at)}  ·  took {duration_text(row)}",
-            f"  ·  plan {row.plan_path or '-'}\n",
-            ("query ", "bold"), row.query or "-", "\n",
+            f"  ·  plan {printable(row.plan_path) or '-'}\n",
+            ("query ", "bold"), printable(row.query) or "-", "\n",
             f"{planned} steps: {row.steps_succeeded} ok, {row.steps_failed} failed, "
             f"{row.steps_rejected} rejected, {row.steps_skipped} skipped"
             + (f", {row.steps_unfinished} unfinished" if row.steps_unfinished else ""),
@@ -195,7 +196,7 @@ class ExecutionScreen(Screen):
             f"{row.llm_total_tokens} tokens",
         )  # fmt: skip
         if row.stop_reason:
-            text.append(f"\nstopped: {row.stop_reason}", style="yellow")
+            text.append(f"\nstopped: {printable(row.stop_reason)}", style="yellow")
         return text
 
     def _step(self, step_id: str | None) -> StepRecord | None:
@@ -225,18 +226,18 @@ class ExecutionScreen(Screen):
 
     def _step_text(self, step: StepRecord) -> Text:
         text = Text.assemble(
-            (step.step_id, "bold"), "  ",
-            f"{step.tool}.{step.capability}" if step.tool else "", "  ",
+            (printable(step.step_id), "bold"), "  ",
+            printable(f"{step.tool}.{step.capability}") if step.tool else "", "  ",
             status_text(step.status),
-            f"  ·  depends on {', '.join(step.depends_on) or '-'}",
+            f"  ·  depends on {printable(', '.join(step.depends_on)) or '-'}",
             ("  ·  parameters ", "bold"), inline_json(step.parameters),
         )  # fmt: skip
         if step.final_action:
-            text.append(f"  ·  outcome {step.final_action} by rule {step.final_rule_id}")
+            text.append(printable(f"  ·  outcome {step.final_action} by rule {step.final_rule_id}"))
         if step.error:
-            text.append(f"  ·  error {step.error}", style="red")
+            text.append(f"  ·  error {printable(step.error)}", style="red")
         if step.skip_reason:
-            text.append(f"  ·  skipped: {step.skip_reason}", style="yellow")
+            text.append(f"  ·  skipped: {printable(step.skip_reason)}", style="yellow")
         return text
 
     def _show_attempt(self, n: int | None) -> None:
