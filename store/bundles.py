@@ -51,7 +51,7 @@ from executor.redact import redact_body as redact_body  # public here too: expor
 from store.connection import DEFAULT_LOCK_TIMEOUT_S, store_paths
 from store.errors import StoreError
 from store.queries import Store, open_store
-from store.schema import SCHEMA_VERSION, STORE_TABLES, ensure_schema
+from store.schema import MIGRATIONS, SCHEMA_VERSION, STORE_TABLES
 
 BUNDLE_FORMAT = "truva-bundle"
 BUNDLE_VERSION = 1
@@ -192,11 +192,14 @@ class ImportResult:
 
 
 @functools.cache
-def store_table_specs() -> tuple[TableSpec, ...]:
-    """The bundled tables of this store schema version, from an in-memory copy of the schema."""
+def store_table_specs(version: int = SCHEMA_VERSION) -> tuple[TableSpec, ...]:
+    """The bundled tables of store schema `version`, from an in-memory copy of that schema."""
     conn = duckdb.connect(":memory:")
     try:
-        ensure_schema(conn, ":memory:", create=True)
+        for migration in MIGRATIONS:
+            if migration.version <= version:
+                for statement in migration.statements:
+                    conn.execute(statement)
         specs = []
         for table in STORE_TABLES:
             columns = tuple(
@@ -558,6 +561,7 @@ def events_from_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Ev
                 config_sources=_loads(snapshot.get("config_sources")) or {},
                 llm=_loads(snapshot.get("llm")),
                 tool_version=row["tool_version"] or "",
+                rerun_of=row.get("rerun_of"),
             )
         )
         finished_at = _epoch(row["finished_at"])
@@ -696,6 +700,7 @@ def _llm_events(llm_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
             prompt_tokens=row["prompt_tokens"],
             completion_tokens=row["completion_tokens"],
             total_tokens=row["total_tokens"],
+            text_recorded=row["messages"] is not None,
         )
 
 
@@ -1124,12 +1129,12 @@ def _check_manifest(path: Path, manifest: Any) -> dict[str, dict[str, Any]]:
             f"truva-console understands ({SCHEMA_VERSION}); upgrade "
             "truva-console",
         )
-    if schema_version < SCHEMA_VERSION:
+    oldest = MIGRATIONS[0].version
+    if schema_version < oldest:
         raise _refuse(
             path,
             f"store schema version {schema_version} is older than any this "
-            f"truva-console imports ({SCHEMA_VERSION}); re-export it with a "
-            f"truva-console of schema version {SCHEMA_VERSION}",
+            f"truva-console imports ({oldest} to {SCHEMA_VERSION})",
         )
     for key in ("tool_version", "created_at"):
         _require(
@@ -1190,8 +1195,9 @@ def _check_tables(path: Path, manifest: Mapping[str, Any], members: Mapping[str,
         isinstance(tables, list) and all(isinstance(t, dict) for t in tables),
         "tables must be a list of objects",
     )
+    version = manifest["schema_version"]
     found_names = [str(table.get("name")) for table in tables]
-    expected_names = [spec.name for spec in store_table_specs()]
+    expected_names = [spec.name for spec in store_table_specs(version)]
     if sorted(found_names) != sorted(expected_names):
         raise _refuse(
             path,
@@ -1199,7 +1205,7 @@ def _check_tables(path: Path, manifest: Mapping[str, Any], members: Mapping[str,
             f"{', '.join(found_names) or 'none'}",
         )
     by_name = {table["name"]: table for table in tables}
-    for spec in store_table_specs():
+    for spec in store_table_specs(version):
         table = by_name[spec.name]
         _require(
             path,
@@ -1235,7 +1241,7 @@ def _check_tables(path: Path, manifest: Mapping[str, Any], members: Mapping[str,
             raise _refuse(
                 path,
                 f"manifest.json: table {spec.name} columns do not match store "
-                f"schema version {SCHEMA_VERSION} ({detail})",
+                f"schema version {version} ({detail})",
             )
     spans = manifest.get("spans")
     _require(
@@ -1376,8 +1382,13 @@ def _decode_bundle(path: Path, manifest: dict[str, Any], contents: Mapping[str, 
         spec.name: _decode_table(
             path, spec, contents[spec.member], declared[spec.name]["rows"], set(execution_ids)
         )
-        for spec in store_table_specs()
+        for spec in store_table_specs(manifest["schema_version"])
     }
+    for spec in store_table_specs():
+        # A bundle of an older schema has no value for the columns added since: NULL.
+        rows[spec.name] = tuple(
+            {name: row.get(name) for name in spec.column_names} for row in rows[spec.name]
+        )
     statuses = {row["execution_id"]: row["status"] for row in rows["executions"]}
     for execution_id in execution_ids:
         status = statuses.get(execution_id)

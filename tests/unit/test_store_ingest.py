@@ -361,3 +361,24 @@ def test_a_failed_segment_write_leaves_no_half_written_file(paths, monkeypatch) 
         )
 
     assert list(paths.segments.iterdir()) == []
+
+
+def test_rerun_of_recovery_and_impact_are_ingested_and_absent_keys_are_null(conn) -> None:
+    from dataclasses import replace
+
+    from executor.events import AttemptDecided, ExecutionStarted
+
+    events = []
+    for event in small_execution("exec-v2", steps=1):
+        if isinstance(event, ExecutionStarted):
+            event = replace(event, rerun_of="exec-original")
+        elif isinstance(event, AttemptDecided) and event.n == 2:
+            decision = {**event.decision, "recovery": "stop", "impact": "Nothing was booked."}
+            event = replace(event, decision=decision)
+        events.append(event)
+    apply_segments(conn, [encode_events(events, 1, WRITER)])
+
+    assert conn.execute("SELECT rerun_of FROM executions").fetchall() == [("exec-original",)]
+    assert conn.execute(
+        "SELECT n, recovery, impact FROM attempts ORDER BY n"
+    ).fetchall() == [(1, None, None), (2, "stop", "Nothing was booked.")]
