@@ -23,7 +23,7 @@ from tests.support.tool_server import ToolReply
 
 SIZE = 4_000_000
 HEX = "0123456789abcdef"
-NO_BACKOFF = {"max_attempts": 1000, "initial_delay_ms": 0, "max_delay_ms": 0, "jitter": False}
+NO_BACKOFF = {"max_attempts": 100, "initial_delay_ms": 0, "max_delay_ms": 0, "jitter": False}
 
 HOSTILE_BODIES = {
     "hex": json.dumps(
