@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from console.exits import EXIT_CANCELLED, EXIT_OK, fail, run_cancellable
+from console.printable import printable
 from console.words import compact_json, counted, on_one_line, reached_wire, received_text
 
 PACKAGES = ("console", "executor", "store")
@@ -122,7 +123,7 @@ def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json
     if as_json:
         print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
-        print(render_outcome(outcome))
+        print(printable(render_outcome(outcome)))
     if recorder is not None and recorder.unsaved_events:
         # The run itself completed (its tool calls happened), so the exit code stays the run's.
         print(

@@ -10,6 +10,7 @@ from typing import Any
 
 from console.cmd_ls import format_duration, format_time
 from console.exits import fail
+from console.printable import printable
 from console.words import counted, reached_wire, received_text, sent_parameters
 from store.connection import resolve_db_path
 from store.errors import StoreError
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(explain_document(detail, steps), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_explain(detail, steps))
+        sys.stdout.write(printable(render_explain(detail, steps)))
     return 0
 
 

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from console.exits import fail
+from console.printable import printable
 from console.words import counted
 from store.bundles import ExportResult, export_bundle
 from store.connection import resolve_db_path
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(export_document(result), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(render_export(result))
+        print(printable(render_export(result)))
     if result.skipped_running:
         print(
             f"truva-console: note: skipped {counted(len(result.skipped_running), 'execution')} "

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from console.exits import fail
+from console.printable import printable
 from store.bundles import BundleLimits, ImportResult, import_bundle
 from store.connection import resolve_db_path
 from store.errors import StoreError
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(import_document(result), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(render_import(result))
+        print(printable(render_import(result)))
     return 0
 
 

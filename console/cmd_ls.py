@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from console.exits import fail
+from console.printable import printable
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import (
@@ -187,7 +188,7 @@ def _rerun_marker(row: ExecutionRow) -> str:
 
 
 def _one_line(text: str | None, width: int) -> str:
-    flat = " ".join((text or "").split())
+    flat = " ".join(printable(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -220,6 +221,7 @@ def write_table(
         )
         for row in page.executions
     ]
+    rows = [tuple(printable(cell) for cell in cells) for cells in rows]
     widths = [max(len(cells[i]) for cells in [header, *rows]) for i in range(len(header))]
     for cells in [header, *rows]:
         line = "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))

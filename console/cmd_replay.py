@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from console.exits import EXIT_CANCELLED, EXIT_OK, fail, run_cancellable
+from console.printable import printable
 from console.replay import (
     LLM_MODES,
     LLM_RECORDED,
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         document = replay_document(result, stored=recorder is not None)
         print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
     else:
-        print(render_replay(result, stored=recorder is not None))
+        print(printable(render_replay(result, stored=recorder is not None)))
     if result.cancelled_by_user:
         print("truva-console: replay cancelled", file=sys.stderr)
         return EXIT_CANCELLED

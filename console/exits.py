@@ -8,6 +8,8 @@ import signal
 import sys
 from typing import Any, Protocol
 
+from console.printable import printable_line
+
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_CANCELLED = 130
@@ -15,7 +17,7 @@ EXIT_CANCELLED = 130
 
 def fail(message: object, code: int = EXIT_BAD_INPUT) -> int:
     """Print `truva-console: MESSAGE` as one line on stderr and return the exit code."""
-    print(f"truva-console: {message}", file=sys.stderr)
+    print(f"truva-console: {printable_line(str(message))}", file=sys.stderr)
     return code
 
 

@@ -1314,9 +1314,11 @@ def _body_text(body: bytes) -> str:
 
 
 def _error_text(outcome: HttpOutcome) -> str:
-    """The step error in TruvaG3's words, redacted."""
+    """The step error in TruvaG3's words, redacted; a 2xx body is a result, not error text."""
     if outcome.status == 0:
         return redact_sensitive_text(outcome.transport_error_message or "request failed")
+    if 200 <= outcome.status < 300:
+        return f"component returned status {outcome.status}"
     return redact_sensitive_text(
         f"component returned status {outcome.status}: {_body_text(outcome.body)}"
     )

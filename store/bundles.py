@@ -46,12 +46,8 @@ from executor.events import (
     StepFinished,
     StepStarted,
 )
-from executor.redact import (
-    REDACTED,
-    redact_headers,
-    redact_json_value,
-    redact_sensitive_text,
-)
+from executor.redact import REDACTED, Place, RedactionLevel, redact
+from executor.redact import redact_body as redact_body  # public here too: export's body rule
 from store.connection import DEFAULT_LOCK_TIMEOUT_S, store_paths
 from store.errors import StoreError
 from store.queries import Store, open_store
@@ -443,96 +439,34 @@ REDACTED_COLUMNS: dict[str, dict[str, str]] = {
 }
 # A redacted body's size column is set to the new length.
 _SIZE_COLUMNS = {"request_body": "request_size", "response_body": "response_size"}
+# How each `REDACTED_COLUMNS` entry is handed to the policy.
+_PLACES = {"text": Place.TEXT, "json": Place.JSON, "plan": Place.PLAN, "headers": Place.HEADERS}
 
 
-def redact_body(body: bytes) -> bytes:
-    """Body bytes with credentials replaced; bytes outside a replaced value are kept exactly.
-
-    UTF-8 text (JSON included, which stays valid JSON) goes through `redact_sensitive_text`.
-    Other bytes are matched as text with each undecodable byte standing for itself, so a
-    binary body without a secret pattern comes back byte-exact.
-    """
-    text = body.decode("utf-8", "surrogateescape")
-    redacted = redact_sensitive_text(text)
-    if redacted == text:
-        return body
-    try:
-        return redacted.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        # A JSON `\ud800` escape decoded to a lone surrogate: write it back as the escape.
-        return redacted.encode("utf-8", "backslashreplace")
-
-
-def _redact_json_text(text: str, redact: Any) -> str:
+def _redact_json_text(text: str, place: Place) -> str:
     value = json.loads(text)
-    redacted = redact(value)
+    redacted = redact(RedactionLevel.EXPORT, place, value)
     if redacted == value:
         return text
     return json.dumps(redacted, ensure_ascii=False)
 
 
-def _redact_strings(value: Any) -> Any:
-    """Every string of a JSON value through `redact_sensitive_text`, keys and shape kept."""
-    if isinstance(value, dict):
-        return {key: _redact_strings(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_redact_strings(item) for item in value]
-    if isinstance(value, str):
-        return redact_sensitive_text(value)
-    return value
-
-
-def _redact_plan(plan: Any) -> Any:
-    """The plan snapshot redacted, capability schemas keeping their shape so replay still works.
-
-    A schema property named like a credential (`password`) describes a type, not a secret, so
-    schemas only have their strings redacted; the rest goes through `redact_json_value`.
-    """
-    if not isinstance(plan, dict) or not isinstance(plan.get("capabilities"), dict):
-        return redact_json_value(plan)
-    redacted = redact_json_value({key: item for key, item in plan.items() if key != "capabilities"})
-    capabilities = {}
-    for name, capability in plan["capabilities"].items():
-        if isinstance(capability, dict):
-            capabilities[name] = {
-                **redact_json_value({k: v for k, v in capability.items() if k != "schema"}),
-                **(
-                    {"schema": _redact_strings(capability["schema"])}
-                    if "schema" in capability
-                    else {}
-                ),
-            }
-        else:
-            capabilities[name] = redact_json_value(capability)
-    return {key: capabilities if key == "capabilities" else redacted[key] for key in plan}
-
-
-def _redact_headers_value(value: Any) -> Any:
-    if isinstance(value, dict) and all(isinstance(item, str) for item in value.values()):
-        return redact_headers({str(key): item for key, item in value.items()})
-    return redact_json_value(value)
-
-
 def redact_row(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a raw row with the columns of `REDACTED_COLUMNS[table]` redacted."""
+    """A copy of a raw row with the columns of `REDACTED_COLUMNS[table]` redacted for EXPORT."""
     redacted = dict(row)
     for column, how in REDACTED_COLUMNS.get(table, {}).items():
         value = redacted.get(column)
         if value is None:
             continue
         if how == "text":
-            redacted[column] = redact_sensitive_text(value)
-        elif how == "json":
-            redacted[column] = _redact_json_text(value, redact_json_value)
-        elif how == "plan":
-            redacted[column] = _redact_json_text(value, _redact_plan)
-        elif how == "headers":
-            redacted[column] = _redact_json_text(value, _redact_headers_value)
+            redacted[column] = redact(RedactionLevel.EXPORT, Place.TEXT, value)
         elif how == "body":
-            body = redact_body(bytes(value))
+            body = redact(RedactionLevel.EXPORT, Place.BODY, bytes(value))
             if body != value and _SIZE_COLUMNS.get(column) in redacted:
                 redacted[_SIZE_COLUMNS[column]] = len(body)
             redacted[column] = body
+        else:
+            redacted[column] = _redact_json_text(value, _PLACES[how])
     return redacted
 
 
@@ -544,12 +478,15 @@ def _redaction_manifest(applied: bool) -> dict[str, Any]:
         "replacement": REDACTED,
         "columns": REDACTED_COLUMNS,
         "notes": (
-            "text: credential patterns (keys, authorization values, URL query parameters, "
-            "bearer/basic credentials, URL userinfo); json: values under credential-named keys "
-            "and every string; headers: credential-named headers lose their value; body: as "
-            "text, JSON stays valid JSON, non-UTF-8 bytes kept unless a pattern matches, and "
-            "the *_size column is the redacted length; plan: json, capability schemas keep "
-            "their shape"
+            "executor.redact policy, level export. text: credential patterns (keys, "
+            "authorization values, URL query parameters, bearer/basic credentials, URL "
+            "userinfo) and credential shapes found by value (sk-, AKIA/ASIA, ghp_/github_pat_, "
+            "JWTs, xox?-, sk_live_/rk_live_, AIza, PEM private keys, random-looking values "
+            "assigned to secret-ish words); json: values under credential-named keys, "
+            "random-looking values under secret-ish keys, and every string as text; headers: "
+            "credential-named headers lose their value, the rest as text; body: as text, JSON "
+            "stays valid JSON, non-UTF-8 bytes kept unless a pattern matches, and the *_size "
+            "column is the redacted length; plan: json, capability schemas keep their shape"
         ),
     }
 

@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from executor.redact import redact_headers, redact_json_value, redact_sensitive_text
+from executor.redact import Place, RedactionLevel, redact
 from store.connection import StorePaths, first_line
 from store.errors import StoreAccessError, StoreOpenError
 from store.spool import (
@@ -257,55 +257,29 @@ def _as_bytes(value: Any) -> bytes | None:
 
 
 def _event_fields(event: Any) -> dict[str, Any]:
-    """The event's fields by name, with secrets in headers, URLs and the snapshots redacted."""
+    """The event's fields by name, as the policy's AT_REST level keeps them: headers, URLs,
+    failure texts, LLM settings and the plan's credentials redacted; bodies untouched."""
     values = {
         item.name: getattr(event, item.name)
         for item in dataclasses.fields(event)
         if item.name != "kind" and item.name not in _BYTES_FIELDS
     }
-    for text_field in (*_URL_FIELDS, *_ERROR_TEXT_FIELDS):
-        if isinstance(values.get(text_field), str):
-            values[text_field] = redact_sensitive_text(values[text_field])
+    at_rest = RedactionLevel.AT_REST
+    for place, names in ((Place.URL, _URL_FIELDS), (Place.ERROR_TEXT, _ERROR_TEXT_FIELDS)):
+        for name in names:
+            if isinstance(values.get(name), str):
+                values[name] = redact(at_rest, place, values[name])
     for header_field in ("request_headers", "response_headers"):
         headers = values.get(header_field)
         if isinstance(headers, dict):
-            values[header_field] = redact_headers({str(k): str(v) for k, v in headers.items()})
+            values[header_field] = redact(
+                at_rest, Place.HEADERS, {str(k): str(v) for k, v in headers.items()}
+            )
     if values.get("llm") is not None:
-        values["llm"] = redact_json_value(values["llm"])
+        values["llm"] = redact(at_rest, Place.LLM_SETTINGS, values["llm"])
     if isinstance(values.get("plan"), dict):
-        values["plan"] = _redacted_plan(values["plan"])
+        values["plan"] = redact(at_rest, Place.PLAN, values["plan"])
     return values
-
-
-def _redacted_plan(plan: dict[str, Any]) -> dict[str, Any]:
-    """The plan snapshot with its tools' headers and URLs, capability paths and `llm` redacted."""
-    redacted = dict(plan)
-    tools = plan.get("tools")
-    if isinstance(tools, dict):
-        redacted["tools"] = {
-            name: _redacted_tool(spec) if isinstance(spec, dict) else spec
-            for name, spec in tools.items()
-        }
-    capabilities = plan.get("capabilities")
-    if isinstance(capabilities, dict):
-        redacted["capabilities"] = {
-            name: {**spec, "path": redact_sensitive_text(spec["path"])}
-            if isinstance(spec, dict) and isinstance(spec.get("path"), str)
-            else spec
-            for name, spec in capabilities.items()
-        }
-    if plan.get("llm") is not None:
-        redacted["llm"] = redact_json_value(plan["llm"])
-    return redacted
-
-
-def _redacted_tool(spec: dict[str, Any]) -> dict[str, Any]:
-    redacted = dict(spec)
-    if isinstance(spec.get("headers"), dict):
-        redacted["headers"] = redact_headers({str(k): str(v) for k, v in spec["headers"].items()})
-    if isinstance(spec.get("base_url"), str):
-        redacted["base_url"] = redact_sensitive_text(spec["base_url"])
-    return redacted
 
 
 def encode_events(events: Sequence[Any], first_seq: int, writer: WriterIdentity) -> pa.Table:

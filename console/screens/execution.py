@@ -15,6 +15,7 @@ from textual.widgets import Footer, Header, Static, TabbedContent, Tabs
 from textual.worker import Worker, WorkerState
 
 from console.cmd_ls import format_time
+from console.printable import printable
 from console.screens.palette import PaletteCommand
 from console.screens.store_source import StoreSource, StoreUnavailable
 from console.widgets.attempt_detail import TAB_IDS, AttemptDetail
@@ -218,11 +219,11 @@ class ExecutionScreen(Screen):
         row = detail.execution
         planned = max(row.steps_planned, row.steps_total)
         text = Text.assemble(
-            status_text(row.status), "  ", (row.execution_id, "bold"),
+            status_text(row.status), "  ", (printable(row.execution_id), "bold"),
             f"  ·  started {format_time(row.started_at)}  ·  took {duration_text(row)}",
-            f"  ·  plan {row.plan_path or '-'}\n",
-            ("query ", "bold"), row.query or "-", "\n",
-            *((("rerun of ", "bold"), row.rerun_of, "  ·  ") if row.rerun_of else ()),
+            f"  ·  plan {printable(row.plan_path) or '-'}\n",
+            ("query ", "bold"), printable(row.query) or "-", "\n",
+            *((("rerun of ", "bold"), printable(row.rerun_of), "  ·  ") if row.rerun_of else ()),
             f"{counted(planned, 'step')}: {row.steps_succeeded} ok, {row.steps_failed} failed, "
             f"{row.steps_rejected} rejected, {row.steps_skipped} skipped"
             + (f", {row.steps_unfinished} unfinished" if row.steps_unfinished else ""),
@@ -230,7 +231,7 @@ class ExecutionScreen(Screen):
             f"  ·  {counted(row.llm_calls, 'LLM call')}, {counted(row.llm_total_tokens, 'token')}",
         )  # fmt: skip
         if row.stop_reason:
-            text.append(f"\nstopped: {row.stop_reason}", style="yellow")
+            text.append(f"\nstopped: {printable(row.stop_reason)}", style="yellow")
         return text
 
     def _step(self, step_id: str | None) -> StepRecord | None:
@@ -260,10 +261,10 @@ class ExecutionScreen(Screen):
 
     def _step_text(self, step: StepRecord) -> Text:
         text = Text.assemble(
-            (step.step_id, "bold"), "  ",
-            f"{step.tool}.{step.capability}" if step.tool else "", "  ",
+            (printable(step.step_id), "bold"), "  ",
+            printable(f"{step.tool}.{step.capability}") if step.tool else "", "  ",
             status_text(step.status),
-            f"  ·  depends on {', '.join(step.depends_on) or '-'}",
+            f"  ·  depends on {printable(', '.join(step.depends_on)) or '-'}",
         )  # fmt: skip
         runs = sent_parameters(step.attempts)
         if not runs or inline_json(runs[0].parameters) != inline_json(step.parameters):
@@ -273,11 +274,11 @@ class ExecutionScreen(Screen):
             text.append_text(Text.assemble((f"  ·  {run.verb} {run.attempts_label} ", "bold"),
                                            inline_json(run.parameters), run.note))  # fmt: skip
         if step.final_action:
-            text.append(f"  ·  outcome {step.final_action} by rule {step.final_rule_id}")
+            text.append(printable(f"  ·  outcome {step.final_action} by rule {step.final_rule_id}"))
         if step.error:
-            text.append(f"  ·  error {step.error}", style="red")
+            text.append(f"  ·  error {printable(step.error)}", style="red")
         if step.skip_reason:
-            text.append(f"  ·  skipped: {step.skip_reason}", style="yellow")
+            text.append(f"  ·  skipped: {printable(step.skip_reason)}", style="yellow")
         return text
 
     def _show_attempt(self, n: int | None) -> None:

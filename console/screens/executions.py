@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Header, Static
 from textual.worker import Worker, WorkerState
 
+from console.printable import printable
 from console.screens.bundle import ExportDialog, ImportDialog
 from console.screens.palette import PaletteCommand
 from console.screens.store_source import StoreSource, StoreUnavailable
@@ -218,11 +219,11 @@ class ExecutionsScreen(Screen):
         if row is None:
             preview.update("")
             return
-        text = Text.assemble(("query ", "bold"), " ".join((row.query or "-").split()))
+        text = Text.assemble(("query ", "bold"), " ".join(printable(row.query or "-").split()))
         if row.stop_reason:
-            text.append(f"  ·  stopped: {row.stop_reason}", style="yellow")
+            text.append(f"  ·  stopped: {printable(row.stop_reason)}", style="yellow")
         if row.incomplete_steps:
-            text.append(f"  ·  incomplete: {', '.join(row.incomplete_steps)}")
+            text.append(f"  ·  incomplete: {printable(', '.join(row.incomplete_steps))}")
         if row.status == "running" and row.writer_pid:
             text.append(f"  ·  recording by pid {row.writer_pid} on {row.writer_host or '?'}")
         preview.update(text)

@@ -14,6 +14,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import ContentSwitcher, Static, TabbedContent, TabPane, TextArea
 
 from console.cmd_ls import format_duration, format_time
+from console.printable import printable
 from console.widgets.cells import action_text, inline_json
 from console.words import reached_wire, received_text
 from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRecord, StepRecord
@@ -76,7 +77,7 @@ def _fields(rows: list[tuple[str, RenderableType | str]]) -> Table:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for label, value in rows:
-        grid.add_row(label, value)
+        grid.add_row(label, printable(value) if isinstance(value, str) else value)
     return grid
 
 
@@ -87,7 +88,7 @@ def _heading(text: str) -> Text:
 def _headers(headers: Any) -> list[tuple[str, str]]:
     if not headers:
         return [("headers", "-")]
-    return [("headers" if index == 0 else "", f"{name}: {value}")
+    return [("headers" if index == 0 else "", printable(f"{name}: {value}"))
             for index, (name, value) in enumerate(dict(headers).items())]  # fmt: skip
 
 
@@ -97,8 +98,9 @@ def decision_renderable(attempt: AttemptRecord) -> RenderableType:
         return Text("No decision recorded for this attempt (it was still in flight).")
     decision = attempt.decision if isinstance(attempt.decision, dict) else {}
     layer = f"  (layer {attempt.decision_layer})" if attempt.decision_layer else ""
-    headline = Text.assemble(action_text(attempt.action), "  by rule ",
-                             (attempt.rule_id or "-", "bold"), layer)  # fmt: skip
+    rule = printable(attempt.rule_id) or "-"
+    headline = Text.assemble(action_text(attempt.action), "  by rule ", (rule, "bold"),
+                             printable(layer))  # fmt: skip
     rows: list[tuple[str, RenderableType | str]] = [
         ("action", headline),
         ("reason", attempt.reason or "-"),
@@ -120,7 +122,7 @@ def decision_renderable(attempt: AttemptRecord) -> RenderableType:
         misses.add_column(style="yellow", no_wrap=True)
         misses.add_column(overflow="fold")
         for miss in not_matched:
-            misses.add_row(str(miss.get("rule_id")), str(miss.get("reason")))
+            misses.add_row(printable(str(miss.get("rule_id"))), printable(str(miss.get("reason"))))
         parts.append(misses)
     else:
         parts.append(Text("none: the first rule matched", style="dim"))
@@ -149,7 +151,7 @@ def _pairs(pairs: list[tuple[str, str]]) -> Table:
         grid.add_column(overflow="fold", ratio=1)
     for index in range(0, len(pairs), 2):
         left, right = pairs[index], pairs[index + 1] if index + 1 < len(pairs) else ("", "")
-        grid.add_row(left[0], left[1], right[0], right[1])
+        grid.add_row(*(printable(cell) for cell in (*left, *right)))
     return grid
 
 
@@ -164,7 +166,7 @@ def request_renderable(attempt: AttemptRecord) -> RenderableType:
     if not reached_wire(attempt.dispatched, attempt.transport_error):
         request_line = f"nothing reached the wire: the connection for {request_line} failed"
     rows: list[tuple[str, RenderableType | str]] = [
-        ("sent", Text(request_line, style="bold")),
+        ("sent", Text(printable(request_line), style="bold")),
         ("at", format_time(attempt.started_at)),
         ("parameters", inline_json(attempt.parameters)),
     ]
@@ -187,7 +189,8 @@ def response_renderable(attempt: AttemptRecord) -> RenderableType:
         return Text("Nothing recorded yet: no response, or the writer stopped.")
     elapsed = "" if attempt.elapsed_ms is None else f" after {format_duration(attempt.elapsed_ms)}"
     if attempt.transport_error:
-        outcome = Text(f"transport error {attempt.transport_error}{elapsed}", style="bold yellow")
+        outcome = Text(printable(f"transport error {attempt.transport_error}{elapsed}"),
+                       style="bold yellow")
         rows: list[tuple[str, RenderableType | str]] = [("received", outcome)]
         rows.append(("message", attempt.transport_error_message or "-"))
     else:
@@ -278,7 +281,8 @@ def _events_table(events: list[EventRecord]) -> RenderableType:
     table.add_column(overflow="fold")
     for event in events:
         attrs = f"\n{inline_json(event.attrs)}" if event.attrs else ""
-        table.add_row(event.kind, event.name or "-", f"{event.message or ''}{attrs}")
+        table.add_row(printable(event.kind), printable(event.name) or "-",
+                      printable(f"{event.message or ''}{attrs}"))
     return table
 
 
@@ -325,7 +329,7 @@ class AttemptDetail(Vertical):
         self.query_one("#response-head", Static).update(response_renderable(attempt))
         self._show_body("#response-body", attempt.response_body)
         llm_area = self.query_one("#llm-text", TextArea)
-        llm_area.load_text(llm_text(attempt.llm_calls, step.llm_calls))
+        llm_area.load_text(printable(llm_text(attempt.llm_calls, step.llm_calls)))
         self.query_one("#events-body", Static).update(events_renderable(attempt, step, detail))
         tabs = self.query_one("#detail-tabs", TabbedContent)
         tabs.get_tab("tab-llm").label = f"LLM ({len(attempt.llm_calls)})"
@@ -338,7 +342,7 @@ class AttemptDetail(Vertical):
         area = self.query_one(selector, TextArea)
         display = body_display(body)
         area.language = display.language
-        area.load_text(display.text)
+        area.load_text(printable(display.text))
 
     def show_tab(self, tab_id: str) -> None:
         """Switch to the tab `tab_id` (one of TAB_IDS)."""

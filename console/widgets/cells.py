@@ -9,6 +9,7 @@ from typing import Any
 from rich.text import Text
 
 from console.cmd_ls import format_duration
+from console.printable import printable
 from store.queries import AttemptRecord, ExecutionRow
 
 STATUS_STYLES = {
@@ -77,16 +78,16 @@ def steps_text(row: ExecutionRow) -> str:
 
 
 def one_line(text: str | None, width: int) -> str:
-    """Whitespace collapsed, cut to `width` characters with an ellipsis."""
-    flat = " ".join((text or "").split())
+    """Control characters made visible, whitespace collapsed, cut to `width` with an ellipsis."""
+    flat = " ".join(printable(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def inline_json(value: Any) -> str:
-    """A value as compact one-line JSON; strings as they are."""
+    """A value as compact one-line JSON; strings as they are; control characters visible."""
     if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+        return printable(value)
+    return printable(json.dumps(value, ensure_ascii=False))
 
 
 def twin_command(db_arg: str | None, *args: str) -> str:

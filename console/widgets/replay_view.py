@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.cmd_replay import describe_comparison, describe_original, describe_replay
+from console.printable import printable
 from console.replay import (
     RESPONSE_KEYWORDS,
     ReplayResponse,
@@ -126,7 +127,8 @@ class DispatchTable(NavigableTable):
             else:
                 attempt = dispatch.attempt
                 got = attempt.transport_error or str(attempt.status)
-                cells = (got, action_text(attempt.action), attempt.rule_id or "-")
+                cells = (printable(got), action_text(attempt.action),
+                         printable(attempt.rule_id) or "-")
             self.add_row(
                 Text(str(number), justify="right"),
                 *cells,
@@ -204,7 +206,7 @@ def comparison_renderable(result: ReplayResult) -> RenderableType:
             delay = attempt.delay_ms if attempt.action == "retry_same" else None
             left.add_row(
                 _got(attempt.dispatched, attempt.status, attempt.transport_error),
-                action_text(attempt.action), attempt.rule_id or "-", _delay(delay),
+                action_text(attempt.action), printable(attempt.rule_id) or "-", _delay(delay),
             )  # fmt: skip
         else:
             left.add_row("", "", "", "")
@@ -217,7 +219,7 @@ def comparison_renderable(result: ReplayResult) -> RenderableType:
                     got = Text("unscripted", style="dim")
                 elif dispatch_number in edited:
                     got.append("*", style="bold yellow")
-            right.add_row(got, action_text(summary.action), summary.rule,
+            right.add_row(got, action_text(summary.action), printable(summary.rule),
                           _delay(summary.delay_ms))  # fmt: skip
         else:
             right.add_row("", "", "", "")
@@ -233,5 +235,5 @@ def comparison_renderable(result: ReplayResult) -> RenderableType:
     ]
     if edited:
         parts.append(Text("* an edited response", style="dim"))
-    parts.extend(Text(f"note: {note}", style="yellow") for note in result.notes)
+    parts.extend(Text(f"note: {printable(note)}", style="yellow") for note in result.notes)
     return Group(*parts)

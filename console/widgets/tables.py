@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.cmd_ls import format_duration, format_time
+from console.printable import printable
 from console.widgets.cells import (
     action_text,
     delay_text,
@@ -116,11 +117,12 @@ class ExecutionTable(NavigableTable):
         self.clear()
         for row in rows:
             self.add_row(
-                row.execution_id,
+                printable(row.execution_id),
                 status_text(row.status),
                 format_time(row.started_at),
                 duration_text(row),
-                Text(row.last_failing_rule or "-", style="" if row.last_failing_rule else "dim"),
+                Text(printable(row.last_failing_rule) or "-",
+                     style="" if row.last_failing_rule else "dim"),
                 steps_text(row),
                 Text(str(row.attempts), justify="right"),
                 Text(str(row.llm_calls), justify="right"),
@@ -176,17 +178,17 @@ class StepTable(NavigableTable):
         """Replace the rows with `steps`."""
         self.clear()
         for step in steps:
-            capability = f"{step.tool}.{step.capability}" if step.tool else "-"
+            capability = printable(f"{step.tool}.{step.capability}") if step.tool else "-"
             # validation_retries is TruvaG3's one shared counter: it already counts layer 4.
             corrections = step.validation_retries or 0
             self.add_row(
-                step.step_id,
+                printable(step.step_id),
                 status_text(step.status),
                 capability,
                 Text(str(step.dispatch_count or 0), justify="right"),
                 Text(str(len(step.attempts)), justify="right"),
                 Text(str(corrections), justify="right"),
-                step.final_rule_id or "-",
+                printable(step.final_rule_id) or "-",
                 key=step.step_id,
             )
         self.refresh_bindings()
@@ -245,8 +247,8 @@ class AttemptTable(NavigableTable):
                 http_text(attempt),
                 format_duration(attempt.elapsed_ms) if attempt.dispatched else "-",
                 action_text(attempt.action),
-                attempt.rule_id or "-",
-                attempt.decision_layer or "-",
+                printable(attempt.rule_id) or "-",
+                printable(attempt.decision_layer) or "-",
                 delay_text(attempt.delay_ms, attempt.delay_source),
                 key=str(attempt.n),
             )

@@ -1,0 +1,71 @@
+"""Credential-shaped test values, built at import from a seeded generator (none is pasted).
+
+`SECRET_FORMS` maps a form's name to (the text as it appears, the secret part that must not
+survive redaction): provider key shapes, a PEM private key, and random values assigned to
+secret-ish words.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+
+_RANDOM = random.Random(8)
+_ALNUM = string.ascii_letters + string.digits
+_UPPER_DIGITS = string.ascii_uppercase + string.digits
+
+
+def random_chars(n: int, alphabet: str = _ALNUM) -> str:
+    """`n` characters drawn from `alphabet` by the module's seeded generator."""
+    return "".join(_RANDOM.choice(alphabet) for _ in range(n))
+
+
+def _b64url(data: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+def _bare(value: str) -> tuple[str, str]:
+    return value, value
+
+
+def _assigned(prefix: str, value: str, suffix: str = "") -> tuple[str, str]:
+    return prefix + value + suffix, value
+
+
+def secret_forms() -> dict[str, tuple[str, str]]:
+    """A fresh set of every form: name → (text as it appears, secret that must not survive)."""
+    pem_lines = [random_chars(64, _ALNUM + "+/") for _ in range(3)]
+    return {
+        "openai_sk": _bare("sk-" + random_chars(48)),
+        "openai_project": _bare("sk-proj-" + random_chars(40) + "_" + random_chars(20)),
+        "anthropic": _bare("sk-ant-api03-" + random_chars(40)),
+        "aws_access_key_id": _bare("AKIA" + random_chars(16, _UPPER_DIGITS)),
+        "aws_session_key_id": _bare("ASIA" + random_chars(16, _UPPER_DIGITS)),
+        "github_classic": _bare("ghp_" + random_chars(36)),
+        "github_oauth": _bare("gho_" + random_chars(36)),
+        "github_fine_grained": _bare("github_pat_" + random_chars(22) + "_" + random_chars(59)),
+        "gitlab": _bare("glpat-" + random_chars(20)),
+        "jwt": _bare(
+            _b64url({"alg": "HS256", "typ": "JWT"}) + "." + _b64url({"sub": "42"}) + "."
+            + random_chars(43)
+        ),
+        "slack_bot": _bare(f"xoxb-{random_chars(12, string.digits)}-{random_chars(24)}"),
+        "slack_user": _bare(f"xoxp-{random_chars(12, string.digits)}-{random_chars(24)}"),
+        "stripe_secret": _bare("sk_live_" + random_chars(24)),
+        "stripe_restricted": _bare("rk_live_" + random_chars(24)),
+        "google_api_key": _bare("AIza" + random_chars(35)),
+        "pem_private_key": (
+            "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(pem_lines)
+            + "\n-----END RSA PRIVATE KEY-----",
+            pem_lines[1],
+        ),
+        "token_assignment": _assigned("token=", random_chars(40, "0123456789abcdef")),
+        "aws_secret_assignment": _assigned("aws_secret_access_key=", random_chars(40) + "/+x"),
+        "session_colon": _assigned("session: ", random_chars(32)),
+        "quoted_secret_word": _assigned("client-sig='", random_chars(24), "'"),
+    }  # fmt: skip
+
+
+SECRET_FORMS = secret_forms()

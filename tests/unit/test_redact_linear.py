@@ -1,0 +1,104 @@
+"""Redaction time grows linearly with hostile input: hex, letters, `a://` runs, deep JSON…
+
+Each case is timed at n and 8·n side by side (interleaved, best of three); a quadratic pattern
+shows a ratio near 64, a linear one near 8 (up to 20 on a busy shared machine). The bound is
+24. The last tests bound multi-MB calls absolutely.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+
+from executor.redact import redact_secrets, redact_sensitive_text
+from store.bundles import redact_row
+
+HEX = "0123456789abcdef"
+
+
+def _hex(n: int) -> str:
+    return (HEX * (n // len(HEX) + 1))[:n]
+
+
+# name → a hostile text of about n characters.
+HOSTILE: dict[str, Callable[[int], str]] = {
+    "hex_after_a_hint": lambda n: "token " + _hex(n),
+    "letters_after_a_hint": lambda n: "token " + "a" * n,
+    "error_text_of_a_200_with_a_hex_dump": lambda n: "component returned status 200: "
+    + json.dumps({"data": {"next_token": "t1", "sha_dump": _hex(n)}}),
+    "scheme_runs": lambda n: "a://" * (n // 4),
+    "scheme_then_colons": lambda n: "token a://" + "a:" * (n // 2),
+    "digits_before_scheme": lambda n: "1" * n + "a://u@h",
+    "deep_json_arrays": lambda n: "[" * (n // 2) + "]" * (n // 2),
+    "deep_json_objects": lambda n: '{"a":' * (n // 5) + "1" + "}" * (n // 5),
+    "json_strings_with_urls": lambda n: json.dumps(
+        [{"token_count": i, "u": "b://c@d"} for i in range(n // 40)]
+    ),
+    "open_quoted_values": lambda n: '"password":"' * (n // 12),
+    "backslashes_in_a_value": lambda n: '"api_key":"' + "\\" * n,
+    "bearer_words": lambda n: "Bearer " * (n // 7),
+    "authorization_then_spaces": lambda n: "authorization" + " " * n,
+    "key_words": lambda n: "key" * (n // 3),
+    "token_assignments": lambda n: "token=" * (n // 6),
+    "jwt_prefixes": lambda n: "eyJ" * (n // 3),
+    "openai_prefixes": lambda n: "sk-" * (n // 3),
+    "aws_prefixes": lambda n: "AKIA" * (n // 4),
+    "pem_begin_lines": lambda n: "-----BEGIN RSA PRIVATE KEY-----\n" * (n // 32),
+    "pem_without_end": lambda n: "-----BEGIN PRIVATE KEY-----" + "A" * n,
+}
+
+SMALL = 125_000
+FACTOR = 8
+
+
+def _seconds(function: Callable[[str], object], text: str) -> float:
+    started = time.perf_counter()
+    function(text)
+    return time.perf_counter() - started
+
+
+def _assert_linear(function: Callable[[str], object], build: Callable[[int], str]) -> None:
+    small, large = build(SMALL), build(FACTOR * SMALL)
+    small_s = large_s = float("inf")
+    for _ in range(3):  # interleaved, so a busy spell slows both sizes alike
+        small_s = min(small_s, _seconds(function, small))
+        large_s = min(large_s, _seconds(function, large))
+    ratio = large_s / max(small_s, 0.005)  # below 5 ms: cache and timer noise
+    assert ratio < 3 * FACTOR, f"{FACTOR}x input took {ratio:.1f}x the time"
+
+
+@pytest.mark.parametrize("build", HOSTILE.values(), ids=HOSTILE.keys())
+def test_name_patterns_are_linear(build: Callable[[int], str]) -> None:
+    _assert_linear(redact_sensitive_text, build)
+
+
+@pytest.mark.parametrize("build", HOSTILE.values(), ids=HOSTILE.keys())
+def test_name_and_shape_patterns_are_linear(build: Callable[[int], str]) -> None:
+    _assert_linear(redact_secrets, build)
+
+
+@pytest.mark.parametrize(
+    "name", ["letters_after_a_hint", "json_strings_with_urls", "scheme_runs"]
+)
+def test_export_of_a_hostile_response_body_is_linear(name: str) -> None:
+    def export_row(text: str) -> object:
+        body = text.encode()
+        return redact_row("attempts", {"response_body": body, "response_size": len(body)})
+
+    _assert_linear(export_row, HOSTILE[name])
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["hex_after_a_hint", "letters_after_a_hint", "error_text_of_a_200_with_a_hex_dump",
+     "scheme_runs", "deep_json_arrays"],
+)  # fmt: skip
+def test_five_megabytes_redact_within_a_generous_bound(name: str) -> None:
+    # Before the patterns were linear, 40 KB of letters took 16 s and 80 KB 70 s.
+    text = HOSTILE[name](5_000_000)
+    started = time.perf_counter()
+    redact_secrets(text)
+    assert time.perf_counter() - started < 10.0
