@@ -85,6 +85,7 @@ class RecordedRun:
 
     outcome: Any
     recorder: Any
+    executor: Any = None
 
 
 def run_recorded(build: Callable[[Any], Any], db_path: Path | None) -> RecordedRun:
@@ -108,7 +109,7 @@ def run_recorded(build: Callable[[Any], Any], db_path: Path | None) -> RecordedR
     finally:
         if recorder is not None:
             recorder.close()
-    return RecordedRun(outcome, recorder)
+    return RecordedRun(outcome, recorder, executor)
 
 
 def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json: bool) -> int:
@@ -120,6 +121,10 @@ def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json
     except StoreError as exc:
         return fail(str(exc))
     outcome, recorder = recorded.outcome, recorded.recorder
+    settings = getattr(recorded.executor, "llm_settings", None)
+    if settings is not None and not settings.has_credential:
+        print("truva-console: note: no LLM API key (llm.api_key, OPENAI_API_KEY or userinfo in "
+              "the LLM base URL); LLM calls sent the placeholder 'Bearer unused'", file=sys.stderr)
     if as_json:
         print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:

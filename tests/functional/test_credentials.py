@@ -161,3 +161,16 @@ def test_cli_run_with_userinfo_and_explicit_header_sends_the_header(tool_server,
     assert result.code == 0, result.stderr
     (request,) = tool_server.received("/capabilities/x")
     assert request.headers["authorization"] == "Bearer plan"
+
+
+def test_run_says_on_stderr_when_llm_calls_have_no_key(tmp_path, tool_server, llm_server,
+                                                      monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    tool_server.script("/capabilities/x", ToolReply.ok({"ok": True}))
+    path = write_plan(tmp_path, plan(tool_server.base_url, {"x": capability("x")},
+                                     [step("step-1", "x", {})],
+                                     llm_base_url=llm_server.base_url))
+    result = run_cli("run", str(path), "--no-store", "--json")
+    assert result.code == 0
+    assert "note: no LLM API key" in result.stderr
+    assert result.json()["status"] == "succeeded"
