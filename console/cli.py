@@ -93,13 +93,10 @@ def run_command(args: argparse.Namespace) -> int:
         print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         print(render_outcome(outcome))
-    if recorder is not None and recorder.unsaved_events:
+    notice = recorder.exit_notice() if recorder is not None else None
+    if notice:
         # The run itself completed (its tool calls happened), so the exit code stays the run's.
-        print(
-            f"truva-console: recording to {recorder.paths.label} failed: {recorder.last_error}; "
-            f"{recorder.unsaved_events} events not saved",
-            file=sys.stderr,
-        )
+        print(f"truva-console: {notice}", file=sys.stderr)
     if outcome.status == "cancelled":
         incomplete = ", ".join(outcome.incomplete_steps) or "none"
         print(f"truva-console: cancelled; incomplete steps: {incomplete}", file=sys.stderr)

@@ -177,16 +177,24 @@ def _serve(args: argparse.Namespace) -> int:
 def _record(args: argparse.Namespace) -> int:
     from store.connection import resolve_db_path
     from store.errors import StoreError
+    from store.recorder import StoreRecorder
 
     db_path = resolve_db_path(getattr(args, "db", None))
     try:
-        outcomes = record_demo(db_path, fast=not args.slow)
+        recorder = StoreRecorder(db_path)
     except StoreError as error:
         return fail(str(error))
+    try:
+        outcomes = record_demo(recorder, fast=not args.slow)
+    finally:
+        recorder.close()
     print(f"recorded {len(outcomes)} demo executions into {db_path}:")
     for plan, outcome in zip(DEMO_PLANS, outcomes, strict=True):
         rules = ", ".join(f"{s.id} {s.final_rule or s.status}" for s in outcome.steps)
         print(f"  {outcome.execution_id}  {outcome.status:<9} {plan.name}: {rules}")
+    notice = recorder.exit_notice()
+    if notice:
+        print(f"truva-console: {notice}", file=sys.stderr)
     return EXIT_OK
 
 

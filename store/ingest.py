@@ -35,6 +35,7 @@ from store.spool import (
     ready_segments,
     reap_writer,
     remove_files,
+    seal_orphaned_journals,
     set_aside_segment,
 )
 
@@ -1119,6 +1120,7 @@ def maintain(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> None:
 def _maintain(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> None:
     known_tokens = _running_writer_tokens(conn)
     dead = dead_writers(paths, known_tokens) | set(orphaned_leases(paths))
+    dead |= seal_orphaned_journals(paths)  # a killed writer's journal is all it left
     if ingest_spool(conn, paths):
         new_tokens = _running_writer_tokens(conn) - known_tokens
         dead |= dead_writers(paths, new_tokens)
