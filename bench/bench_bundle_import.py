@@ -33,11 +33,11 @@ def build_store(db: Path, executions: int, body_kib: int) -> None:
     from tests.support.events_factory import realistic_execution
 
     body = (b'{"success": true, "data": {"blob": "' + os.urandom(body_kib * 512).hex().encode()
-            + b'"}}')  # fmt: skip
+            + b'"}}') if body_kib else None  # fmt: skip
     with StoreRecorder(db) as recorder:
         for index in range(executions):
             for event in realistic_execution(f"exec-{index:06d}", start_at=1.8e9 + index):
-                if getattr(event, "response_body", None) and event.kind == "attempt_responded":
+                if body and event.kind == "attempt_responded":
                     event = type(event)(**{**_fields(event), "response_body": body})
                 recorder.record(event)
 
@@ -70,13 +70,24 @@ def add_zero_member(source: Path, target: Path, name: str, size: int, *, listed:
                 handle.write(_CHUNK)
 
 
+# ru_maxrss survives fork and exec on Linux, so a child reads its own high-water mark instead.
+PEAK_RSS_SOURCE = """
+def peak_rss_kib():
+    with open('/proc/self/status') as status:
+        for line in status:
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1])
+    return 0
+"""
+
+
 def import_peak(bundle: Path, db: Path) -> tuple[int, str, float]:
     """Exit code, first stderr line and peak RSS (MiB) of importing `bundle` in a child."""
     code = (
-        "import resource, sys; from console.cli import main; rc = main(sys.argv[1:]); "
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); "
-        "raise SystemExit(rc)"
+        "import sys; from console.cli import main; rc = main(sys.argv[1:]); "
+        "print(peak_rss_kib(), file=sys.stderr); raise SystemExit(rc)"
     )
+    code = PEAK_RSS_SOURCE + code
     result = subprocess.run(
         [sys.executable, "-c", code, "import", str(bundle), "--db", str(db)],
         capture_output=True, text=True, cwd=ROOT,
@@ -87,7 +98,18 @@ def import_peak(bundle: Path, db: Path) -> tuple[int, str, float]:
     return result.returncode, message[:150], peak_mib
 
 
+def build_bundle(output: Path, executions: int, body_kib: int) -> None:
+    from store.bundles import export_bundle
+
+    db = output.with_suffix(".duckdb")
+    build_store(db, executions, body_kib)
+    export_bundle(db, output, None)
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--build"]:
+        build_bundle(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+        return 0
     parser = argparse.ArgumentParser()
     parser.add_argument("--executions", type=int, default=400)
     parser.add_argument("--body-kib", type=int, default=64)
@@ -95,23 +117,27 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        db = work / "source.duckdb"
-        build_store(db, args.executions, args.body_kib)
         real = work / "real.zip"
-        from store.bundles import export_bundle
-
-        export_bundle(db, real, None)
-        with zipfile.ZipFile(real) as archive:
-            uncompressed = sum(info.file_size for info in archive.infolist())
-        cases = {"real": real}
+        small = work / "small.zip"
+        subprocess.run(
+            [sys.executable, __file__, "--build", str(real), str(args.executions),
+             str(args.body_kib)], check=True, cwd=ROOT,
+        )  # fmt: skip
+        subprocess.run(
+            [sys.executable, __file__, "--build", str(small), "10", "0"], check=True, cwd=ROOT
+        )
+        cases = {"real": real, "small real": small}
         extra = work / "extra-member.zip"
-        add_zero_member(real, extra, "zeros.bin", args.bomb_mib * _MIB, listed=True)
+        add_zero_member(small, extra, "zeros.bin", args.bomb_mib * _MIB, listed=True)
         cases["extra listed member of zeros"] = extra
         table = work / "table-bomb.zip"
-        add_zero_member(real, table, "tables/events.jsonl", args.bomb_mib * _MIB, listed=True)
+        add_zero_member(small, table, "tables/events.jsonl", args.bomb_mib * _MIB, listed=True)
         cases["table member of zeros"] = table
-        print(f"real bundle: {args.executions} executions, {real.stat().st_size / _MIB:.1f} MiB "
-              f"zipped, {uncompressed / _MIB:.1f} MiB uncompressed")  # fmt: skip
+        for bundle in (real, small):
+            with zipfile.ZipFile(bundle) as archive:
+                uncompressed = sum(info.file_size for info in archive.infolist())
+            print(f"{bundle.name}: {bundle.stat().st_size / _MIB:.2f} MiB zipped, "
+                  f"{uncompressed / _MIB:.1f} MiB uncompressed")  # fmt: skip
         for name, bundle in cases.items():
             rc, message, peak = import_peak(bundle, work / f"into-{abs(hash(name))}.duckdb")
             size = bundle.stat().st_size / _MIB

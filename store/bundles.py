@@ -71,8 +71,9 @@ _MIB = 1024 * 1024
 _READ_CHUNK = _MIB
 # Import writes rows in batches of at most this many rows or bytes.
 _INSERT_ROWS = 2_000
-_INSERT_BYTES = 16 * _MIB
+_INSERT_BYTES = 4 * _MIB
 _FETCH_ROWS = 1_000
+_IMPORT_MEMORY_LIMIT = 64 * _MIB
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _TIMESTAMP_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?$")
 _DRIVE_LETTER = re.compile(r"^[A-Za-z]:")
@@ -1399,19 +1400,20 @@ def _member_lines(
     """Each line of a table member as text, numbered from 1, read in bounded pieces."""
     where = info.filename
     with _member_stream(path, archive, info, member["size"]) as read:
-        pending = b""
+        pending = bytearray()
         number = 0
         while True:
             chunk = read(_READ_CHUNK)
             if not chunk:
                 break
+            searched = len(pending)  # the bytes before the chunk hold no newline
             pending += chunk
             start = 0
-            while (end := pending.find(b"\n", start)) >= 0:
+            while (end := pending.find(b"\n", max(start, searched))) >= 0:
                 number += 1
-                yield number, _line_text(path, where, pending[start:end])
+                yield number, _line_text(path, where, bytes(pending[start:end]))
                 start = end + 1
-            pending = pending[start:]
+            del pending[:start]
             if len(pending) > limits.max_line_bytes:
                 raise _refuse(
                     path,
@@ -1503,6 +1505,7 @@ class _Scan:
     statuses: dict[str, Any]
     call_ids: dict[str, list[str]]
     span_count: int
+    longest_line: int = 0
 
     @property
     def execution_ids(self) -> tuple[str, ...]:
@@ -1521,6 +1524,7 @@ def _scan_table(
     for number, line in lines:
         row = _decode_line(path, spec, number, line, execution_ids)
         rows += 1
+        scan.longest_line = max(scan.longest_line, len(line))
         scan.row_sets.add(spec.name, row["execution_id"], _row_digest(spec, row))
         if spec.primary_key:
             key_hashes.append(_key_hash(spec, row))
@@ -1973,22 +1977,124 @@ def _insert_table(
     spec: TableSpec,
     writing: set[str],
     limits: BundleLimits,
+    *,
+    commit_batches: bool,
 ) -> int:
-    """Stream one table member into the store in bounded batches; return the rows written."""
+    """Stream one table member into the store in bounded batches; return the rows written.
+
+    With `commit_batches`, each batch is its own transaction, so DuckDB writes it out.
+    """
     batch: list[dict[str, Any]] = []
     batch_bytes = 0
     written = 0
+
+    def write() -> None:
+        if commit_batches:
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                _insert_rows(conn, spec, batch)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+        else:
+            _insert_rows(conn, spec, batch)
+
     for row in _table_rows(path, archive, scan, spec, limits):
         if row["execution_id"] not in writing:
             continue
         batch.append(row)
         batch_bytes += _row_bytes(row)
         if len(batch) >= _INSERT_ROWS or batch_bytes >= _INSERT_BYTES:
-            _insert_rows(conn, spec, batch)
+            write()
             written += len(batch)
             batch, batch_bytes = [], 0
-    _insert_rows(conn, spec, batch)
+    if batch:
+        write()
     return written + len(batch)
+
+
+def _rollback(conn: duckdb.DuckDBPyConnection) -> None:
+    # A failed COMMIT has already rolled back; the original error is the one to report.
+    with contextlib.suppress(duckdb.Error):
+        conn.execute("ROLLBACK")
+
+
+def _delete_rows(
+    conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str], *, orphans_only: bool
+) -> None:
+    """Delete the executions' rows in every table (with `orphans_only`, rows with no execution)."""
+    for spec in store_table_specs():
+        if orphans_only and spec.name == "executions":
+            continue
+        orphan = (
+            " AND execution_id NOT IN (SELECT execution_id FROM executions)" if orphans_only else ""
+        )
+        conn.execute(
+            f"DELETE FROM {_quote(spec.name)} WHERE list_contains($ids, execution_id){orphan}",
+            {"ids": list(execution_ids)},
+        )
+
+
+def _write_bundle(
+    conn: duckdb.DuckDBPyConnection,
+    db_label: str,
+    path: Path,
+    archive: zipfile.ZipFile,
+    scan: _Scan,
+    limits: BundleLimits,
+    *,
+    replace: bool,
+) -> tuple[_ImportPlan, dict[str, int]]:
+    """Plan the import against the store, then write it (see `import_bundle`)."""
+    row_counts = dict.fromkeys((spec.name for spec in store_table_specs()), 0)
+    # DuckDB may cache little during an import, so committed batches are written out; one row
+    # must still fit several times over.
+    memory_limit = max(_IMPORT_MEMORY_LIMIT, 4 * scan.longest_line)
+    conn.execute(f"SET memory_limit = '{memory_limit // _MIB}MiB'")
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        # Rows a crashed import left behind have no executions row; they are not the store's.
+        _delete_rows(conn, scan.execution_ids, orphans_only=True)
+        plan = _plan_import(conn, scan, replace=replace)
+        if plan.running:
+            raise BundleConflictError(
+                f"{db_label}: execution {plan.running[0]} is still running in the store (its "
+                "recorder may be writing it), so --replace leaves it alone; nothing was "
+                "imported (import again once it has finished or shows as interrupted)"
+            )
+        if plan.conflicts:
+            raise _conflict_error(db_label, scan, plan.conflicts)
+        writing = set(plan.imported) | set(plan.replaced)
+        specs = sorted(store_table_specs(), key=lambda spec: spec.name == "executions")
+        if plan.replaced:  # a replacement stays one transaction with the whole import
+            _delete_rows(conn, plan.replaced, orphans_only=False)
+            for spec in specs:
+                row_counts[spec.name] = _insert_table(
+                    conn, path, archive, scan, spec, writing, limits, commit_batches=False
+                )
+            conn.execute("COMMIT")
+            return plan, row_counts
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+    try:
+        for spec in specs[:-1]:
+            row_counts[spec.name] = _insert_table(
+                conn, path, archive, scan, spec, writing, limits, commit_batches=True
+            )
+        conn.execute("BEGIN TRANSACTION")
+        row_counts["executions"] = _insert_table(
+            conn, path, archive, scan, specs[-1], writing, limits, commit_batches=False
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        with contextlib.suppress(duckdb.Error):
+            _delete_rows(conn, sorted(writing), orphans_only=True)
+        raise
+    return plan, row_counts
 
 
 def import_bundle(
@@ -1999,13 +2105,16 @@ def import_bundle(
     limits: BundleLimits | None = None,
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
 ) -> ImportResult:
-    """Validate the bundle completely, then write its executions into the store in one transaction.
+    """Validate the bundle completely, then write its executions into the store.
 
-    Validation and writing both stream the members, so memory stays bounded by the longest row
-    and a batch of rows, whatever the bundle's size. An execution already in the store with
-    identical rows is skipped, so importing twice changes nothing. One with different rows is
-    refused (BundleConflictError, nothing written) unless `replace`, which deletes its rows
-    first. The store is created when missing.
+    Validation and writing both stream the members. New executions are written in committed
+    batches while this process holds the file, each execution's `executions` row last and
+    together, so no reader ever sees a partial execution (rows left by a crash have no
+    `executions` row and are removed by the next import of that execution); memory stays
+    bounded by one row and one batch whatever the bundle's size. An execution already in the
+    store with identical rows is skipped, so importing twice changes nothing. One with different
+    rows is refused (BundleConflictError, nothing written) unless `replace`, which deletes its
+    rows first, in one transaction with the whole import. The store is created when missing.
     """
     path = Path(bundle_path)
     limits = limits or BundleLimits()
@@ -2014,45 +2123,17 @@ def import_bundle(
         paths = store_paths(db_path)
         store = Store(paths, lock_timeout_s=lock_timeout_s)
         with store.session(create=True) as conn:
-            conn.execute("BEGIN TRANSACTION")
             try:
-                plan = _plan_import(conn, scan, replace=replace)
-                if plan.running:
-                    raise BundleConflictError(
-                        f"{store.path}: execution {plan.running[0]} is still running in the "
-                        "store (its recorder may be writing it), so --replace leaves it alone; "
-                        "nothing was imported (import again once it has finished or shows as "
-                        "interrupted)"
-                    )
-                if plan.conflicts:
-                    raise _conflict_error(store.path, scan, plan.conflicts)
-                writing = set(plan.imported) | set(plan.replaced)
-                row_counts = {}
-                for spec in store_table_specs():
-                    if plan.replaced:
-                        conn.execute(
-                            f"DELETE FROM {_quote(spec.name)} "
-                            "WHERE list_contains($ids, execution_id)",
-                            {"ids": plan.replaced},
-                        )
-                    row_counts[spec.name] = (
-                        _insert_table(conn, path, archive, scan, spec, writing, limits)
-                        if writing
-                        else 0
-                    )
-                conn.execute("COMMIT")
+                plan, row_counts = _write_bundle(conn, store.path, path, archive, scan, limits,
+                                                 replace=replace)  # fmt: skip
             except duckdb.Error as error:
-                # A failed COMMIT has already rolled back; the original error is the one to report.
-                with contextlib.suppress(duckdb.Error):
-                    conn.execute("ROLLBACK")
                 raise BundleError(
                     f"{store.path}: writing {path} failed ({_first_line(error)}); nothing "
                     "was imported"
                 ) from error
-            except BaseException:
+            finally:
                 with contextlib.suppress(duckdb.Error):
-                    conn.execute("ROLLBACK")
-                raise
+                    conn.execute("RESET memory_limit")
     return ImportResult(
         bundle=path,
         db=paths.given,
