@@ -54,6 +54,8 @@ SEGMENT_SCHEMA = pa.schema(
     ]
 )
 _BYTES_FIELDS = ("request_body", "response_body")
+# One event as a segment row: seq, kind, execution id, JSON payload, request and response body.
+SegmentRecord = tuple[int, str, str | None, str | None, bytes | None, bytes | None]
 # Event fields holding a URL, whose userinfo and credential query parameters are redacted.
 _URL_FIELDS = ("url", "base_url")
 # Failure texts can quote a URL or a credential (`request failed: … api_key=…`).
@@ -306,9 +308,10 @@ def _redacted_tool(spec: dict[str, Any]) -> dict[str, Any]:
     return redacted
 
 
-def encode_events(events: Sequence[Any], first_seq: int, writer: WriterIdentity) -> pa.Table:
-    """One segment table for `events`, numbered from `first_seq`, tagged with the writer."""
-    columns: dict[str, list[Any]] = {name: [] for name in SEGMENT_SCHEMA.names}
+def encode_records(events: Sequence[Any], first_seq: int) -> list[SegmentRecord]:
+    """One segment record per event, numbered from `first_seq`: (seq, kind, execution id,
+    JSON payload, request body, response body)."""
+    records = []
     for offset, event in enumerate(events):
         kind = str(getattr(event, "kind", type(event).__name__))
         try:
@@ -320,13 +323,28 @@ def encode_events(events: Sequence[Any], first_seq: int, writer: WriterIdentity)
                 {"message": f"event {type(event).__name__} could not be encoded: {error!r}"}
             )
             kind, request_body, response_body = "unencodable_event", None, None
-        columns["seq"].append(first_seq + offset)
-        columns["kind"].append(kind)
-        columns["execution_id"].append(getattr(event, "execution_id", None))
-        columns["payload"].append(payload)
-        columns["request_body"].append(request_body)
-        columns["response_body"].append(response_body)
-    table = pa.Table.from_pydict(columns, schema=SEGMENT_SCHEMA)
+        execution_id = getattr(event, "execution_id", None)
+        records.append(
+            (first_seq + offset, kind, execution_id, payload, request_body, response_body)
+        )
+    return records
+
+
+def encode_events(events: Sequence[Any], first_seq: int, writer: WriterIdentity) -> pa.Table:
+    """One segment table for `events`, numbered from `first_seq`, tagged with the writer."""
+    return records_table(encode_records(events, first_seq), writer)
+
+
+def records_table(records: Sequence[SegmentRecord], writer: WriterIdentity | None) -> pa.Table:
+    """The segment table of `records`, tagged with the writer when known."""
+    columns = list(zip(*records, strict=True)) if records else [()] * len(SEGMENT_SCHEMA)
+    arrays = [
+        pa.array(column, type=item.type)
+        for column, item in zip(columns, SEGMENT_SCHEMA, strict=True)
+    ]
+    table = pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)
+    if writer is None:
+        return table
     return table.replace_schema_metadata(writer.to_metadata())
 
 

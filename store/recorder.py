@@ -20,8 +20,6 @@ import time
 from types import TracebackType
 from typing import Any
 
-import pyarrow as pa
-
 from store.connection import (
     DEFAULT_LOCK_TIMEOUT_S,
     first_line,
@@ -29,7 +27,7 @@ from store.connection import (
     store_paths,
 )
 from store.errors import StoreBusyError, StoreOpenError
-from store.ingest import encode_events, ingest_spool
+from store.ingest import SegmentRecord, encode_records, ingest_spool
 from store.spool import Journal, WriterIdentity, WriterLease, journal_name, writer_segments
 
 log = logging.getLogger(__name__)
@@ -79,7 +77,7 @@ class StoreRecorder:
         self._journal_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._wake = threading.Event()
-        self._unsaved: list[pa.Table] = []
+        self._unsaved: list[SegmentRecord] = []
         self._unsaved_bytes = 0
         self._journal: Journal | None = None
         self._next_seq = 1
@@ -130,7 +128,7 @@ class StoreRecorder:
         """Events recorded but not durable: waiting, refused by the disk, or dropped."""
         with self._pending_lock:
             waiting = len(self._pending)
-        return waiting + sum(table.num_rows for table in self._unsaved) + self.dropped_events
+        return waiting + len(self._unsaved) + self.dropped_events
 
     def flush(self) -> None:
         """Make every event recorded so far durable in the spool, and ingest it if it is time."""
@@ -199,22 +197,23 @@ class StoreRecorder:
             with self._pending_lock:
                 events, self._pending = self._pending, []
             if events:
-                table = encode_events(events, self._next_seq, self.writer)
+                records = encode_records(events, self._next_seq)
                 self._next_seq += len(events)
-                if self._unsaved_bytes + table.nbytes > self.max_unsaved_bytes and self._unsaved:
-                    self.dropped_events += table.num_rows
+                size = sum(_record_bytes(record) for record in records)
+                if self._unsaved and self._unsaved_bytes + size > self.max_unsaved_bytes:
+                    self.dropped_events += len(records)
                 else:
-                    self._unsaved.append(table)
-                    self._unsaved_bytes += table.nbytes
+                    self._unsaved.extend(records)
+                    self._unsaved_bytes += size
             try:
                 if self._unsaved:
                     if self._journal is None:
                         self._journal = Journal(
-                            self.paths, journal_name(self.writer, self._next_segment)
+                            self.paths, journal_name(self.writer, self._next_segment), self.writer
                         )
                         self._next_segment += 1
-                    self._journal.append(pa.concat_tables(self._unsaved))
-                    self._unsaved.clear()
+                    self._journal.append(self._unsaved)
+                    self._unsaved = []
                     self._unsaved_bytes = 0
                 if seal and self._journal is not None:
                     journal, self._journal = self._journal, None
@@ -250,6 +249,10 @@ class StoreRecorder:
         if message != self.last_error:
             log.debug("recording to %s: %s", self.paths.label, message)
         self.last_error = message
+
+
+def _record_bytes(record: SegmentRecord) -> int:
+    return 64 + sum(len(value) for value in record[1:] if value is not None)
 
 
 def _describe(error: Exception) -> str:

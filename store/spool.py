@@ -128,30 +128,73 @@ def ready_segments(paths: StorePaths) -> list[Path]:
     ]
 
 
-# A journal starts with this magic; each frame is <u64 length><u32 crc32> then an Arrow IPC
-# stream of one table.
+# A journal starts with this magic; each frame is <u64 length><u32 crc32> then a payload whose
+# first byte says what it holds: b"M" the writer's metadata (JSON), b"E" event records.
 JOURNAL_MAGIC = b"TRUVAJ1\n"
 _FRAME_HEADER = struct.Struct("<QI")
+_SEQ = struct.Struct("<q")
+_LENGTH = struct.Struct("<i")
+_META = b"M"
+_EVENTS = b"E"
 
 
-def journal_frame(table: pa.Table) -> bytes:
-    """One journal frame holding `table` (schema metadata included)."""
-    sink = pa.BufferOutputStream()
-    with ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    payload = sink.getvalue().to_pybytes()
+def _frame(payload: bytes) -> bytes:
     return _FRAME_HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
-def read_journal_bytes(data: bytes, *, name: str = "journal") -> pa.Table:
-    """The rows of every whole frame of a journal, in order; a torn or damaged tail is skipped.
+def journal_meta_frame(writer: WriterIdentity) -> bytes:
+    """The frame naming the writer, first in every journal."""
+    metadata = {key.decode(): value.decode() for key, value in writer.to_metadata().items()}
+    return _frame(_META + json.dumps(metadata).encode())
 
-    Raises pa.ArrowInvalid when not even the magic is there or no frame is whole and the file
-    holds no schema to build an empty table from.
+
+def journal_frame(records: Iterable[tuple]) -> bytes:
+    """One frame of segment records (seq, kind, execution id, payload, request, response body)."""
+    parts = [_EVENTS]
+    for seq, *fields in records:
+        parts.append(_SEQ.pack(seq))
+        for value in fields:
+            if value is None:
+                parts.append(_LENGTH.pack(-1))
+                continue
+            data = value.encode("utf-8", "replace") if isinstance(value, str) else bytes(value)
+            parts.append(_LENGTH.pack(len(data)))
+            parts.append(data)
+    return _frame(b"".join(parts))
+
+
+def _decode_records(payload: bytes, columns: list[list]) -> None:
+    offset = 1
+    while offset < len(payload):
+        (seq,) = _SEQ.unpack_from(payload, offset)
+        offset += _SEQ.size
+        values: list = [seq]
+        for index in range(5):
+            (length,) = _LENGTH.unpack_from(payload, offset)
+            offset += _LENGTH.size
+            if length < 0:
+                values.append(None)
+                continue
+            data = payload[offset : offset + length]
+            if len(data) != length:
+                raise ValueError("a record runs past its frame")
+            offset += length
+            values.append(data.decode("utf-8") if index < 3 else data)
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+
+
+def read_journal_bytes(data: bytes, *, name: str = "journal") -> pa.Table:
+    """The records of every whole frame of a journal, in order; a torn or damaged tail is skipped.
+
+    Raises pa.ArrowInvalid when the bytes are not a journal.
     """
+    from store.ingest import SEGMENT_SCHEMA  # the segment columns are the ingest's
+
     if not data.startswith(JOURNAL_MAGIC):
         raise pa.ArrowInvalid(f"{name}: not a journal (no magic)")
-    tables = []
+    columns: list[list] = [[] for _ in SEGMENT_SCHEMA]
+    metadata: dict[bytes, bytes] | None = None
     offset = len(JOURNAL_MAGIC)
     while offset < len(data):
         header_end = offset + _FRAME_HEADER.size
@@ -161,19 +204,23 @@ def read_journal_bytes(data: bytes, *, name: str = "journal") -> pa.Table:
         payload = data[header_end : header_end + length]
         if len(payload) != length or zlib.crc32(payload) != checksum:
             break
-        tables.append(ipc.open_stream(pa.py_buffer(payload)).read_all())
+        kind = payload[:1]
+        if kind == _META:
+            metadata = {k.encode(): v.encode() for k, v in json.loads(payload[1:]).items()}
+        elif kind == _EVENTS:
+            try:
+                _decode_records(payload, columns)
+            except (ValueError, struct.error, UnicodeDecodeError) as error:
+                raise pa.ArrowInvalid(f"{name}: a damaged frame at byte {offset}") from error
         offset = header_end + length
     if offset < len(data):
         log.info("%s: skipped a torn frame at byte %d of %d", name, offset, len(data))
-    if not tables:
-        return _empty_segment_table()
-    return pa.concat_tables(tables)
-
-
-def _empty_segment_table() -> pa.Table:
-    from store.ingest import SEGMENT_SCHEMA  # the segment columns are the ingest's
-
-    return SEGMENT_SCHEMA.empty_table()
+    arrays = [
+        pa.array(column, type=item.type)
+        for column, item in zip(columns, SEGMENT_SCHEMA, strict=True)
+    ]
+    table = pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)
+    return table.replace_schema_metadata(metadata) if metadata else table
 
 
 def _write_all(descriptor: int, data: bytes) -> None:
@@ -187,7 +234,7 @@ def _write_all(descriptor: int, data: bytes) -> None:
 class Journal:
     """One writer's append-only journal file; appends cost a write, `sync()` an fsync."""
 
-    def __init__(self, paths: StorePaths, name: str) -> None:
+    def __init__(self, paths: StorePaths, name: str, writer: WriterIdentity) -> None:
         self.paths = paths
         self.path = paths.segments / name
         self.size = 0
@@ -196,14 +243,15 @@ class Journal:
             self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644
         )
         try:
-            self._append(JOURNAL_MAGIC)
+            self._append(JOURNAL_MAGIC + journal_meta_frame(writer))
         except OSError:
             self.discard()
             raise
+        self._empty_size = self.size
 
-    def append(self, table: pa.Table) -> None:
-        """Append `table` as one frame; on failure the file is cut back and the error raised."""
-        self._append(journal_frame(table))
+    def append(self, records: Iterable[tuple]) -> None:
+        """Append `records` as one frame; on failure the file is cut back and the error raised."""
+        self._append(journal_frame(records))
 
     def _append(self, data: bytes) -> None:
         try:
@@ -217,7 +265,7 @@ class Journal:
     @property
     def has_frames(self) -> bool:
         """Whether anything beyond the magic was appended."""
-        return self.size > len(JOURNAL_MAGIC)
+        return self.size > self._empty_size
 
     def sync(self) -> None:
         """fsync the journal."""
