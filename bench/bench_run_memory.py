@@ -46,7 +46,9 @@ def long_plan(base_url: str, steps: int) -> dict:
     }
 
 
-def measure(steps: int, source: Path, work: Path, base_url: str) -> tuple[int, float, int, str]:
+def measure(
+    steps: int, source: Path, work: Path, base_url: str, *, store: bool = True
+) -> tuple[int, float, int, str]:
     """Peak RSS (MiB), wall seconds, executions' attempt rows stored, and the exit status."""
     plan_path = work / f"plan-{steps}.json"
     plan_path.write_text(json.dumps(long_plan(base_url, steps)))
@@ -54,7 +56,8 @@ def measure(steps: int, source: Path, work: Path, base_url: str) -> tuple[int, f
     env = {**os.environ, "PYTHONPATH": str(source)}
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-c", CHILD, "run", str(plan_path), "--db", str(db)],
+        [sys.executable, "-c", CHILD, "run", str(plan_path),
+         *(("--db", str(db)) if store else ("--no-store",))],
         capture_output=True, text=True, env=env, cwd=work,
     )  # fmt: skip
     seconds = time.monotonic() - started
@@ -81,12 +84,16 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, nargs="+", default=[1000, 4000])
     parser.add_argument("--source", type=Path, default=ROOT, help="checkout whose code runs")
+    parser.add_argument("--no-store", action="store_true", help="run without the recorder")
     args = parser.parse_args()
     with ScriptedToolServer() as tool, tempfile.TemporaryDirectory() as tmp:
         tool.script("/capabilities/work", ToolReply.ok({"done": True}))
         for steps in args.steps:
-            peak, seconds, stored, status = measure(steps, args.source, Path(tmp), tool.base_url)
-            print(f"{args.source}: {steps:6d} steps  peak RSS {peak:5d} MiB  {seconds:6.1f} s  "
+            peak, seconds, stored, status = measure(
+                steps, args.source, Path(tmp), tool.base_url, store=not args.no_store
+            )
+            label = f"{args.source}{' (no store)' if args.no_store else ''}"
+            print(f"{label}: {steps:6d} steps  peak RSS {peak:5d} MiB  {seconds:6.1f} s  "
                   f"{stored} attempts stored  {status}")  # fmt: skip
     return 0
 

@@ -207,7 +207,8 @@ def test_a_killed_run_shows_interrupted_with_every_dispatched_attempt(
         (step.step_id, attempt.n): attempt for step in detail.steps for attempt in step.attempts
     }
     recorded_bodies = {bytes(attempt.request_body or b"") for attempt in attempts.values()}
-    assert {request.body for request in received} <= recorded_bodies
+    # A request the kill cut short (headers sent, body not) is not a whole request.
+    assert {request.body for request in received if request.json is not None} <= recorded_bodies
     answered_long_before = [
         request.body for at, request in responded if killed_at - at > RESPONSE_MARGIN_S
     ]
