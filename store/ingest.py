@@ -811,28 +811,81 @@ def _run_staged(conn: duckdb.DuckDBPyConnection, insert: _StagedInsert) -> None:
             conn.unregister(view_name)
 
 
+_UNPLANNED_STEPS = """
+SELECT execution_id, step_id FROM steps
+WHERE tool IS NULL AND list_contains($execution_ids, execution_id)
+"""
+
 _FILL_STEPS_FROM_PLAN = """
 UPDATE steps SET
     tool = planned.tool,
     capability = planned.capability,
     depends_on = planned.depends_on,
     parameters = coalesce(steps.parameters, planned.parameters)
-FROM (
-    SELECT
-        snapshot.execution_id,
-        planned_step ->> 'id' AS step_id,
-        planned_step ->> 'tool' AS tool,
-        planned_step ->> 'capability' AS capability,
-        CAST(coalesce(planned_step -> 'depends_on', '[]') AS VARCHAR[]) AS depends_on,
-        planned_step -> 'parameters' AS parameters
-    FROM execution_snapshots AS snapshot,
-        unnest(CAST(snapshot.plan -> '$.steps' AS JSON[])) AS unnested(planned_step)
-    WHERE list_contains($execution_ids, snapshot.execution_id)
-) AS planned
+FROM staging_planned_steps AS planned
 WHERE steps.tool IS NULL
     AND steps.execution_id = planned.execution_id
     AND steps.step_id = planned.step_id
 """
+
+_PLANNED_STEPS = pa.schema(
+    [
+        ("execution_id", _TEXT),
+        ("step_id", _TEXT),
+        ("tool", _TEXT),
+        ("capability", _TEXT),
+        ("depends_on", _TEXT_LIST),
+        ("parameters", _JSON),
+    ]
+)
+
+
+def _fill_steps_from_plan(conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str]) -> None:
+    """Give steps that never started (skipped) their tool, capability and bindings from the plan.
+
+    Only the plans of executions with such steps are read, so a long plan is not re-parsed on
+    every ingest.
+    """
+    wanted: dict[str, set[str]] = {}
+    for execution_id, step_id in conn.execute(
+        _UNPLANNED_STEPS, {"execution_ids": list(execution_ids)}
+    ).fetchall():
+        wanted.setdefault(execution_id, set()).add(step_id)
+    if not wanted:
+        return
+    planned = []
+    for execution_id, plan_text in conn.execute(
+        "SELECT execution_id, CAST(plan AS VARCHAR) FROM execution_snapshots "
+        "WHERE list_contains($ids, execution_id)",
+        {"ids": sorted(wanted)},
+    ).fetchall():
+        try:
+            steps = json.loads(plan_text or "{}").get("steps") or []
+        except (ValueError, AttributeError):
+            continue
+        for step in steps:
+            if not isinstance(step, dict) or step.get("id") not in wanted[execution_id]:
+                continue
+            depends_on = step.get("depends_on") or []
+            planned.append(
+                {
+                    "execution_id": execution_id,
+                    "step_id": step["id"],
+                    "tool": _text_or_none(step.get("tool")),
+                    "capability": _text_or_none(step.get("capability")),
+                    "depends_on": [str(item) for item in depends_on]
+                    if isinstance(depends_on, list)
+                    else [],
+                    "parameters": json_text(step.get("parameters")),
+                }
+            )
+    if planned:
+        staging = pa.Table.from_pylist(planned, schema=_PLANNED_STEPS)
+        _run_staged(conn, _StagedInsert("planned_steps", _FILL_STEPS_FROM_PLAN, staging))
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -893,7 +946,7 @@ def write_staged(conn: duckdb.DuckDBPyConnection, staged: StagedRows) -> None:
     for insert in staged.inserts:
         _run_staged(conn, insert)
     if staged.step_execution_ids:
-        conn.execute(_FILL_STEPS_FROM_PLAN, {"execution_ids": list(staged.step_execution_ids)})
+        _fill_steps_from_plan(conn, staged.step_execution_ids)
 
 
 def decode_segments(tables: Sequence[pa.Table]) -> StagedRows:
