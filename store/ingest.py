@@ -853,6 +853,16 @@ def _fill_steps_from_plan(conn: duckdb.DuckDBPyConnection, execution_ids: Sequen
         wanted.setdefault(execution_id, set()).add(step_id)
     if not wanted:
         return
+    planned = _planned_steps(conn, wanted)
+    if planned:
+        staging = pa.Table.from_pylist(planned, schema=_PLANNED_STEPS)
+        _run_staged(conn, _StagedInsert("planned_steps", _FILL_STEPS_FROM_PLAN, staging))
+
+
+def _planned_steps(
+    conn: duckdb.DuckDBPyConnection, wanted: dict[str, set[str]]
+) -> list[dict[str, Any]]:
+    """The plan entries of the `wanted` steps, by execution, read from the plan snapshots."""
     planned = []
     for execution_id, plan_text in conn.execute(
         "SELECT execution_id, CAST(plan AS VARCHAR) FROM execution_snapshots "
@@ -879,9 +889,7 @@ def _fill_steps_from_plan(conn: duckdb.DuckDBPyConnection, execution_ids: Sequen
                     "parameters": json_text(step.get("parameters")),
                 }
             )
-    if planned:
-        staging = pa.Table.from_pylist(planned, schema=_PLANNED_STEPS)
-        _run_staged(conn, _StagedInsert("planned_steps", _FILL_STEPS_FROM_PLAN, staging))
+    return planned
 
 
 def _text_or_none(value: Any) -> str | None:

@@ -361,3 +361,29 @@ def test_a_failed_segment_write_leaves_no_half_written_file(paths, monkeypatch) 
         )
 
     assert list(paths.segments.iterdir()) == []
+
+
+def test_plans_are_read_only_for_executions_with_a_step_that_never_started(
+    conn, monkeypatch
+) -> None:
+    plan_reads = []
+    real_planned_steps = store.ingest._planned_steps
+
+    def spy(connection, wanted):
+        plan_reads.append({key: sorted(steps) for key, steps in wanted.items()})
+        return real_planned_steps(connection, wanted)
+
+    monkeypatch.setattr(store.ingest, "_planned_steps", spy)
+    started_only = small_execution("exec-all-started")
+    with_skip = realistic_execution("exec-with-skip", start_at=1.9e9)
+
+    for events in (started_only, with_skip):
+        for offset in range(0, len(events), 4):  # many small batches, as a long run makes
+            apply_segments(conn, [encode_events(events[offset : offset + 4], offset + 1, WRITER)])
+
+    assert plan_reads == [{"exec-with-skip": ["step-4"]}]
+    row = conn.execute(
+        "SELECT tool, capability FROM steps WHERE execution_id = 'exec-with-skip' "
+        "AND step_id = 'step-4'"
+    ).fetchone()
+    assert row is not None and None not in row
