@@ -387,3 +387,23 @@ def test_plans_are_read_only_for_executions_with_a_step_that_never_started(
         "AND step_id = 'step-4'"
     ).fetchone()
     assert row is not None and None not in row
+
+
+@pytest.mark.parametrize(
+    "keep_of_second_frame", [5, 20, -1], ids=["mid-header", "mid-payload", "last-byte-missing"]
+)
+def test_a_journal_cut_by_a_kill_keeps_every_whole_frame(paths, keep_of_second_frame) -> None:
+    events = small_execution("exec-torn")
+    journal = store.spool.Journal(paths, store.spool.journal_name(WRITER, 1), WRITER)
+    journal.append(store.ingest.encode_records(events[:3], 1))
+    second_frame_at = journal.size
+    journal.append(store.ingest.encode_records(events[3:], 4))
+    journal.close()
+    data = journal.path.read_bytes()
+    end = len(data) - 1 if keep_of_second_frame < 0 else second_frame_at + keep_of_second_frame
+    journal.path.write_bytes(data[:end])
+
+    table = store.spool.read_segment(journal.path)
+
+    assert table.column("seq").to_pylist() == [1, 2, 3]
+    assert table.schema.metadata[b"writer_token"] == WRITER.token.encode()
