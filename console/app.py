@@ -96,8 +96,9 @@ class TruvaConsoleApp(App[int]):
 
     @on(ReplayScreen.ReplayFinished)
     @on(ImportDialog.ImportFinished)
+    @on(ExecutionScreen.RerunFinished)
     def _store_written(self) -> None:
-        """A replay or an import added executions: list them."""
+        """A replay, a re-run or an import added executions: list them."""
         for screen in self.screen_stack:
             if isinstance(screen, ExecutionsScreen):
                 screen.load_page()

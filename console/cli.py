@@ -8,7 +8,8 @@ import importlib
 import importlib.util
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,30 +67,62 @@ def run_command(args: argparse.Namespace) -> int:
         plan = load_plan(args.plan)
     except PlanError as exc:
         return fail(str(exc))
-    recorder = None
+    db_path = None
     if not args.no_store:
         from store.connection import resolve_db_path
-        from store.errors import StoreError
-        from store.recorder import StoreRecorder
 
-        try:
-            recorder = StoreRecorder(resolve_db_path(args.db))
-        except StoreError as exc:
-            return fail(str(exc))
+        db_path = resolve_db_path(args.db)
+    return run_and_report(
+        lambda recorder: PlanExecutor(plan, recorder=recorder), db_path, as_json=args.json
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRun:
+    """How a run ended, and the store recorder that recorded it (None with --no-store)."""
+
+    outcome: Any
+    recorder: Any
+
+
+def run_recorded(build: Callable[[Any], Any], db_path: Path | None) -> RecordedRun:
+    """Run the executor `build(recorder)` returns, recorded into `db_path` and telemetry.
+
+    The store recorder (when `db_path` is given) and the OpenTelemetry exporter (when
+    configured) are opened first and closed after the run, even when it fails. Raises
+    StoreError when the store cannot be opened for recording. Ctrl-C cancels the run.
+    """
     from executor.events import FanoutRecorder
     from executor.telemetry import telemetry_from_env
 
+    recorder = None
+    if db_path is not None:
+        from store.recorder import StoreRecorder
+
+        recorder = StoreRecorder(db_path)
     telemetry = telemetry_from_env()
     recorders = [r for r in (recorder, telemetry) if r is not None]
-    executor = PlanExecutor(plan, recorder=FanoutRecorder(*recorders))
     try:
+        executor = build(FanoutRecorder(*recorders))
         outcome = asyncio.run(run_cancellable(executor))
     finally:
         if recorder is not None:
             recorder.close()
         if telemetry is not None:
             telemetry.shutdown()
-    if args.json:
+    return RecordedRun(outcome, recorder)
+
+
+def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json: bool) -> int:
+    """`run_recorded`, then print the outcome as `run` does; the exit code of `run`."""
+    from store.errors import StoreError
+
+    try:
+        recorded = run_recorded(build, db_path)
+    except StoreError as exc:
+        return fail(str(exc))
+    outcome, recorder = recorded.outcome, recorded.recorder
+    if as_json:
         print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         print(render_outcome(outcome))
@@ -107,6 +140,8 @@ def run_command(args: argparse.Namespace) -> int:
 def render_outcome(outcome: Any) -> str:
     """A readable summary of a run: each step, then each attempt's decision and rule."""
     lines = [f"execution {outcome.execution_id}: {outcome.status}"]
+    if getattr(outcome, "rerun_of", None):
+        lines.append(f"  rerun of {outcome.rerun_of}")
     if outcome.stop_reason:
         lines.append(f"  stopped: {outcome.stop_reason}")
     for step in outcome.steps:
@@ -114,6 +149,8 @@ def render_outcome(outcome: Any) -> str:
         lines.append(f"  {step.id}: {step.status} — {counts}")
         if step.skip_reason:
             lines.append(f"    {step.skip_reason}")
+        if getattr(step, "reused_from", None):
+            lines.append(f"    result reused from execution {step.reused_from}; not resent")
         for attempt in step.attempts:
             got = (
                 "not sent" if not attempt.dispatched
@@ -124,6 +161,8 @@ def render_outcome(outcome: Any) -> str:
                 if attempt.delay_ms is not None else ""
             lines.append(f"    #{attempt.n} {got} → {attempt.action} [{attempt.rule}]{wait}")
             lines.append(f"       {attempt.reason}")
+            if attempt.impact and attempt.action not in ("success", "retry_same"):
+                lines.append(f"       recovery: {attempt.recovery} — {attempt.impact}")
     return "\n".join(lines)
 
 
@@ -154,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     add_run_parser(subparsers)
     for module_name in ("console.cmd_ls", "console.cmd_explain", "console.cmd_demo",
-                        "console.cmd_replay", "console.cmd_export", "console.cmd_import"):
+                        "console.cmd_replay", "console.cmd_export", "console.cmd_import",
+                        "console.cmd_rerun"):
         importlib.import_module(module_name).add_parser(subparsers)
     for subparser in subparsers.choices.values():
         if not any("--db" in action.option_strings for action in subparser._actions):

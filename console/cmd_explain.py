@@ -145,6 +145,11 @@ def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
             "delay_source": attempt.delay_source,
             "layer": attempt.decision_layer,
             "corrected_parameters": attempt.corrected_parameters,
+            "failure_class": decision.get("failure_class"),
+            "recovery": decision.get("recovery"),
+            "impact": decision.get("impact"),
+            "budgets": decision.get("budgets"),
+            "layers": decision.get("layers") or [],
             "at": attempt.decided_at,
         },
         "not_matched": decision.get("not_matched") or [],
@@ -197,6 +202,9 @@ def render_explain(detail: ExecutionDetail, steps: tuple[StepRecord, ...]) -> st
             f"  took {duration}")  # fmt: skip
     out.field("query", row.query or "-", depth=1)
     out.field("plan", f"{row.plan_path or '-'}  (tool version {row.tool_version or '-'})", depth=1)
+    if row.rerun_of:
+        out.field("rerun of", f"{row.rerun_of} (steps that succeeded there were not resent)",
+                  depth=1)  # fmt: skip
     out.field(
         "steps",
         f"{max(row.steps_planned, row.steps_total)} planned: {row.steps_succeeded} succeeded, "
@@ -344,6 +352,19 @@ def _render_decision(
     layer = f" (layer {attempt.decision_layer})" if attempt.decision_layer else ""
     out.field("decision", f"{attempt.action} by rule {attempt.rule_id}{layer}", depth=2)
     out.field("reason", attempt.reason or "-", depth=3)
+    if decision.get("impact"):
+        recovery = decision.get("recovery")
+        out.field("impact", decision["impact"], depth=3)
+        if recovery:
+            out.field("recovery", recovery, depth=3)
+    budgets = decision.get("budgets") or {}
+    if budgets:
+        left = ", ".join(
+            f"{name.removesuffix('_left').replace('_', ' ')} left "
+            f"{'unlimited' if value is None else value}"
+            for name, value in budgets.items()
+        )
+        out.field("budgets", left, depth=3)
     if inputs:
         pairs = " ".join(f"{key}={_scalar(value)}" for key, value in inputs.items())
         wrapped = textwrap.wrap(pairs, width=_WRAP_WIDTH, break_long_words=False,
@@ -359,6 +380,12 @@ def _render_decision(
         out.field("not matched", "", depth=2)
         for miss in not_matched:
             out.add(f"{miss.get('rule_id')}: {miss.get('reason')}", depth=3)
+    layers = decision.get("layers") or []
+    if layers:
+        out.field("layers", "", depth=2)
+        for note in layers:
+            verdict = "consulted" if note.get("consulted") else "not consulted"
+            out.add(f"{note.get('layer')}: {verdict} — {note.get('detail')}", depth=3)
 
 
 def _render_llm_call(out: _Lines, call: LLMCallRecord, *, depth: int) -> None:
@@ -366,16 +393,20 @@ def _render_llm_call(out: _Lines, call: LLMCallRecord, *, depth: int) -> None:
     latency = "?" if call.latency_ms is None else f"{call.latency_ms:.0f}"
     out.field("llm call", f"{call.site}  model {call.model}  HTTP {call.response_status}  "
               f"{tokens}  latency {latency} ms", depth=depth)  # fmt: skip
-    out.field("prompt", "", depth=depth + 1)
-    for message in call.messages or []:
-        role = message.get("role", "?") if isinstance(message, dict) else "?"
-        content = message.get("content", message) if isinstance(message, dict) else message
-        text = content if isinstance(content, str) else _json_inline(content)
-        out.add(f"[{role}]", depth=depth + 2)
-        out.block(text, depth=depth + 3)
-    out.field("raw answer", "" if call.raw_text is not None else "none", depth=depth + 1)
-    if call.raw_text is not None:
-        out.block(call.raw_text, depth=depth + 2)
+    if not call.text_recorded:
+        out.field("prompt", call.text_note or "not recorded", depth=depth + 1)
+        out.field("raw answer", call.text_note or "not recorded", depth=depth + 1)
+    else:
+        out.field("prompt", "", depth=depth + 1)
+        for message in call.messages or []:
+            role = message.get("role", "?") if isinstance(message, dict) else "?"
+            content = message.get("content", message) if isinstance(message, dict) else message
+            text = content if isinstance(content, str) else _json_inline(content)
+            out.add(f"[{role}]", depth=depth + 2)
+            out.block(text, depth=depth + 3)
+        out.field("raw answer", "" if call.raw_text is not None else "none", depth=depth + 1)
+        if call.raw_text is not None:
+            out.block(call.raw_text, depth=depth + 2)
     if call.parsed is not None:
         out.field("parsed", _json_inline(call.parsed), depth=depth + 1)
     if call.parse_error:

@@ -181,6 +181,11 @@ def _steps_cell(row: ExecutionRow) -> str:
     return cell + (f" ({', '.join(problems)})" if problems else "")
 
 
+def _rerun_marker(row: ExecutionRow) -> str:
+    """`↻ rerun of <id>  ` before the query of a re-run, else nothing."""
+    return f"↻ rerun of {row.rerun_of}  " if row.rerun_of else ""
+
+
 def _one_line(text: str | None, width: int) -> str:
     flat = " ".join((text or "").split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
@@ -211,7 +216,7 @@ def write_table(
             str(row.llm_calls),
             str(row.llm_total_tokens),
             row.last_failing_rule or "-",
-            _one_line(row.query, _QUERY_WIDTH),
+            _rerun_marker(row) + _one_line(row.query, _QUERY_WIDTH),
         )
         for row in page.executions
     ]

@@ -563,12 +563,16 @@ def _replay_config(
     return config
 
 
-def _recorded_llm_calls(step: StepRecord) -> list[LLMCallRecord]:
+def _step_llm_calls(step: StepRecord) -> list[LLMCallRecord]:
     calls = [call for attempt in step.attempts for call in attempt.llm_calls]
     calls.extend(step.llm_calls)
     calls.sort(key=lambda call: (call.called_at or 0.0, call.call_id))
+    return calls
+
+
+def _recorded_llm_calls(step: StepRecord) -> list[LLMCallRecord]:
     # A call whose prompt failed to build never reached the endpoint, and will not again.
-    return [call for call in calls if call.request_body]
+    return [call for call in _step_llm_calls(step) if call.request_body]
 
 
 def _llm_settings(
@@ -589,6 +593,12 @@ def _llm_settings(
     if recorded_llm is None:
         notes.append("the original run had no LLM configured, so layers 3 and 4 stay off")
         return None, ()
+    textless = [call for call in _step_llm_calls(original) if not call.text_recorded]
+    if textless:
+        notes.append(
+            f"{len(textless)} LLM call(s) of the original run kept no answer text "
+            f"({textless[0].text_note}), so they cannot be served; use --llm live"
+        )
     answers = tuple(
         RecordedLLMAnswer(
             site=call.site,
@@ -728,7 +738,8 @@ class _ReplayServer:
             body = json.dumps({"success": False, "error": {
                 "code": "REPLAY_SERVER_BUG", "message": f"{type(error).__name__}: {error}",
                 "category": "SERVICE_ERROR", "retryable": False}}).encode()  # fmt: skip
-            return ReplayResponse(500, (("Content-Type", "application/json"),), body)
+            # 404, not 5xx: a missing answer is not an outage, so the executor does not retry it.
+        return ReplayResponse(404, (("Content-Type", "application/json"),), body)
 
     def wait_closed(self) -> None:
         """Block the calling handler thread until the server closes."""
@@ -999,7 +1010,8 @@ class Replayer:
         body = json.dumps(
             {"error": {"message": message, "type": "replay_exhausted", "param": None, "code": None}}
         ).encode()
-        return ReplayResponse(500, (("Content-Type", "application/json"),), body)
+        # 404, not 5xx: a missing answer is not an outage, so the executor does not retry it.
+        return ReplayResponse(404, (("Content-Type", "application/json"),), body)
 
     # -- the report ---------------------------------------------------------------------------
 
@@ -1023,7 +1035,7 @@ class Replayer:
         for number in self._llm_unanswered:
             notes.append(
                 f"LLM call {number} had no recorded answer; the replay LLM server "
-                "answered HTTP 500 (use --llm live to ask a model)"
+                "answered HTTP 404 (use --llm live to ask a model)"
             )
         calls = [e for e in events.events
                  if isinstance(e, LLMCall) and e.step_id == setup.step_id]  # fmt: skip

@@ -21,6 +21,7 @@ from executor.durations import (
 
 __all__ = [
     "CONFIG_FIELDS",
+    "CONFIG_MAXIMA",
     "ConfigError",
     "ExecutorConfig",
     "env_warnings",
@@ -41,10 +42,15 @@ class ConfigError(ValueError):
 
 def _describe(value: Any) -> str:
     """A value as the user wrote it in JSON (`0`, `"3"`, `null`), for error messages."""
+    if isinstance(value, int) and value.bit_length() > 14_000:  # str() refuses > 4300 digits
+        return "an integer of more than 4000 digits"
     try:
-        return json.dumps(value)
+        text = json.dumps(value)
     except (TypeError, ValueError):
         return repr(value)
+    if isinstance(value, int) and len(text) > 40:
+        return f"{text[:12]}… (an integer of {len(text.lstrip('-'))} digits)"
+    return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -54,11 +60,14 @@ def _describe(value: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _FieldRule:
-    """How one config field is validated: its description for errors and its check."""
+    """How one config field is validated: its description for errors, its check and its
+    documented maximum (None for booleans)."""
 
     expected: str
     normalise: Callable[[Any], Any | None]
     optional: bool = False
+    maximum: int | None = None
+    unit: str = ""
 
 
 def _integer_at_least(minimum: int) -> Callable[[Any], int | None]:
@@ -74,7 +83,10 @@ def _number_at_least(minimum: float, *, inclusive: bool = True) -> Callable[[Any
     def check(value: Any) -> float | None:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond float range
+            return math.inf
         if not math.isfinite(number):
             return None
         if number > minimum or (inclusive and number == minimum):
@@ -88,31 +100,51 @@ def _boolean(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def _integer(minimum: int, maximum: int, *, optional: bool = False) -> _FieldRule:
+    expected = f"an integer >= {minimum}" + (" or null" if optional else "")
+    return _FieldRule(expected, _integer_at_least(minimum), optional, maximum, "an integer")
+
+
+def _number(
+    unit: str, minimum: float, maximum: int, *, inclusive: bool = True, optional: bool = False
+) -> _FieldRule:
+    noun = f"a number of {unit}" if unit else "a number"
+    expected = f"{noun} {'>=' if inclusive else '>'} {minimum:g}" + (" or null" if optional else "")
+    return _FieldRule(
+        expected, _number_at_least(minimum, inclusive=inclusive), optional, maximum, noun
+    )
+
+
+_BOOLEAN = _FieldRule("true or false", _boolean)
+
+# Documented maxima (docs/plan-file.md): far above any sensible value, low enough that a typo
+# such as 10**30 attempts cannot make a run that never ends.
 _FIELD_RULES: dict[str, _FieldRule] = {
-    "max_attempts": _FieldRule("an integer >= 1", _integer_at_least(1)),
-    "initial_delay_ms": _FieldRule("a number of milliseconds >= 0", _number_at_least(0)),
-    "max_delay_ms": _FieldRule("a number of milliseconds >= 0", _number_at_least(0)),
-    "backoff_factor": _FieldRule("a number >= 0", _number_at_least(0)),
-    "jitter": _FieldRule("true or false", _boolean),
-    "max_validation_retries": _FieldRule("an integer >= 0", _integer_at_least(0)),
-    "max_semantic_retries": _FieldRule("an integer >= 0", _integer_at_least(0)),
-    "semantic_retry_enabled": _FieldRule("true or false", _boolean),
-    "semantic_retry_independent_steps": _FieldRule("true or false", _boolean),
-    "validation_feedback_enabled": _FieldRule("true or false", _boolean),
-    "error_analyzer_enabled": _FieldRule("true or false", _boolean),
-    "timeout_s": _FieldRule("a number of seconds > 0", _number_at_least(0, inclusive=False)),
-    "max_concurrency": _FieldRule("an integer >= 1", _integer_at_least(1)),
-    "max_total_tokens": _FieldRule("an integer >= 0 or null", _integer_at_least(0), True),
-    "max_llm_calls": _FieldRule("an integer >= 0 or null", _integer_at_least(0), True),
-    "max_wall_clock_s": _FieldRule(
-        "a number of seconds > 0 or null", _number_at_least(0, inclusive=False), True
-    ),
-    "max_repeated_errors": _FieldRule("an integer >= 1 or null", _integer_at_least(1), True),
-    "retry_after_max_ms": _FieldRule(
-        "a number of milliseconds >= 0 or null", _number_at_least(0), True
-    ),
-    "circuit_breaker_enabled": _FieldRule("true or false", _boolean),
-    "llm_debug_enabled": _FieldRule("true or false", _boolean),
+    "max_attempts": _integer(1, 100),
+    "initial_delay_ms": _number("milliseconds", 0, 3_600_000),
+    "max_delay_ms": _number("milliseconds", 0, 3_600_000),
+    "backoff_factor": _number("", 0, 100),
+    "jitter": _BOOLEAN,
+    "max_validation_retries": _integer(0, 100),
+    "max_semantic_retries": _integer(0, 100),
+    "semantic_retry_enabled": _BOOLEAN,
+    "semantic_retry_independent_steps": _BOOLEAN,
+    "validation_feedback_enabled": _BOOLEAN,
+    "error_analyzer_enabled": _BOOLEAN,
+    "timeout_s": _number("seconds", 0, 86_400, inclusive=False),
+    "max_concurrency": _integer(1, 1_000),
+    "max_total_tokens": _integer(0, 1_000_000_000_000, optional=True),
+    "max_llm_calls": _integer(0, 1_000_000, optional=True),
+    "max_wall_clock_s": _number("seconds", 0, 604_800, inclusive=False, optional=True),
+    "max_repeated_errors": _integer(1, 1_000_000, optional=True),
+    "retry_after_max_ms": _number("milliseconds", 0, 86_400_000, optional=True),
+    "max_retries_per_tool": _integer(0, 1_000_000, optional=True),
+    "circuit_breaker_enabled": _BOOLEAN,
+    "llm_debug_enabled": _BOOLEAN,
+}
+
+CONFIG_MAXIMA: dict[str, int] = {
+    name: rule.maximum for name, rule in _FIELD_RULES.items() if rule.maximum is not None
 }
 
 
@@ -124,6 +156,9 @@ def _validated(field: str, value: Any) -> Any:
     normalised = None if value is None else rule.normalise(value)
     if normalised is None:
         raise ConfigError(field, rule.expected, _describe(value))
+    if rule.maximum is not None and normalised > rule.maximum:
+        expected = f"{rule.unit} <= {rule.maximum} (the documented maximum)"
+        raise ConfigError(field, expected, _describe(value))
     return normalised
 
 
@@ -132,7 +167,9 @@ class ExecutorConfig:
     """Resolved executor settings: the plan file's `config` keys (SPEC §3.1) plus task budgets.
 
     Defaults follow seed 000 §9 and seed 001. `timeout_s` is the per-HTTP-call timeout;
-    `retry_after_max_ms` None means a Retry-After wait is capped by `max_delay_ms`;
+    `retry_after_max_ms` is the longest Retry-After wait honoured (a longer one stops the step
+    with `stop_budget`; None: no limit but the wall clock); `max_delay_ms` caps only the
+    computed backoff; `max_retries_per_tool` None means unlimited;
     `llm_debug_enabled` defaults to true here (TruvaG3 defaults it to false) because recording
     LLM prompts and responses is what this tool is for. Values are validated on construction.
     """
@@ -154,7 +191,8 @@ class ExecutorConfig:
     max_llm_calls: int | None = None
     max_wall_clock_s: float | None = None
     max_repeated_errors: int | None = None
-    retry_after_max_ms: float | None = None
+    retry_after_max_ms: float | None = 60000
+    max_retries_per_tool: int | None = None
     circuit_breaker_enabled: bool = False
     llm_debug_enabled: bool = True
 
@@ -206,6 +244,8 @@ _ENV_SETTINGS: tuple[_EnvSetting, ...] = (
     _EnvSetting("TRUVAG3_ORCHESTRATION_TIMEOUT", "timeout_s", "duration_s"),
     _EnvSetting("TRUVAG3_EXECUTION_MAX_CONCURRENCY", "max_concurrency", "int", minimum=1),
     _EnvSetting("TRUVAG3_LLM_DEBUG_ENABLED", "llm_debug_enabled", "bool"),
+    # Not a TruvaG3 variable: the twin of the plan's max_retries_per_tool (seed 003).
+    _EnvSetting("TRUVAG3_STEP_RETRY_MAX_PER_TOOL", "max_retries_per_tool", "int", minimum=0),
 )
 
 ENV_VARIABLES: tuple[str, ...] = tuple(setting.variable for setting in _ENV_SETTINGS)
@@ -221,7 +261,20 @@ class _EnvReading:
 
 
 def _read_env(setting: _EnvSetting, text: str) -> _EnvReading:
-    """Read one non-empty variable the way TruvaG3 does; invalid text is ignored, not an error."""
+    """Read one non-empty variable the way TruvaG3 does; invalid text is ignored, not an error,
+    and so is a value above the field's documented maximum."""
+    reading = _read_env_text(setting, text)
+    maximum = _FIELD_RULES[setting.field].maximum
+    if reading.ignored_because is None and maximum is not None and reading.value > maximum:
+        shown = f"{maximum} ms" if setting.kind == "duration_ms" else (
+            f"{maximum} s" if setting.kind == "duration_s" else str(maximum)
+        )
+        return _EnvReading(ignored_because=f"above the documented maximum {shown}")
+    return reading
+
+
+def _read_env_text(setting: _EnvSetting, text: str) -> _EnvReading:
+    """The reading of one variable's text, before the maximum is applied."""
     if setting.kind == "bool":
         # Only "true" in any case is true; any other value is false (reference notes §10.4).
         enabled = text.lower() == "true"
@@ -231,6 +284,8 @@ def _read_env(setting: _EnvSetting, text: str) -> _EnvReading:
     if setting.kind == "int":
         if not _GO_INTEGER.fullmatch(text):
             return _EnvReading(ignored_because=f"expected an integer >= {setting.minimum}")
+        if len(text.lstrip("+-").lstrip("0")) > 19:  # beyond Go's int64 (and int()'s limit)
+            return _EnvReading(ignored_because="expected an integer that fits in 64 bits")
         number = int(text)
         if number < setting.minimum:
             return _EnvReading(ignored_because=f"expected an integer >= {setting.minimum}")
@@ -288,16 +343,21 @@ def resolve_config(
 
     Precedence is explicit (the plan's `config` block) > environment > default; sources are
     "explicit", "env" or "default". `env` None reads `os.environ`. An explicit unknown key or a
-    bad explicit value raises ConfigError; a bad environment value is ignored (see
-    `env_warnings`).
+    bad explicit value raises ConfigError; a bad or out-of-range environment value is ignored
+    (see `env_warnings`) and its field's source says so:
+    `default (TRUVAG3_STEP_RETRY_MAX_ATTEMPTS='1000' ignored: above the documented maximum 100)`.
     """
     explicit = explicit or {}
     values: dict[str, Any] = {}
     sources: dict[str, str] = dict.fromkeys(sorted(CONFIG_FIELDS), "default")
-    for setting, _text, reading in _env_readings(env):
+    for setting, text, reading in _env_readings(env):
         if reading.ignored_because is None:
             values[setting.field] = reading.value
             sources[setting.field] = "env"
+        else:
+            sources[setting.field] = (
+                f"default ({setting.variable}={text!r} ignored: {reading.ignored_because})"
+            )
     for field, value in explicit.items():
         if field not in CONFIG_FIELDS:
             raise ConfigError(str(field), _known_key_hint(str(field)), "an unknown key")

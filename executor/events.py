@@ -14,7 +14,10 @@ from typing import Any, Protocol, runtime_checkable
 
 @dataclass(frozen=True, slots=True)
 class ExecutionStarted:
-    """A plan run began. `plan` is the plan as loaded (JSON-able), `config` the resolved config."""
+    """A plan run began. `plan` is the plan as loaded (JSON-able), `config` the resolved config.
+
+    `rerun_of` names the execution this run re-runs (`truva-console rerun`), else None.
+    """
 
     execution_id: str
     started_at: float
@@ -25,6 +28,7 @@ class ExecutionStarted:
     config_sources: dict[str, str]
     llm: dict[str, Any] | None
     tool_version: str
+    rerun_of: str | None = None
     kind: str = "execution_started"
 
 
@@ -181,6 +185,8 @@ class LLMCall:
     `site` is error_analysis|semantic_retry|correction. `request_body`/`response_body` are the
     exact HTTP bytes; `messages` what we sent; `raw_text` the assistant content; `parsed` the
     decoded answer or None; `parse_error` why decoding failed; `error` a transport/HTTP failure.
+    `text_recorded` False (llm_debug_enabled off) means messages, bodies and raw text are left
+    empty on purpose: only the metadata and the parsed answer are kept.
     """
 
     execution_id: str
@@ -205,6 +211,7 @@ class LLMCall:
     prompt_tokens: int | None
     completion_tokens: int | None
     total_tokens: int | None
+    text_recorded: bool = True
     kind: str = "llm_call"
 
 

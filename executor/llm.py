@@ -14,12 +14,14 @@ import asyncio
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from executor.params import json_type_name
 from executor.redact import redact_sensitive_text
+from executor.wire import is_transient_status
 
 if TYPE_CHECKING:
     import openai
@@ -42,6 +44,17 @@ RERESOLVER_MAX_TOKENS = 1000
 # reference §5.5 passes 0 ("provider default"); we send explicit values so the record is exact.
 LEGACY_TEMPERATURE = 0.0
 LEGACY_MAX_TOKENS = 1000
+
+# A failed LLM endpoint call is tried at most this often: the first call and 2 retries.
+LLM_MAX_TRIES = 3
+
+# How an `LLMExchange` failed (`error_kind`); the first three mean the endpoint was unavailable.
+FAILURE_HTTP_STATUS = "http_status"
+FAILURE_TIMEOUT = "timeout"
+FAILURE_CONNECTION = "connection"
+FAILURE_RESPONSE = "response"
+FAILURE_OTHER = "other"
+ENDPOINT_FAILURES = frozenset({FAILURE_HTTP_STATUS, FAILURE_TIMEOUT, FAILURE_CONNECTION})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,7 +125,8 @@ class LLMExchange:
 
     `request_body`/`response_body` are the exact HTTP bytes (b"" when none was sent or received);
     `raw_text` the assistant message content; `error` a transport, HTTP, timeout or response-shape
-    failure, None when the endpoint answered a usable completion.
+    failure, None when the endpoint answered a usable completion, and `error_kind` which of
+    those it was (`FAILURE_*`). `response_headers` are those of an HTTP error answer.
     """
 
     site: str
@@ -131,6 +145,42 @@ class LLMExchange:
     latency_ms: float
     error: str | None
     started_at: float
+    error_kind: str | None = None
+    response_headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def endpoint_failure(self) -> str | None:
+        """`HTTP 503`, `timeout` or `connection error` when the endpoint was unavailable."""
+        if self.error is None or self.error_kind not in ENDPOINT_FAILURES:
+            return None
+        if self.error_kind == FAILURE_HTTP_STATUS:
+            return f"HTTP {self.response_status}"
+        return "timeout" if self.error_kind == FAILURE_TIMEOUT else "connection error"
+
+    @property
+    def transient_failure(self) -> bool:
+        """True when the endpoint failed in a way worth retrying: 408/429/5xx, timeout, connection.
+
+        The same classes as a tool's transient failures (seed 000 §3).
+        """
+        if self.error_kind in (FAILURE_TIMEOUT, FAILURE_CONNECTION):
+            return True
+        return self.error_kind == FAILURE_HTTP_STATUS and is_transient_status(
+            self.response_status or 0
+        )
+
+    @property
+    def retry_after_header(self) -> str | None:
+        """The `Retry-After` header of an HTTP error answer, if it sent one."""
+        for name, value in self.response_headers.items():
+            if name.lower() == "retry-after":
+                return value
+        return None
+
+
+def failure_summary(labels: Sequence[str]) -> str:
+    """Endpoint failures counted in first-seen order: `HTTP 503 ×2, timeout ×1`."""
+    return ", ".join(f"{label} ×{count}" for label, count in Counter(labels).items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +190,7 @@ class _CompletionFields:
     completion_tokens: int | None = None
     total_tokens: int | None = None
     error: str | None = None
+    error_kind: str | None = None
 
 
 def _token_count(usage: Mapping[str, Any], key: str) -> int | None:
@@ -152,10 +203,15 @@ def _completion_fields(response_body: bytes) -> _CompletionFields:
     try:
         payload = json.loads(response_body)
     except ValueError as e:
-        return _CompletionFields(error=f"LLM response body is not JSON: {e}")
+        return _CompletionFields(
+            error=f"LLM response body is not JSON: {e}", error_kind=FAILURE_RESPONSE
+        )
     if not isinstance(payload, dict):
         kind = json_type_name(payload)
-        return _CompletionFields(error=f"LLM response body must be a JSON object, got {kind}")
+        return _CompletionFields(
+            error=f"LLM response body must be a JSON object, got {kind}",
+            error_kind=FAILURE_RESPONSE,
+        )
     usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
     prompt_tokens = _token_count(usage, "prompt_tokens")
     completion_tokens = _token_count(usage, "completion_tokens")
@@ -169,7 +225,9 @@ def _completion_fields(response_body: bytes) -> _CompletionFields:
     }
     choices = payload.get("choices")
     if not isinstance(choices, list) or not choices:
-        return _CompletionFields(error="LLM response has no choices", **counts)
+        return _CompletionFields(
+            error="LLM response has no choices", error_kind=FAILURE_RESPONSE, **counts
+        )
     first = choices[0] if isinstance(choices[0], dict) else {}
     message = first.get("message") if isinstance(first.get("message"), dict) else {}
     content = message.get("content")
@@ -188,6 +246,13 @@ def _response_bytes(response: Any) -> bytes:
         return bytes(response.content)
     except Exception:
         return b""
+
+
+def _response_headers(response: Any) -> dict[str, str]:
+    try:
+        return {str(name): str(value) for name, value in response.headers.items()}
+    except Exception:
+        return {}
 
 
 class LLMClient:
@@ -255,6 +320,7 @@ class LLMClient:
             latency_ms=0.0,
             error=error,
             started_at=self._clock(),
+            error_kind=FAILURE_OTHER,
         )
 
     async def chat(
@@ -271,6 +337,7 @@ class LLMClient:
         request_body = b""
         response_status: int | None = None
         response_body = b""
+        response_headers: dict[str, str] = {}
         try:
             raw = await self._openai.chat.completions.with_raw_response.create(
                 model=self.settings.model,
@@ -282,22 +349,30 @@ class LLMClient:
             request_body = _request_bytes(e.request)
             response_status = e.status_code
             response_body = _response_bytes(e.response)
+            response_headers = _response_headers(e.response)
             detail = e.message.removeprefix(f"Error code: {e.status_code}").removeprefix(" - ")
             error = f"LLM endpoint answered HTTP {e.status_code}"
-            fields = _CompletionFields(error=f"{error}: {detail}" if detail else error)
+            fields = _CompletionFields(
+                error=f"{error}: {detail}" if detail else error, error_kind=FAILURE_HTTP_STATUS
+            )
         except self._api.APITimeoutError as e:
             request_body = _request_bytes(e.request)
             timeout_s = self.settings.timeout_s
-            fields = _CompletionFields(error=f"LLM request timed out after {timeout_s:g} s")
+            fields = _CompletionFields(
+                error=f"LLM request timed out after {timeout_s:g} s", error_kind=FAILURE_TIMEOUT
+            )
         except self._api.APIConnectionError as e:
             request_body = _request_bytes(e.request)
             cause = e.__cause__ or e
             fields = _CompletionFields(
                 error=f"LLM connection to {self.settings.base_url} failed: "
-                f"{type(cause).__name__}: {cause}"
+                f"{type(cause).__name__}: {cause}",
+                error_kind=FAILURE_CONNECTION,
             )
         except Exception as e:
-            fields = _CompletionFields(error=f"LLM call failed: {type(e).__name__}: {e}")
+            fields = _CompletionFields(
+                error=f"LLM call failed: {type(e).__name__}: {e}", error_kind=FAILURE_OTHER
+            )
         else:
             request_body = _request_bytes(raw.http_request)
             response_status = raw.status_code
@@ -321,6 +396,8 @@ class LLMClient:
             latency_ms=latency_ms,
             error=fields.error,
             started_at=started_at,
+            error_kind=fields.error_kind,
+            response_headers=response_headers,
         )
 
 
@@ -569,6 +646,21 @@ def _user_message(prompt: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": prompt}]
 
 
+def intent_text(user_query: str, step_instruction: str | None = None) -> str:
+    """The user's intent as a layer prompt shows it: the query, and a step instruction beside it.
+
+    Seed 001 gives layer 4 "the user's original query (the intent)"; a step's instruction is
+    added, labelled, rather than replacing it. Without an instruction the query is shown as is.
+    """
+    query = user_query.strip()
+    instruction = (step_instruction or "").strip()
+    if not instruction or instruction == query:
+        return user_query
+    if not query:
+        return f"Step instruction: {instruction}"
+    return f"User query: {query}\nStep instruction: {instruction}"
+
+
 ANALYSIS_PROMPT = """<identity>
 You are an error analysis assistant that determines whether a failed tool call can be fixed by modifying its request parameters.
 </identity>
@@ -610,11 +702,12 @@ def build_analysis_messages(
     capability_name: str,
     capability_description: str,
     step_id: str,
+    step_instruction: str | None = None,
 ) -> list[dict[str, Any]]:
     """The layer-3 prompt (reference §4.3) as one user message; the error text is redacted.
 
-    `step_id` is accepted for symmetry with `ErrorAnalyzer.analyze`; the reference does not show
-    it to the LLM.
+    `<user_query>` holds `intent_text(user_query, step_instruction)`. `step_id` is accepted for
+    symmetry with `ErrorAnalyzer.analyze`; the reference does not show it to the LLM.
     """
     prompt = ANALYSIS_PROMPT.format(
         capability_name=capability_name,
@@ -622,7 +715,7 @@ def build_analysis_messages(
         original_request=_sorted_json(original_request, indent=2),
         http_status=http_status,
         error_response=redact_sensitive_text(error_response),
-        user_query=user_query,
+        user_query=intent_text(user_query, step_instruction),
     )
     return _user_message(prompt)
 
@@ -692,18 +785,19 @@ def build_reresolution_messages(
     error_response: str,
     http_status: int,
     previous_errors: Sequence[str],
+    step_instruction: str | None = None,
 ) -> list[dict[str, Any]]:
     """The layer-4 prompt (reference §5.2) as one user message; error texts are redacted.
 
-    `step_id` is accepted for symmetry with `ContextualReResolver.re_resolve`; the reference does
-    not show it to the LLM.
+    `<user_request>` holds `intent_text(user_query, step_instruction)`. `step_id` is accepted for
+    symmetry with `ContextualReResolver.re_resolve`; the reference does not show it to the LLM.
     """
     previous = ""
     if previous_errors:
         joined = "\n---\n".join(redact_sensitive_text(e) for e in previous_errors)
         previous = f"\n<previous_failed_attempts>\n{joined}\n</previous_failed_attempts>\n"
     prompt = RERESOLUTION_PROMPT.format(
-        user_query=user_query,
+        user_query=intent_text(user_query, step_instruction),
         source_data=_sorted_json(source_data, indent=None),
         capability_name=capability_name,
         http_status=http_status,
@@ -830,6 +924,7 @@ class ErrorAnalyzer:
         capability_name: str,
         capability_description: str,
         step_id: str,
+        step_instruction: str | None = None,
     ) -> LayerResult:
         """One analyzer call; the verdict is an `AnalyzerVerdict` or None (no correction)."""
         return await _run_layer(
@@ -845,6 +940,7 @@ class ErrorAnalyzer:
                 capability_name=capability_name,
                 capability_description=capability_description,
                 step_id=step_id,
+                step_instruction=step_instruction,
             ),
             decode=extract_json_object,
             verdict_from=analysis_verdict_from,
@@ -873,6 +969,7 @@ class ContextualReResolver:
         error_response: str,
         http_status: int,
         previous_errors: Sequence[str] = (),
+        step_instruction: str | None = None,
     ) -> LayerResult:
         """One re-resolver call; the verdict is a `ResolverVerdict` or None (no correction)."""
         return await _run_layer(
@@ -890,6 +987,7 @@ class ContextualReResolver:
                 error_response=error_response,
                 http_status=http_status,
                 previous_errors=previous_errors,
+                step_instruction=step_instruction,
             ),
             decode=extract_json_object,
             verdict_from=reresolution_verdict_from,

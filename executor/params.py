@@ -19,10 +19,12 @@ __all__ = [
     "binding_references",
     "coerce_parameters",
     "exact_bound_keys",
+    "exact_bound_paths",
     "go_format_value",
     "guard_parameters",
     "match_type_related_error",
     "resolve_bindings",
+    "value_at_path",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -195,11 +197,11 @@ BOOLEAN_TYPES = frozenset({"boolean", "bool"})
 STRING_TYPES = frozenset({"string"})
 SCALAR_TYPES = NUMBER_TYPES | INTEGER_TYPES | BOOLEAN_TYPES | STRING_TYPES
 
-# Go strconv.ParseFloat, base 10 only: sign, digits with one optional point, optional exponent.
-_GO_DECIMAL_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # Go strconv's `special`: signed inf/infinity, unsigned nan, any letter case.
 _GO_SPECIAL_FLOAT_RE = re.compile(r"[+-]?(?:inf|infinity)|nan", re.IGNORECASE)
+# Go strconv.ParseInt(s, 10, 64): base 10 takes no prefix and no underscores.
 _GO_INT_RE = re.compile(r"[+-]?[0-9]+")
+_INT64_DIGITS = 19
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _GO_BOOL_WORDS = {
@@ -239,21 +241,108 @@ class Coercion:
         }
 
 
-def _parse_go_float(text: str) -> float | None:
-    """Go `strconv.ParseFloat(text, 64)` on decimal text; None where Go returns an error."""
-    if _GO_SPECIAL_FLOAT_RE.fullmatch(text):
-        return float(text)
-    if not _GO_DECIMAL_FLOAT_RE.fullmatch(text):
+def _underscores_ok(text: str) -> bool:
+    """Go strconv `underscoreOK`: each `_` sits between digits, or between a base prefix and a
+    digit."""
+    saw = "^"  # ^ start, 0 digit or base prefix, _ underscore, ! anything else
+    if text[:1] in ("+", "-"):
+        text = text[1:]
+    index = 0
+    hexadecimal = False
+    if len(text) >= 2 and text[0] == "0" and text[1].lower() in "box":
+        index, saw, hexadecimal = 2, "0", text[1].lower() == "x"
+    for character in text[index:]:
+        if "0" <= character <= "9" or (hexadecimal and "a" <= character.lower() <= "f"):
+            saw = "0"
+        elif character == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        elif saw == "_":
+            return False
+        else:
+            saw = "!"
+    return saw != "_"
+
+
+def _read_go_float(text: str) -> float | None:
+    """Go strconv `readFloat` plus the conversion, for the whole of `text`; None on a syntax
+    error or when a finite literal overflows float64 (Go's ErrRange)."""
+    index, length = 0, len(text)
+    sign = ""
+    if index < length and text[index] in "+-":
+        sign = "-" if text[index] == "-" else ""
+        index += 1
+    hexadecimal = index + 2 < length and text[index] == "0" and text[index + 1] in "xX"
+    if hexadecimal:
+        index += 2
+    exponent_char = "p" if hexadecimal else "e"
+    digit_chars = "0123456789abcdefABCDEF" if hexadecimal else "0123456789"
+    integer_digits: list[str] = []
+    fraction_digits: list[str] = []
+    saw_dot = False
+    while index < length:
+        character = text[index]
+        if character == "_":
+            pass
+        elif character == ".":
+            if saw_dot:
+                break
+            saw_dot = True
+        elif character in digit_chars:
+            (fraction_digits if saw_dot else integer_digits).append(character)
+        else:
+            break
+        index += 1
+    if not integer_digits and not fraction_digits:
         return None
-    number = float(text)
-    # Go reports ErrRange for a finite literal that overflows float64.
+    exponent = 0
+    if index < length and text[index].lower() == exponent_char:
+        index += 1
+        exponent_sign = 1
+        if index < length and text[index] in "+-":
+            exponent_sign = -1 if text[index] == "-" else 1
+            index += 1
+        if index >= length or not "0" <= text[index] <= "9":
+            return None
+        while index < length and ("0" <= text[index] <= "9" or text[index] == "_"):
+            # Go stops accumulating once the exponent reaches 10000.
+            if text[index] != "_" and exponent < 10000:
+                exponent = exponent * 10 + int(text[index])
+            index += 1
+        exponent *= exponent_sign
+    elif hexadecimal:
+        return None  # a hexadecimal mantissa needs a p exponent
+    if index != length or ("_" in text and not _underscores_ok(text)):
+        return None
+    mantissa = "".join(integer_digits) + "." + "".join(fraction_digits)
+    try:
+        if hexadecimal:
+            return float.fromhex(f"{sign}0x{mantissa}p{exponent}")
+        number = float(f"{sign}{mantissa}e{exponent}")
+    except OverflowError:
+        return None
     return None if math.isinf(number) else number
+
+
+def _parse_go_float(text: str) -> float | None:
+    """Go `strconv.ParseFloat(text, 64)` when it gives a finite number, else None.
+
+    Accepts what Go accepts: decimal and hexadecimal (`0x1p-2`, `0x1.8P+1`) literals, and
+    underscores between digits (`1_000.5`, `0x_1p0`). Go's NaN, Inf and Infinity (any case)
+    and a finite literal beyond float64 give None: they are not JSON, so they are never sent.
+    """
+    if _GO_SPECIAL_FLOAT_RE.fullmatch(text):
+        return None
+    return _read_go_float(text)
 
 
 def _parse_go_int(text: str) -> int | None:
     """Go `strconv.ParseInt(text, 10, 64)`; None on syntax or int64 range errors."""
     if not _GO_INT_RE.fullmatch(text):
         return None
+    if len(text.lstrip("+-").lstrip("0")) > _INT64_DIGITS:
+        return None  # beyond int64, and int() would refuse more than 4300 digits
     number = int(text)
     return number if _INT64_MIN <= number <= _INT64_MAX else None
 
@@ -366,9 +455,11 @@ def coerce_parameters(
     """Layer 2: coerce top-level string parameters to the types the capability schema declares.
 
     Follows Go `coerceParameterTypes`: only keys named in `schema.properties` are touched;
-    number/float64/float/double use ParseFloat, integer/int/int64/int32 ParseInt (base 10,
-    int64), boolean/bool ParseBool, and string reduces a map (or a string holding a JSON object)
-    to its primary field. A value that fails to parse is kept as it was. With a type list such
+    number/float64/float/double use ParseFloat (decimal or hex, underscores between digits),
+    integer/int/int64/int32 ParseInt (base 10, int64: no prefix, no underscores), boolean/bool
+    ParseBool, and string reduces a map (or a string holding a JSON object) to its primary
+    field. A value that fails to parse is kept as it was, and so is one that parses to NaN or
+    ±Inf, which JSON cannot carry (Go would fail to marshal it). With a type list such
     as `["integer", "null"]` each named type is tried in order, except that a string already
     satisfies a list naming "string" and a map one naming "object". Returns a new dict (None
     for None params) and the coercions applied, in parameter order; `params` is not mutated.
@@ -517,6 +608,53 @@ def exact_bound_keys(params: Mapping[str, Any] | None) -> frozenset[str]:
     )
 
 
+PathSegments = tuple[str | int, ...]
+MISSING = object()  # what `value_at_path` returns where a path leads nowhere
+
+
+def render_path(segments: PathSegments) -> str:
+    """A JSON path as users read it: `filter.city`, `items[0].id`."""
+    text = ""
+    for segment in segments:
+        if isinstance(segment, int):
+            text += f"[{segment}]"
+        else:
+            text += f".{segment}" if text else segment
+    return text
+
+
+def exact_bound_paths(params: Any, prefix: PathSegments = ()) -> dict[str, PathSegments]:
+    """Every location, at any depth, whose original value is exactly one `{{step.path}}` token.
+
+    Maps the rendered path (`amount`, `order.total`, `lines[0].sku`) to its segments; these
+    values are protected from correction (seed 000 §12: exact template bindings).
+    """
+    found: dict[str, PathSegments] = {}
+    if isinstance(params, str):
+        if prefix and TEMPLATE_RE.fullmatch(params) is not None:
+            found[render_path(prefix)] = prefix
+    elif isinstance(params, Mapping):
+        for key, value in params.items():
+            found.update(exact_bound_paths(value, (*prefix, str(key))))
+    elif isinstance(params, list | tuple):
+        for index, value in enumerate(params):
+            found.update(exact_bound_paths(value, (*prefix, index)))
+    return found
+
+
+def value_at_path(root: Any, segments: PathSegments) -> Any:
+    """The value at `segments` inside `root`, or `MISSING` when the path leads nowhere."""
+    value = root
+    for segment in segments:
+        if isinstance(segment, int):
+            if not isinstance(value, list | tuple) or not 0 <= segment < len(value):
+                return MISSING
+        elif not isinstance(value, Mapping) or segment not in value:
+            return MISSING
+        value = value[segment]
+    return value
+
+
 # ---------------------------------------------------------------------------------------------
 # Pre-dispatch guard (seed 000 §12, SPEC §2.2 row 0)
 # ---------------------------------------------------------------------------------------------
@@ -626,6 +764,9 @@ def _check_value(
     """Null, shape and enum violations of one present value, then of its items and properties."""
     if not isinstance(property_schema, Mapping) or path in skipped_paths:
         return []
+    if value is None:
+        # seed 000 §12: the guard preserves explicit null, whatever the declared type.
+        return []
     declared_types = _declared_types(property_schema)
     declared_families = {_FAMILY_OF_TYPE.get(name) for name in declared_types}
     received_family = _value_family(value)
@@ -714,8 +855,9 @@ def guard_parameters(
     templates pass. Then, against the schema subset (type, properties, required, enum, items)
     at every depth: required keys that are absent; for each present value in parameter order,
     a container-shape mismatch (object vs array vs scalar; a string where a number is declared
-    is coercion's business and passes), or an explicit null where the declared type excludes
-    "null" (untyped properties accept null), else a value outside a declared enum. A value
+    is coercion's business and passes), else a value outside a declared enum. An explicit null
+    is present and passes whatever the declared type (seed 000 §12 "preserves … explicit
+    null"). A value
     already reported as an unresolved binding is not schema-checked. Not a full JSON Schema
     validator: unknown type names and other keywords are left to the tool.
     """

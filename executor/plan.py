@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import math
 import re
@@ -16,7 +17,9 @@ from executor.config import CONFIG_FIELDS, ConfigError, resolve_config
 from executor.params import TEMPLATE_RE
 
 __all__ = [
+    "LLM_TIMEOUT_MAX_S",
     "PLAN_FIELDS",
+    "SCHEMA_TYPES",
     "SIDE_EFFECTS",
     "CapabilitySpec",
     "Plan",
@@ -60,6 +63,22 @@ PLAN_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 _MAX_SHOWN_TEXT = 80
+
+# The JSON Schema type names, and the Go names layer 2 also reads (reference §2.5), lower case.
+SCHEMA_TYPES = (
+    "array", "boolean", "integer", "null", "number", "object", "string",
+    "bool", "double", "float", "float64", "int", "int32", "int64",
+)
+# Seconds per LLM call: a documented maximum, like the config maxima.
+LLM_TIMEOUT_MAX_S = 3600
+
+# RFC 9110 §5.1 field names are tokens; field values are visible ASCII with inner spaces/tabs.
+_HEADER_NAME_CHARS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE_CHARS = "".join(chr(c) for c in range(0x20, 0x7F)) + "\t"
+_HEADER_VALUE_RE = re.compile(r"(?:[\x21-\x7e](?:[ \t]*[\x21-\x7e])*)?")
+_CHARACTER_NAMES = {"\r": "a carriage return (CR)", "\n": "a line feed (LF)", "\0": "a NUL",
+                    " ": "a space", "\t": "a tab"}
 
 
 class PlanError(ValueError):
@@ -293,6 +312,9 @@ def load_plan(path: str | Path) -> Plan:
         raise PlanError(file, "", problem) from error
     except RecursionError as error:
         raise PlanError(file, "", TOO_DEEP) from error
+    except ValueError as error:  # an integer literal beyond Python's int conversion limit
+        problem = "invalid JSON: a number with more than 4300 digits"
+        raise PlanError(file, "", problem) from error
     try:
         duplicate = _first_duplicate_key(data, "")
     except RecursionError as error:
@@ -341,12 +363,28 @@ def _describe(value: Any) -> str:
         return "an array"
     if isinstance(value, str):
         return _quote(value)
+    if isinstance(value, int) and value.bit_length() > 14_000:  # str() refuses > 4300 digits
+        return "an integer of more than 4000 digits"
     if value is None or isinstance(value, bool | int | float):
         try:
             return json.dumps(value, allow_nan=False)
         except ValueError:
             return repr(value)
     return f"a Python {type(value).__name__}"
+
+
+def _first_bad_character(text: str, allowed: str) -> str:
+    """Which character of `text` is not in `allowed`, and where: `a line feed (LF) at [5]`."""
+    for index, character in enumerate(text):
+        if character not in allowed:
+            name = _CHARACTER_NAMES.get(character)
+            if name is None and 0x21 <= ord(character) <= 0x7E:
+                name = f"the character {json.dumps(character)}"
+            elif name is None:
+                kind = "a non-ASCII character" if ord(character) > 0x7F else "a control character"
+                name = f"{kind} U+{ord(character):04X}"
+            return f"{name} at [{index}]"
+    return "no character outside the allowed set"
 
 
 def _names(names: Any) -> str:
@@ -442,6 +480,77 @@ class _PlanParser:
             raise self.fail(path, f"expected a URL without query or fragment, got {_quote(url)}")
         return url
 
+    def require_header_name(self, name: str, path: str) -> None:
+        """An HTTP field name: a token (RFC 9110 §5.1), which httpx and h11 can send."""
+        if _HEADER_NAME_RE.fullmatch(name) is None:
+            problem = (
+                "expected a header name of ASCII letters, digits and !#$%&'*+-.^_`|~ only, "
+                f"got {_quote(name)} ({_first_bad_character(name, _HEADER_NAME_CHARS)})"
+            )
+            raise self.fail(path, problem)
+
+    def require_header_value(self, value: str, path: str, what: str = "a header value") -> None:
+        """An HTTP field value the client can send: printable ASCII, spaces and tabs inside."""
+        if _HEADER_VALUE_RE.fullmatch(value) is None:
+            if value != value.strip(" \t") and _HEADER_VALUE_RE.fullmatch(value.strip(" \t")):
+                found = "leading or trailing whitespace"
+            else:
+                found = _first_bad_character(value, _HEADER_VALUE_CHARS)
+            raise self.fail(path, f"expected {what} of printable ASCII, got {_quote(value)} "
+                                  f"({found})")
+
+    def require_schema(self, schema: Any, path: str) -> None:
+        """The JSON Schema subset layer 2 and the guard read: known `type` names, and
+        `properties`, `items`, `required`, `enum` of the right JSON types, at every depth."""
+        if isinstance(schema, bool):
+            return  # JSON Schema's true/false schemas
+        if not isinstance(schema, Mapping):
+            raise self.fail(path, f"expected a JSON Schema object, got {_describe(schema)}")
+        if "type" in schema:
+            declared = schema["type"]
+            names = declared if isinstance(declared, list) else [declared]
+            if not names:
+                raise self.fail(f"{path}.type", "expected a type name or a non-empty array of "
+                                                "type names, got an empty array")
+            for index, name in enumerate(names):
+                name_path = f"{path}.type" + (f"[{index}]" if isinstance(declared, list) else "")
+                if not isinstance(name, str):
+                    raise self.fail(name_path, f"expected a type name, got {_describe(name)}")
+                if name.lower() not in SCHEMA_TYPES:
+                    close = difflib.get_close_matches(name.lower(), SCHEMA_TYPES, n=1)
+                    hint = f"did you mean {_quote(close[0])}? " if close else ""
+                    raise self.fail(name_path, f"unknown type {_quote(name)} ({hint}expected one "
+                                               f"of: {', '.join(SCHEMA_TYPES)})")
+        if "properties" in schema:
+            properties = self.require_object(schema["properties"], f"{path}.properties")
+            for key, property_schema in properties.items():
+                self.require_schema(property_schema, _key_path(f"{path}.properties", key))
+        if "items" in schema:
+            items = schema["items"]
+            if isinstance(items, list):
+                for index, item in enumerate(items):
+                    self.require_schema(item, f"{path}.items[{index}]")
+            else:
+                self.require_schema(items, f"{path}.items")
+        if "additionalProperties" in schema:
+            self.require_schema(schema["additionalProperties"], f"{path}.additionalProperties")
+        for keyword in ("anyOf", "oneOf", "allOf"):
+            if keyword in schema:
+                options = schema[keyword]
+                if not isinstance(options, list):
+                    raise self.fail(f"{path}.{keyword}",
+                                    f"expected an array of schemas, got {_describe(options)}")
+                for index, option in enumerate(options):
+                    self.require_schema(option, f"{path}.{keyword}[{index}]")
+        if "required" in schema:
+            required = schema["required"]
+            if not isinstance(required, list) or not all(isinstance(k, str) for k in required):
+                raise self.fail(f"{path}.required",
+                                f"expected an array of property names, got {_describe(required)}")
+        if "enum" in schema and not isinstance(schema["enum"], list):
+            raise self.fail(f"{path}.enum",
+                            f"expected an array of values, got {_describe(schema['enum'])}")
+
     def require_json_value(self, value: Any, path: str) -> None:
         """Only JSON data (objects with string keys, arrays, strings, finite numbers, booleans,
         null), so the plan can be written back out."""
@@ -513,7 +622,10 @@ class _PlanParser:
                 header_path = _key_path(headers_path, header_name)
                 if not header_name:
                     raise self.fail(headers_path, 'expected non-empty header names, got ""')
-                self.require_string(header_value, header_path)
+                self.require_header_name(header_name, header_path)
+                self.require_header_value(
+                    self.require_string(header_value, header_path), header_path
+                )
             tools[name] = ToolSpec(name=name, base_url=base_url, headers=headers)
         return tools
 
@@ -547,6 +659,7 @@ class _PlanParser:
             if schema is not None:
                 schema = self.require_object(schema, f"{path}.schema", "a JSON Schema object")
                 self.require_json_value(schema, f"{path}.schema")
+                self.require_schema(schema, f"{path}.schema")
             orchestrator = self.require_bool(
                 capability.get("orchestrator", False), f"{path}.orchestrator"
             )
@@ -706,12 +819,19 @@ class _PlanParser:
         if "model" in llm:
             self.require_string(llm["model"], "llm.model", non_empty=True)
         if "api_key" in llm:
-            self.require_string(llm["api_key"], "llm.api_key")
+            api_key = self.require_string(llm["api_key"], "llm.api_key")
+            self.require_header_value(api_key, "llm.api_key", "a key")
         if "timeout_s" in llm:
             timeout_s = llm["timeout_s"]
             is_number = isinstance(timeout_s, int | float) and not isinstance(timeout_s, bool)
             if not (is_number and math.isfinite(timeout_s) and timeout_s > 0):
                 problem = f"expected a number of seconds > 0, got {_describe(timeout_s)}"
+                raise self.fail("llm.timeout_s", problem)
+            if timeout_s > LLM_TIMEOUT_MAX_S:
+                problem = (
+                    f"expected a number of seconds <= {LLM_TIMEOUT_MAX_S} "
+                    f"(the documented maximum), got {_describe(timeout_s)}"
+                )
                 raise self.fail("llm.timeout_s", problem)
         return copy.deepcopy(llm)
 

@@ -15,7 +15,8 @@ from enum import StrEnum
 from typing import Any
 
 from executor.backoff import BackoffConfig
-from executor.params import guard_parameters
+from executor.faults import FAULT_MATRIX, FailureClass, Recovery, classify_failure
+from executor.params import coerce_parameters, guard_parameters, value_at_path
 from executor.wire import RetryPolicy, is_success_status, is_terminal_status, is_transient_status
 
 
@@ -61,7 +62,9 @@ class LayerVerdict:
     """What one correction layer answered, assessed against the step's parameters.
 
     `answered` is False when the LLM failed or its answer was malformed (`failure` says how).
-    `proposed_parameters` is the full parameter map the correction would send.
+    `unavailable` counts the endpoint failures (`HTTP 503 ×3`) when the LLM endpoint gave no
+    answer after its retries. `proposed_parameters` is the full parameter map the correction
+    would send.
     """
 
     layer: Layer
@@ -75,6 +78,8 @@ class LayerVerdict:
     touched_protected: tuple[str, ...] = ()
     guard_violations: tuple[str, ...] = ()
     failure: str | None = None
+    unchanged_after_coercion: tuple[str, ...] = ()
+    unavailable: str | None = None
 
     @property
     def acceptable(self) -> bool:
@@ -138,24 +143,47 @@ class DecisionInputs:
     max_llm_calls: int | None = None
     repeated_error_count: int = 0
     max_repeated_errors: int | None = None
+    tool: str = ""
+    body_is_json_object: bool = True
+    ended_by_deadline: bool = False
+    tool_retries_used: int = 0
+    max_retries_per_tool: int | None = None
     analyzer: LayerVerdict | None = None
     resolver: LayerVerdict | None = None
     legacy: LayerVerdict | None = None
 
     @property
     def analyzer_available(self) -> bool:
-        """Layer 3 runs only with an LLM configured and the analyzer enabled."""
-        return self.llm_configured and self.error_analyzer_enabled
+        """Layer 3 runs only with validation feedback on, an LLM configured and the analyzer on."""
+        return (
+            self.validation_feedback_enabled and self.llm_configured
+            and self.error_analyzer_enabled
+        )
 
     @property
     def resolver_available(self) -> bool:
-        """Layer 4 runs only with an LLM configured and semantic retry enabled."""
-        return self.llm_configured and self.semantic_retry_enabled
+        """Layer 4 runs only with validation feedback on, an LLM and semantic retry enabled."""
+        return (
+            self.validation_feedback_enabled and self.llm_configured
+            and self.semantic_retry_enabled
+        )
 
     @property
     def mutable_keys(self) -> tuple[str, ...]:
-        """Parameter keys a correction may change."""
+        """Top-level parameter keys a correction may change (a key protected as a whole is not)."""
         return tuple(k for k in self.parameter_keys if k not in self.protected_keys)
+
+    @property
+    def step_retries_left(self) -> int:
+        """Further attempts this step may make after the current one."""
+        return max(0, self.max_attempts - self.attempt_number)
+
+    @property
+    def tool_retries_left(self) -> int | None:
+        """Unchanged resends the tool may still get in this task; None when unlimited."""
+        if self.max_retries_per_tool is None:
+            return None
+        return max(0, self.max_retries_per_tool - self.tool_retries_used)
 
     @property
     def remaining_wall_clock_ms(self) -> float | None:
@@ -200,6 +228,12 @@ class DecisionInputs:
             "max_llm_calls": self.max_llm_calls,
             "repeated_error_count": self.repeated_error_count,
             "max_repeated_errors": self.max_repeated_errors,
+            "retry_after_max_ms": self.retry_after_max_ms,
+            "body_is_json_object": self.body_is_json_object,
+            "ended_by_deadline": self.ended_by_deadline,
+            "tool_retries_used": self.tool_retries_used,
+            "max_retries_per_tool": self.max_retries_per_tool,
+            "tool": self.tool,
         }
         for name in ("analyzer", "resolver", "legacy"):
             verdict = getattr(self, name)
@@ -216,8 +250,25 @@ class RuleMiss:
 
 
 @dataclass(frozen=True, slots=True)
+class LayerNote:
+    """Whether one correction layer was consulted for a decision: its verdict, or why not."""
+
+    layer: Layer
+    consulted: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form for decision records."""
+        return {"layer": str(self.layer), "consulted": self.consulted, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
-    """The outcome of `decide()`: what to do, which rule said so, and why."""
+    """The outcome of `decide()`: what to do, which rule said so, and why.
+
+    Final decisions also carry seed 003's fault-matrix cell (`failure_class`, `recovery`, a
+    one-line user-facing `impact`) and, for a dispatched failure, a note per correction layer.
+    """
 
     action: Action
     rule_id: str
@@ -228,6 +279,11 @@ class Decision:
     delay_source: str | None = None
     layer: Layer | None = None
     corrected_parameters: Mapping[str, Any] | None = None
+    failure_class: FailureClass | None = None
+    recovery: Recovery | None = None
+    impact: str | None = None
+    layers: tuple[LayerNote, ...] = ()
+    budgets: Mapping[str, int | None] = field(default_factory=dict)
 
     @property
     def final(self) -> bool:
@@ -248,6 +304,11 @@ class Decision:
             "corrected_parameters": (
                 dict(self.corrected_parameters) if self.corrected_parameters is not None else None
             ),
+            "failure_class": str(self.failure_class) if self.failure_class else None,
+            "recovery": str(self.recovery) if self.recovery else None,
+            "impact": self.impact,
+            "layers": [note.to_dict() for note in self.layers],
+            "budgets": dict(self.budgets),
         }
 
 
@@ -289,21 +350,31 @@ class Rule:
 # Helpers shared by several rules.
 
 
+QUOTA_STATUS = 402
+
+
+def _count(number: int, noun: str) -> str:
+    """`1 attempt`, `3 attempts`: a count with its noun in the right number."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def _status_text(inputs: DecisionInputs) -> str:
     if inputs.status == 0:
         return f"transport failure ({inputs.transport_error or 'unknown'})"
+    if inputs.status is None:
+        return "no response (not dispatched)"
     return f"HTTP {inputs.status}"
 
 
 def _is_correctable_4xx(inputs: DecisionInputs) -> bool:
     status = inputs.status or 0
-    if is_terminal_status(status) or is_transient_status(status):
+    if is_terminal_status(status) or is_transient_status(status) or status == QUOTA_STATUS:
         return False
     return 400 <= status < 500
 
 
 def _not_correctable_reason(inputs: DecisionInputs) -> str:
-    return f"{_status_text(inputs)} is not a correctable 4xx (4xx but 401/403/405/408/429)"
+    return f"{_status_text(inputs)} is not a correctable 4xx (4xx but 401/402/403/405/408/429)"
 
 
 def _within_correction_budget(inputs: DecisionInputs) -> bool:
@@ -320,19 +391,23 @@ def _wants_resolver(inputs: DecisionInputs) -> tuple[bool, str]:
     if verdict.should_retry:
         return False, "layer 3 did not say 'cannot fix' (should_retry=true)"
     if not inputs.resolver_available:
-        why = "no LLM is configured" if not inputs.llm_configured else "semantic retry is disabled"
-        return False, f"layer 4 is off: {why}"
+        return False, f"layer 4 is off: {_layer_off_reason(inputs, 'semantic retry is disabled')}"
     if not inputs.has_dependencies and not inputs.semantic_retry_independent_steps:
         return False, "step has no dependencies and semantic retry for independent steps is off"
     return True, "layer 3 said cannot fix and layer 4 is enabled"
 
 
+FEEDBACK_OFF = (
+    "correction is off: validation_feedback_enabled is false (layers 1 and 2 only, seed 001)"
+)
+
+
 def _wants_legacy(inputs: DecisionInputs) -> tuple[bool, str]:
     """Whether the legacy correction callback is eligible (budget aside)."""
+    if not inputs.validation_feedback_enabled:
+        return False, FEEDBACK_OFF
     if inputs.analyzer_available:
         return False, "the error analyzer is enabled, so the legacy callback is not used"
-    if not inputs.validation_feedback_enabled:
-        return False, "validation feedback is disabled"
     if not inputs.legacy_callback_set:
         why = "no LLM is configured" if not inputs.llm_configured else "no callback is set"
         return False, f"no legacy correction callback ({why})"
@@ -346,24 +421,40 @@ def _wants_legacy(inputs: DecisionInputs) -> tuple[bool, str]:
     return True, trigger
 
 
+def _layer_off_reason(inputs: DecisionInputs, disabled: str) -> str:
+    """Why an LLM layer cannot run: correction off, no LLM, or the layer's own switch."""
+    if not inputs.validation_feedback_enabled:
+        return FEEDBACK_OFF
+    if not inputs.llm_configured:
+        return "no LLM is configured"
+    return disabled
+
+
 def _transient_delay(inputs: DecisionInputs) -> tuple[float, str]:
-    """The wait before an unchanged resend: Retry-After when given, else backoff; both capped."""
+    """The wait before an unchanged resend: a Retry-After in full, else the computed backoff.
+
+    seed 003: honor Retry-After when the service provides it; `max_delay_ms` caps only the
+    exponential backoff (inside `BackoffConfig.delay_ns`). Waits too long to honour are stopped
+    by the `budget.retry_after_max` and `budget.wall_clock.wait` rules, never shortened.
+    """
     if inputs.retry_after_ms is not None:
-        delay_ms = inputs.retry_after_ms
-        source = inputs.retry_after_source or "retry_after_header"
-    else:
-        delay_ms = inputs.backoff.delay_ns(inputs.attempt_number) / 1e6
-        source = "backoff"
-    cap = (
-        inputs.retry_after_max_ms
-        if inputs.retry_after_max_ms is not None
-        else inputs.backoff.max_delay_ns / 1e6
+        return max(0.0, inputs.retry_after_ms), inputs.retry_after_source or "retry_after_header"
+    return inputs.backoff.delay_ns(inputs.attempt_number) / 1e6, "backoff"
+
+
+def _source_text(source: str) -> str:
+    return {
+        "retry_after_header": "Retry-After header",
+        "retry_after_details": "error.details.retry_after",
+        "backoff": "exponential backoff",
+    }.get(source, source)
+
+
+def _resend_due(inputs: DecisionInputs) -> bool:
+    """A transient failure with attempts left: a resend is next unless a budget says no."""
+    return (
+        is_transient_status(inputs.status or 0) and inputs.attempt_number < inputs.max_attempts
     )
-    delay_ms = min(delay_ms, cap)
-    remaining = inputs.remaining_wall_clock_ms
-    if remaining is not None:
-        delay_ms = min(delay_ms, remaining)
-    return max(0.0, delay_ms), source
 
 
 def _request_may_have_been_accepted(inputs: DecisionInputs) -> bool:
@@ -388,6 +479,11 @@ def _check_cancel_before(inputs: DecisionInputs) -> Outcome:
 
 def _check_wall_clock(inputs: DecisionInputs) -> Outcome:
     limit = inputs.max_wall_clock_s
+    if limit is not None and inputs.ended_by_deadline:
+        return hit(
+            f"the task wall-clock budget ({limit:g}s) ended the request in flight "
+            f"at {inputs.elapsed_s:.3f}s; it is not resent"
+        )
     if limit is not None and inputs.elapsed_s >= limit:
         return hit(f"task wall-clock budget used up: {inputs.elapsed_s:.3f}s of {limit:g}s")
     if limit is None:
@@ -435,7 +531,18 @@ PREDISPATCH_RULES: tuple[Rule, ...] = (
 
 def _check_success(inputs: DecisionInputs) -> Outcome:
     if inputs.status is not None and is_success_status(inputs.status):
+        if not inputs.body_is_json_object:
+            return miss(f"HTTP {inputs.status} but the body is not a JSON object")
         return hit(f"HTTP {inputs.status} is success")
+    return miss(f"{_status_text(inputs)} is not 2xx")
+
+
+def _check_result_parsing(inputs: DecisionInputs) -> Outcome:
+    if inputs.status is not None and is_success_status(inputs.status):
+        return hit(
+            f"HTTP {inputs.status} but the body is not a JSON object: a result-parsing "
+            "failure, not a success (seed 003); not resent, no LLM layer"
+        )
     return miss(f"{_status_text(inputs)} is not 2xx")
 
 
@@ -460,11 +567,24 @@ def _check_terminal(inputs: DecisionInputs) -> Outcome:
     return miss(f"{_status_text(inputs)} is not 401/403/405")
 
 
+def _check_quota(inputs: DecisionInputs) -> Outcome:
+    if inputs.status == QUOTA_STATUS:
+        return hit(
+            "HTTP 402: account quota or payment exhausted; rephrasing cannot fix account quota "
+            "(seed 003), so no retry and no LLM layer"
+        )
+    return miss(f"{_status_text(inputs)} is not 402")
+
+
 def _check_orchestrator(inputs: DecisionInputs) -> Outcome:
     if inputs.orchestrator:
+        sent = (
+            "; the connection was refused, so nothing reached it, and it is not retried"
+            if inputs.transport_error == "connect" else ""
+        )
         return hit(
             f"delegated orchestrator capability failed with {_status_text(inputs)}; "
-            "it gets one physical dispatch, ever"
+            f"it gets one physical dispatch, ever{sent}"
         )
     return miss("capability is not a delegated orchestrator")
 
@@ -507,7 +627,8 @@ def _check_repeated(inputs: DecisionInputs) -> Outcome:
         return hit(
             f"the same error was seen {inputs.repeated_error_count} times (limit {limit})"
         )
-    return miss(f"this error was seen {inputs.repeated_error_count} time(s), limit {limit}")
+    return miss(f"this error was seen {_count(inputs.repeated_error_count, 'time')}, "
+                f"limit {limit}")
 
 
 def _check_unsafe(inputs: DecisionInputs) -> Outcome:
@@ -523,6 +644,53 @@ def _check_unsafe(inputs: DecisionInputs) -> Outcome:
     )
 
 
+def _check_retries_per_tool(inputs: DecisionInputs) -> Outcome:
+    limit = inputs.max_retries_per_tool
+    if limit is None:
+        return miss("no per-tool retry budget set")
+    if not _resend_due(inputs):
+        return miss("no unchanged resend is due")
+    tool = f"tool {inputs.tool!r}" if inputs.tool else "the tool"
+    if inputs.tool_retries_used >= limit:
+        return hit(
+            f"{_status_text(inputs)} is transient, but {tool} has used {inputs.tool_retries_used} "
+            f"of {limit} unchanged resends allowed per tool in this task (max_retries_per_tool)"
+        )
+    return miss(f"{tool} has used {inputs.tool_retries_used} of {limit} resends")
+
+
+def _check_retry_after_max(inputs: DecisionInputs) -> Outcome:
+    cap = inputs.retry_after_max_ms
+    if inputs.retry_after_ms is None:
+        return miss("the response asks for no Retry-After wait")
+    if not _resend_due(inputs):
+        return miss("no unchanged resend is due")
+    source = _source_text(inputs.retry_after_source or "retry_after_header")
+    if cap is not None and inputs.retry_after_ms > cap:
+        return hit(
+            f"{_status_text(inputs)} asks to wait {inputs.retry_after_ms:.1f} ms ({source}), "
+            f"more than retry_after_max_ms {cap:g}; stopped rather than resent early"
+        )
+    return miss(f"the requested wait of {inputs.retry_after_ms:.1f} ms is within "
+                f"retry_after_max_ms {'unlimited' if cap is None else f'{cap:g}'}")
+
+
+def _check_wait_outlasts_budget(inputs: DecisionInputs) -> Outcome:
+    remaining = inputs.remaining_wall_clock_ms
+    if remaining is None:
+        return miss("no wall-clock budget set")
+    if not _resend_due(inputs):
+        return miss("no unchanged resend is due")
+    delay_ms, source = _transient_delay(inputs)
+    if delay_ms > remaining:
+        return hit(
+            f"{_status_text(inputs)}: the wait of {delay_ms:.1f} ms ({_source_text(source)}) "
+            f"would outlast the task wall-clock budget ({remaining:.1f} ms left of "
+            f"{inputs.max_wall_clock_s:g}s); stopped rather than resent early"
+        )
+    return miss(f"the wait of {delay_ms:.1f} ms fits in the {remaining:.1f} ms left")
+
+
 def _check_transient_retry(inputs: DecisionInputs) -> Outcome:
     if not is_transient_status(inputs.status or 0):
         return miss(f"{_status_text(inputs)} is not transient (transport, 408, 429, 5xx)")
@@ -531,7 +699,7 @@ def _check_transient_retry(inputs: DecisionInputs) -> Outcome:
     delay_ms, source = _transient_delay(inputs)
     return hit(
         f"{_status_text(inputs)} is transient; resend the same payload after {delay_ms:.1f} ms "
-        f"({source}), attempt {inputs.attempt_number + 1} of {inputs.max_attempts}",
+        f"({_source_text(source)}), attempt {inputs.attempt_number + 1} of {inputs.max_attempts}",
         delay_ms=delay_ms,
         delay_source=source,
     )
@@ -539,8 +707,10 @@ def _check_transient_retry(inputs: DecisionInputs) -> Outcome:
 
 def _check_transient_exhausted(inputs: DecisionInputs) -> Outcome:
     if is_transient_status(inputs.status or 0):
+        verb = "is" if inputs.max_attempts == 1 else "are"
         return hit(
-            f"{_status_text(inputs)} is transient but all {inputs.max_attempts} attempts are used"
+            f"{_status_text(inputs)} is transient but all "
+            f"{_count(inputs.max_attempts, 'attempt')} {verb} used"
         )
     return miss(f"{_status_text(inputs)} is not transient")
 
@@ -571,8 +741,7 @@ def _check_ask_analyzer(inputs: DecisionInputs) -> Outcome:
     if not _is_correctable_4xx(inputs):
         return miss(_not_correctable_reason(inputs))
     if not inputs.analyzer_available:
-        why = "no LLM is configured" if not inputs.llm_configured else "it is disabled"
-        return miss(f"layer 3 error analyzer is off: {why}")
+        return miss(f"layer 3 error analyzer is off: {_layer_off_reason(inputs, 'it is disabled')}")
     if inputs.analyzer is not None:
         return miss("layer 3 was already consulted for this attempt")
     return hit(f"{_status_text(inputs)} may be correctable; consult the layer 3 error analyzer")
@@ -595,9 +764,14 @@ def _accept_hit(verdict: LayerVerdict | None, label: str, layer: Layer) -> Outco
     if not verdict.should_retry:
         return miss(f"{label} said cannot fix: {verdict.explanation or 'no reason given'}")
     if not verdict.changed_keys:
+        coerced = (
+            f" ({', '.join(verdict.unchanged_after_coercion)} differ only in text: after "
+            "layer-2 coercion they are the values already sent)"
+            if verdict.unchanged_after_coercion else ""
+        )
         return miss(
-            f"{label} proposed no change to the parameters; a non-transient 4xx is never "
-            "resent unchanged"
+            f"{label} proposed no change to the parameters on the wire{coerced}; a "
+            "non-transient 4xx is never resent unchanged"
         )
     if verdict.guard_violations:
         return miss(
@@ -610,6 +784,34 @@ def _accept_hit(verdict: LayerVerdict | None, label: str, layer: Layer) -> Outco
         layer=layer,
         corrected_parameters=verdict.proposed_parameters,
     )
+
+
+def _unavailable_hit(inputs: DecisionInputs, verdict: LayerVerdict | None, label: str) -> Outcome:
+    if verdict is None:
+        return miss(f"{label} was not consulted")
+    if verdict.unavailable is None:
+        return miss(f"{label}'s LLM endpoint answered")
+    return hit(
+        f"{_status_text(inputs)}: the {label} was unavailable ({verdict.unavailable}); "
+        "no correction, and a non-transient 4xx is never resent unchanged"
+    )
+
+
+UNAVAILABLE_RULE_IDS = frozenset(
+    {"analyzer.unavailable", "re_resolution.unavailable", "legacy.unavailable"}
+)
+
+
+def _check_analyzer_unavailable(inputs: DecisionInputs) -> Outcome:
+    return _unavailable_hit(inputs, inputs.analyzer, "layer 3 analyzer")
+
+
+def _check_resolver_unavailable(inputs: DecisionInputs) -> Outcome:
+    return _unavailable_hit(inputs, inputs.resolver, "layer 4 re-resolver")
+
+
+def _check_legacy_unavailable(inputs: DecisionInputs) -> Outcome:
+    return _unavailable_hit(inputs, inputs.legacy, "legacy correction callback")
 
 
 def _check_analyzer_protected(inputs: DecisionInputs) -> Outcome:
@@ -677,7 +879,9 @@ def _check_legacy_accept(inputs: DecisionInputs) -> Outcome:
 
 def _no_correction_reason(inputs: DecisionInputs) -> str:
     parts: list[str] = []
-    if not inputs.llm_configured and not inputs.legacy_callback_set:
+    if not inputs.validation_feedback_enabled:
+        parts.append(FEEDBACK_OFF)
+    elif not inputs.llm_configured and not inputs.legacy_callback_set:
         parts.append("LLM layers are off (no LLM configured)")
     for verdict, label in (
         (inputs.analyzer, "layer 3"),
@@ -692,10 +896,11 @@ def _no_correction_reason(inputs: DecisionInputs) -> str:
             transient = " and claimed transient" if verdict.is_transient else ""
             parts.append(f"{label} said cannot fix{transient}")
         elif not verdict.changed_keys:
-            parts.append(f"{label} proposed no change")
+            parts.append(f"{label} proposed no change on the wire")
         elif verdict.guard_violations:
             parts.append(f"{label} proposed invalid parameters")
-    if inputs.analyzer is None and inputs.analyzer_available is False and inputs.llm_configured:
+    if (inputs.analyzer is None and not inputs.analyzer_available and inputs.llm_configured
+            and inputs.validation_feedback_enabled):
         parts.append("the error analyzer is disabled")
         if inputs.legacy is None:
             parts.append(f"legacy correction not used: {_wants_legacy(inputs)[1]}")
@@ -718,7 +923,10 @@ def _check_default(inputs: DecisionInputs) -> Outcome:
 RESPONSE_RULES: tuple[Rule, ...] = (
     # seed 000 §3: 2xx is success; a success:false body on 2xx is flagged, not retried.
     Rule("success.2xx", Action.SUCCESS, "1", "seed 000 §3, §10",
-         "2xx response", _check_success),
+         "2xx response with a JSON object body", _check_success),
+    # seed 003 fault matrix: result parsing is a failure class of its own, not a success.
+    Rule("result.not_json_object", Action.STOP_TERMINAL, "1", "seed 003",
+         "2xx whose body is not a JSON object", _check_result_parsing),
     # seed 000 §7: cancellation stops at once, even mid-wait.
     Rule("cancel.in_flight", Action.STOP_CANCELLED, "12", "seed 000 §7",
          "context cancelled", _check_cancel_in_flight),
@@ -728,6 +936,9 @@ RESPONSE_RULES: tuple[Rule, ...] = (
     # seed 000 §12: 401/403/405 fail immediately; never reach layer 3 or 4.
     Rule("terminal.auth_or_method", Action.STOP_TERMINAL, "3", "seed 000 §4, §12",
          "HTTP 401, 403 or 405", _check_terminal),
+    # seed 003: "Rephrasing cannot fix account quota"; quota is not retried or corrected.
+    Rule("terminal.quota", Action.STOP_TERMINAL, "3", "seed 003",
+         "HTTP 402: quota or payment", _check_quota),
     # seed 000 §4: delegated orchestrator capabilities keep their single-dispatch limit.
     Rule("orchestrator.single_dispatch", Action.STOP_SINGLE_DISPATCH, "4", "seed 000 §4, §12",
          "delegated orchestrator capability failed", _check_orchestrator),
@@ -739,6 +950,15 @@ RESPONSE_RULES: tuple[Rule, ...] = (
     # seed 003 "Retry answers three questions": a possibly accepted unsafe write is not resent.
     Rule("side_effects.unsafe_resend", Action.STOP_UNSAFE_RESEND, "2.6", "seed 003",
          "transient failure of an unsafe capability after possible acceptance", _check_unsafe),
+    # seed 003: "Every task limits ... retries per tool" so one tool cannot consume the task.
+    Rule("budget.retries_per_tool", Action.STOP_BUDGET, "13", "seed 003",
+         "the tool's unchanged-resend budget for the task is used up", _check_retries_per_tool),
+    # seed 003: honor Retry-After; a wait too long to honour stops, it is never cut short.
+    Rule("budget.retry_after_max", Action.STOP_BUDGET, "5", "seed 003",
+         "the requested Retry-After exceeds retry_after_max_ms", _check_retry_after_max),
+    Rule("budget.wall_clock.wait", Action.STOP_BUDGET, "13", "seed 003",
+         "the wait before a resend would outlast the wall-clock budget",
+         _check_wait_outlasts_budget),
     # seed 000 §3, §4: transport, 408, 429 and 5xx retry the same payload; never an LLM call.
     Rule("transient.retry_same", Action.RETRY_SAME, "5", "seed 000 §3, §4, §7",
          "transient failure with attempts left", _check_transient_retry),
@@ -757,6 +977,9 @@ RESPONSE_RULES: tuple[Rule, ...] = (
          "an LLM layer is due but the model-turn budget is used up", _check_llm_calls),
     Rule("analyzer.ask", Action.ASK_ANALYZER, "8", "seed 000 §5",
          "consult the layer 3 error analyzer", _check_ask_analyzer),
+    # seed 000 §3: a 4xx is not resent unchanged when correction is unavailable.
+    Rule("analyzer.unavailable", Action.STOP_NO_CORRECTION, "11", "seed 000 §3",
+         "the analyzer's LLM endpoint failed on every try", _check_analyzer_unavailable),
     Rule("analyzer.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",
          "analyzer correction touches a protected input", _check_analyzer_protected),
     Rule("analyzer.accept", Action.RETRY_CORRECTED, "8", "seed 000 §4, §5; seed 001",
@@ -766,6 +989,8 @@ RESPONSE_RULES: tuple[Rule, ...] = (
          "layer 3 said cannot fix and no semantic-retry budget is left", _check_semantic_budget),
     Rule("re_resolution.ask", Action.ASK_RESOLVER, "9", "seed 000 §6; seed 001",
          "consult the layer 4 contextual re-resolver", _check_ask_resolver),
+    Rule("re_resolution.unavailable", Action.STOP_NO_CORRECTION, "11", "seed 000 §3",
+         "the re-resolver's LLM endpoint failed on every try", _check_resolver_unavailable),
     Rule("re_resolution.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",
          "re-resolved parameters change a protected input", _check_resolver_protected),
     Rule("re_resolution.accept", Action.RETRY_CORRECTED, "9", "seed 000 §6; seed 001",
@@ -773,6 +998,8 @@ RESPONSE_RULES: tuple[Rule, ...] = (
     # seed 000 §10: without an analyzer, the legacy callback via type patterns or retryable:true.
     Rule("legacy.ask", Action.ASK_LEGACY, "10", "seed 000 §10; seed 001 Layer 3",
          "consult the legacy correction callback", _check_ask_legacy),
+    Rule("legacy.unavailable", Action.STOP_NO_CORRECTION, "11", "seed 000 §3",
+         "the legacy correction's LLM endpoint failed on every try", _check_legacy_unavailable),
     Rule("legacy.protected", Action.STOP_PROTECTED, "6", "seed 000 §12",
          "legacy correction touches a protected input", _check_legacy_protected),
     Rule("legacy.accept", Action.RETRY_CORRECTED, "10", "seed 000 §10; seed 001 Layer 3",
@@ -787,6 +1014,13 @@ RESPONSE_RULES: tuple[Rule, ...] = (
 
 ALL_RULES: tuple[Rule, ...] = PREDISPATCH_RULES + RESPONSE_RULES
 
+# Stops that end the step because a task-level budget (not the tool) says so.
+TASK_BUDGET_RULE_IDS = frozenset(
+    {"budget.wall_clock", "budget.wall_clock.before_dispatch", "budget.wall_clock.wait",
+     "budget.total_tokens", "budget.llm_calls", "budget.repeated_error",
+     "budget.retries_per_tool"}
+)
+
 
 def decide(inputs: DecisionInputs) -> Decision:
     """Evaluate the rule table for `inputs` first-match and explain the outcome."""
@@ -795,6 +1029,10 @@ def decide(inputs: DecisionInputs) -> Decision:
     for rule in rules:
         outcome = rule.check(inputs)
         if outcome.matched:
+            final = rule.action not in INTERMEDIATE_ACTIONS
+            failure_class, recovery, impact = (
+                _fault_cell(rule, inputs, outcome) if final else (None, None, None)
+            )
             return Decision(
                 action=rule.action,
                 rule_id=rule.rule_id,
@@ -805,9 +1043,177 @@ def decide(inputs: DecisionInputs) -> Decision:
                 delay_source=outcome.delay_source,
                 layer=outcome.layer,
                 corrected_parameters=outcome.corrected_parameters,
+                failure_class=failure_class,
+                recovery=recovery,
+                impact=impact,
+                layers=_layer_notes(rule, inputs, outcome) if final else (),
+                budgets={
+                    "step_retries_left": inputs.step_retries_left,
+                    "tool_retries_left": inputs.tool_retries_left,
+                    "corrections_left": max(
+                        0, inputs.max_validation_retries - inputs.validation_retries
+                    ),
+                },
             )
         misses.append(RuleMiss(rule.rule_id, outcome.reason))
     raise AssertionError("the rule table ends in a default rule that always matches")
+
+
+# ---------------------------------------------------------------------------
+# seed 003: "The user sees impact, a concrete recovery action, and relevant evidence."
+
+# Actions whose recovery does not follow from the failure class alone: (recovery, consequence,
+# advice); None keeps the class's own.
+_ACTION_RECOVERY: dict[Action, tuple[Recovery, str, str | None]] = {
+    Action.STOP_UNSAFE_RESEND: (
+        Recovery.QUERY_STATUS,
+        "the step stopped without resending, because the unsafe request may have been accepted",
+        "ask the tool whether the request took effect before running it again",
+    ),
+    Action.STOP_SINGLE_DISPATCH: (
+        Recovery.QUERY_STATUS,
+        "the step stopped: a delegated orchestrator gets one dispatch and may have done part "
+        "of the work",
+        "check its status before running it again",
+    ),
+    Action.STOP_PROTECTED: (
+        Recovery.REQUEST_AUTHORIZATION,
+        "the step stopped: the correction would change HITL-approved or exact-bound inputs",
+        "approve the change, or fix the step the binding reads from, then rerun",
+    ),
+    Action.STOP_CIRCUIT_OPEN: (
+        Recovery.WAIT,
+        "nothing was sent: the tool's circuit breaker is open after repeated failures",
+        "wait for the breaker to half-open, then rerun the step",
+    ),
+    Action.REJECT_PREDISPATCH: (
+        Recovery.MODIFY,
+        "nothing was sent: the parameters fail the pre-dispatch guard",
+        "correct the parameters (or the binding that produced them), then rerun the step",
+    ),
+}
+
+
+def _fault_cell(
+    rule: Rule, inputs: DecisionInputs, outcome: Outcome
+) -> tuple[FailureClass | None, Recovery | None, str]:
+    """The fault-matrix class, recovery action and one-line impact of a final decision."""
+    if rule.action is Action.SUCCESS:
+        return None, None, f"the step succeeded ({_status_text(inputs)})"
+    evidence = _status_text(inputs) if inputs.dispatched else "before dispatch"
+    if rule.rule_id in TASK_BUDGET_RULE_IDS:
+        failure_class = FailureClass.BUDGET
+    elif rule.action is Action.STOP_CANCELLED:
+        failure_class = FailureClass.CANCELLATION
+    else:
+        failure_class = classify_failure(
+            inputs.status, inputs.transport_error, dispatched=inputs.dispatched
+        )
+    cell = FAULT_MATRIX[failure_class]
+    cause = rule.summary if failure_class is FailureClass.BUDGET else cell.cause
+    recovery, consequence, advice = cell.recovery, "the step failed", cell.advice
+    if rule.action is Action.RETRY_SAME:
+        recovery, advice = Recovery.WAIT, None
+        consequence = (
+            f"the executor resends the same payload after {outcome.delay_ms or 0.0:.1f} ms "
+            f"({_source_text(outcome.delay_source or 'backoff')})"
+        )
+    elif rule.action is Action.RETRY_CORRECTED:
+        recovery, advice = Recovery.MODIFY, None
+        consequence = f"the executor resends with parameters corrected by the {outcome.layer}"
+    elif rule.action in _ACTION_RECOVERY:
+        recovery, consequence, override = _ACTION_RECOVERY[rule.action]
+        advice = override or advice
+    elif rule.rule_id in UNAVAILABLE_RULE_IDS:
+        consequence = "the step failed: the LLM endpoint was unavailable, so no correction ran"
+        advice = f"{advice} (or rerun it once the LLM endpoint answers)" if advice else None
+    elif rule.rule_id == "budget.attempts":
+        consequence = f"the step failed after {_count(inputs.max_attempts, 'attempt')}"
+    elif rule.rule_id == "budget.corrections":
+        consequence = "the step failed: its correction budget is used up"
+    elif rule.rule_id == "budget.retry_after_max":
+        consequence = "the step stopped rather than resend before the requested wait"
+    elif rule.action is Action.STOP_REFUSED:
+        consequence = "the step failed: the tool declared the error not retryable"
+    elif failure_class is FailureClass.BUDGET:
+        consequence = "the step stopped"
+    impact = f"{cause} ({evidence}): {consequence}" + (f"; {advice}" if advice else "")
+    return failure_class, recovery, impact
+
+
+# ---------------------------------------------------------------------------
+# "Why not" for the correction layers: consulted with a verdict, or why not (seed 000 §4, §5).
+
+_LAYER_SLOTS: tuple[tuple[Layer, str], ...] = (
+    (Layer.ANALYZER, "analyzer"), (Layer.RE_RESOLUTION, "resolver"), (Layer.LEGACY, "legacy"),
+)
+
+
+def _verdict_text(verdict: LayerVerdict) -> str:
+    if verdict.unavailable is not None:
+        return f"unavailable: its LLM endpoint failed ({verdict.unavailable})"
+    if not verdict.answered:
+        return f"no usable answer ({verdict.failure})"
+    if not verdict.should_retry:
+        transient = " and claimed the error is transient" if verdict.is_transient else ""
+        return f"said cannot fix{transient}: {verdict.explanation or 'no reason given'}"
+    if not verdict.changed_keys:
+        return "proposed no change on the wire"
+    if verdict.touched_protected:
+        return f"proposed a change to protected input(s) {', '.join(verdict.touched_protected)}"
+    if verdict.guard_violations:
+        return "proposed parameters that fail the pre-dispatch guard"
+    return f"corrected {', '.join(verdict.changed_keys)}: {verdict.explanation or 'no reason'}"
+
+
+def _not_consulted_because(inputs: DecisionInputs, layer: Layer, rule: Rule) -> str:
+    status = _status_text(inputs)
+    if rule.action is Action.STOP_CANCELLED:
+        return "the run was cancelled"
+    if rule.rule_id == "result.not_json_object":
+        return "a result-parsing failure is the tool's contract, not the parameters"
+    if inputs.retry_policy is RetryPolicy.EXPLICIT_FALSE:
+        return "the tool declared retryable:false, which stops before any correction (seed 000 §3)"
+    if is_terminal_status(inputs.status or 0):
+        return f"{status} is terminal: no layer may correct it (seed 000 §12)"
+    if inputs.status == QUOTA_STATUS:
+        return "HTTP 402 is quota: rephrasing cannot fix account quota (seed 003)"
+    if inputs.orchestrator:
+        return "a delegated orchestrator gets a single dispatch, with no correction (seed 000 §4)"
+    if is_transient_status(inputs.status or 0):
+        return (
+            f"{status} is transient: the executor resends the same payload and never asks an "
+            "LLM for it (seed 000 §4)"
+        )
+    if not _is_correctable_4xx(inputs):
+        return f"{status} is not a correctable 4xx"
+    if layer is Layer.ANALYZER and not inputs.analyzer_available:
+        return f"off: {_layer_off_reason(inputs, 'the error analyzer is disabled')}"
+    if layer is Layer.RE_RESOLUTION and not inputs.resolver_available:
+        return f"off: {_layer_off_reason(inputs, 'semantic retry is disabled')}"
+    if layer is Layer.RE_RESOLUTION:
+        eligible, why = _wants_resolver(inputs)
+        if not eligible:
+            return why
+    if layer is Layer.LEGACY:
+        eligible, why = _wants_legacy(inputs)
+        if not eligible:
+            return why
+    return f"not reached: {rule.rule_id} decided first"
+
+
+def _layer_notes(rule: Rule, inputs: DecisionInputs, outcome: Outcome) -> tuple[LayerNote, ...]:
+    """One note per correction layer for a dispatched failure; none for success or pre-dispatch."""
+    if not inputs.dispatched or rule.action is Action.SUCCESS:
+        return ()
+    notes = []
+    for layer, slot in _LAYER_SLOTS:
+        verdict: LayerVerdict | None = getattr(inputs, slot)
+        if verdict is not None:
+            notes.append(LayerNote(layer, True, _verdict_text(verdict)))
+        else:
+            notes.append(LayerNote(layer, False, _not_consulted_because(inputs, layer, rule)))
+    return tuple(notes)
 
 
 def assess_correction(
@@ -824,28 +1230,49 @@ def assess_correction(
     explanation: str = "",
     changes: Mapping[str, Any] | None = None,
     failure: str | None = None,
+    protected_paths: Mapping[str, tuple[str | int, ...]] | None = None,
 ) -> LayerVerdict:
-    """Judge a layer's proposal against the current parameters: what changes, what it touches.
+    """Judge a layer's proposal against the parameters last sent: what changes on the wire.
 
-    A protected key missing from a full replacement is restored rather than counted as a change.
+    The proposal is coerced by layer 2 first, as it would be before dispatch, so `"35.6"` for a
+    number already sent as 35.6 is no change (seed 000 §4: "Changed, valid, binding-preserving
+    parameters"). `protected_keys` maps a protected location (a top-level key, or a nested path
+    such as `filter.city` given with its segments in `protected_paths`) to why it is protected.
+    A top-level key missing from a full replacement is restored rather than counted as a change
+    when it holds a protected value.
     """
     if not answered or proposed_parameters is None:
         return LayerVerdict(layer, answered=answered, should_retry=should_retry,
                             is_transient=is_transient, explanation=explanation,
                             changes=changes, failure=failure)
+    segments = {
+        path: (protected_paths or {}).get(path, (path,)) for path in protected_keys
+    }
     proposed = dict(proposed_parameters)
-    for key in protected_keys:
-        if key not in proposed and key in current_parameters:
-            proposed[key] = current_parameters[key]
-    all_keys = sorted(set(current_parameters) | set(proposed), key=str)
+    for path_segments in segments.values():
+        top = path_segments[0]
+        if top not in proposed and top in current_parameters:
+            proposed[top] = current_parameters[top]
+    coerced, _ = coerce_parameters(proposed, schema)
+    sent = dict(coerced or {})
+    all_keys = sorted(set(current_parameters) | set(sent), key=str)
     changed = tuple(
         k for k in all_keys
-        if k not in current_parameters or k not in proposed
-        or not _same_json(current_parameters[k], proposed[k])
+        if k not in current_parameters or k not in sent
+        or not _same_json(current_parameters[k], sent[k])
     )
-    touched = tuple(k for k in changed if k in protected_keys)
+    unchanged_after_coercion = tuple(
+        k for k in all_keys
+        if k in current_parameters and k in proposed and k not in changed
+        and not _same_json(current_parameters[k], proposed[k])
+    )
+    touched = tuple(
+        path for path, path_segments in segments.items()
+        if not _same_json(value_at_path(current_parameters, path_segments),
+                          value_at_path(sent, path_segments))
+    )
     violations = tuple(
-        v.message for v in guard_parameters(proposed, schema, plan_step_ids)
+        v.message for v in guard_parameters(sent, schema, plan_step_ids)
     ) if changed else ()
     return LayerVerdict(
         layer,
@@ -854,11 +1281,12 @@ def assess_correction(
         is_transient=is_transient,
         explanation=explanation,
         changes=changes,
-        proposed_parameters=proposed,
+        proposed_parameters=sent,
         changed_keys=changed,
         touched_protected=touched,
         guard_violations=violations,
         failure=failure,
+        unchanged_after_coercion=unchanged_after_coercion,
     )
 
 

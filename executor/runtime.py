@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import httpx
@@ -40,6 +41,7 @@ from executor.events import (
     StepStarted,
 )
 from executor.llm import (
+    LLM_MAX_TRIES,
     ContextualReResolver,
     ErrorAnalyzer,
     LayerResult,
@@ -47,13 +49,15 @@ from executor.llm import (
     LegacyCorrectionRequest,
     LegacyCorrector,
     LLMClient,
+    LLMExchange,
     LLMSettings,
+    failure_summary,
     resolve_llm_settings,
 )
 from executor.params import (
     binding_references,
     coerce_parameters,
-    exact_bound_keys,
+    exact_bound_paths,
     guard_parameters,
     match_type_related_error,
     resolve_bindings,
@@ -107,6 +111,10 @@ class AttemptSummary:
     delay_source: str | None
     layer: str | None
     transport_error: str | None
+    sent: bool = False
+    recovery: str | None = None
+    impact: str | None = None
+    budgets: dict[str, int | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """SPEC §3.2 attempt shape plus a few explanatory fields."""
@@ -114,6 +122,7 @@ class AttemptSummary:
             "n": self.n,
             "attempt_number": self.attempt_number,
             "dispatched": self.dispatched,
+            "sent": self.sent,
             "status": self.status,
             "parameters": self.parameters,
             "action": self.action,
@@ -123,6 +132,9 @@ class AttemptSummary:
             "delay_source": self.delay_source,
             "layer": self.layer,
             "transport_error": self.transport_error,
+            "recovery": self.recovery,
+            "impact": self.impact,
+            "budgets": dict(self.budgets),
         }
 
 
@@ -144,10 +156,13 @@ class StepOutcome:
     skip_reason: str | None = None
     final_action: str | None = None
     final_rule: str | None = None
+    recovery: str | None = None
+    impact: str | None = None
     attempt_counter: int = 0
     max_attempts: int = 0
     start_time: float | None = None
     end_time: float | None = None
+    reused_from: str | None = None
 
     @property
     def retry_exhausted(self) -> bool:
@@ -175,9 +190,12 @@ class StepOutcome:
             "error": self.error,
             "final_action": self.final_action,
             "final_rule": self.final_rule,
+            "recovery": self.recovery,
+            "impact": self.impact,
             "retry_exhausted": self.retry_exhausted,
             "skipped": self.status == STEP_SKIPPED,
             "skip_reason": self.skip_reason,
+            "reused_from": self.reused_from,
             "start_time": self.start_time,
             "end_time": self.end_time,
             "duration_ms": round(duration_ms, 3) if duration_ms is not None else None,
@@ -196,11 +214,13 @@ class ExecutionOutcome:
     llm_calls: int
     llm_total_tokens: int
     duration_ms: float
+    rerun_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The `truva-console run --json` document (SPEC §3.2)."""
         return {
             "execution_id": self.execution_id,
+            "rerun_of": self.rerun_of,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "incomplete_steps": list(self.incomplete_steps),
@@ -221,6 +241,7 @@ class HttpOutcome:
     elapsed_ms: float
     transport_error: str | None = None
     transport_error_message: str | None = None
+    ended_by_deadline: bool = False
 
     envelope: WireEnvelope = field(init=False, repr=False, compare=False)
 
@@ -238,6 +259,7 @@ class _StepContext:
     url: str
     protected: dict[str, str]
     dependency_results: dict[str, Any]
+    protected_paths: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -283,7 +305,15 @@ def classify_transport_error(exc: httpx.TransportError) -> str:
 
 
 class PlanExecutor:
-    """Runs one plan. Construct, then `await run()`; `cancel()` stops it at once."""
+    """Runs one plan. Construct, then `await run()`; `cancel()` stops it at once.
+
+    A re-run seeds it: `reuse_results` maps step ids to results recorded in an earlier run;
+    those steps are not dispatched but reported as succeeded with zero dispatches (and a
+    `rerun.result_reused` notice), and their dependents bind to that data. `skip_steps` maps
+    step ids to the reason each is not run; they are reported skipped, and so are their
+    dependents. `rerun_of` names the earlier execution in `ExecutionStarted` and the reasons
+    (`reuse_results` requires it).
+    """
 
     def __init__(
         self,
@@ -299,8 +329,19 @@ class PlanExecutor:
         monotonic: Callable[[], float] = time.monotonic,
         execution_id: str | None = None,
         config: ExecutorConfig | None = None,
+        reuse_results: Mapping[str, Any] | None = None,
+        skip_steps: Mapping[str, str] | None = None,
+        rerun_of: str | None = None,
     ) -> None:
         self.plan = plan
+        self.reuse_results = dict(reuse_results or {})
+        self.skip_steps = dict(skip_steps or {})
+        self.rerun_of = rerun_of
+        unknown = sorted((set(self.reuse_results) | set(self.skip_steps)) - set(plan.step_ids))
+        if unknown:
+            raise ValueError(f"reuse_results/skip_steps name steps not in the plan: {unknown}")
+        if self.reuse_results and not rerun_of:
+            raise ValueError("reuse_results needs rerun_of, the execution they were recorded in")
         self.env = dict(os.environ if env is None else env)
         if config is None:
             config, sources = resolve_config(plan.config, self.env)
@@ -327,6 +368,7 @@ class PlanExecutor:
         self._llm_calls = 0
         self._llm_tokens = 0
         self._error_counts: Counter[tuple[str, int, str]] = Counter()
+        self._tool_retries: Counter[str] = Counter()
         self._task_stop: str | None = None
         self._results: dict[str, StepOutcome] = {}
         self._parsed_results: dict[str, Any] = {}
@@ -363,7 +405,9 @@ class PlanExecutor:
             config_sources=dict(self.config_sources),
             llm=self._llm_description(),
             tool_version=__version__,
+            rerun_of=self.rerun_of,
         ))
+        self._seed_results()
         try:
             await self._schedule()
         finally:
@@ -372,8 +416,47 @@ class PlanExecutor:
 
     # --------------------------------------------------------------- scheduling
 
+    def _seed_results(self) -> None:
+        """Record the reused and the held steps before any step is scheduled."""
+        for step in self.plan.steps:
+            if step.id in self.reuse_results:
+                self._reuse(step, self.reuse_results[step.id])
+            elif step.id in self.skip_steps:
+                self._store_skip(step, self.skip_steps[step.id])
+
+    def _reuse(self, step: StepSpec, result: Any) -> None:
+        now = self.clock()
+        reason = f"result reused from execution {self.rerun_of}; not resent"
+        self._emit(StepStarted(
+            execution_id=self.execution_id, step_id=step.id, started_at=now, tool=step.tool,
+            capability=step.capability, url=self.plan.url_for(step),
+            depends_on=tuple(self.plan.dependencies_of(step.id)),
+            parameters=dict(resolve_bindings(step.parameters, self.reuse_results) or {}),
+            protected_keys={},
+            orchestrator=self.plan.capability_for(step).orchestrator,
+            side_effects=self.plan.capability_for(step).side_effects,
+        ))
+        self._emit(Notice(execution_id=self.execution_id, step_id=step.id, n=None, at=now,
+                          name="rerun.result_reused", message=reason,
+                          attrs={"reused_from": self.rerun_of}))
+        self._emit(StepFinished(
+            execution_id=self.execution_id, step_id=step.id, finished_at=now,
+            status=STEP_SUCCEEDED, dispatch_count=0, attempts=0, validation_retries=0,
+            semantic_retries=0, final_action=None, final_rule_id=None, error=None,
+            result=result,
+        ))
+        self._parsed_results[step.id] = result
+        self._results[step.id] = StepOutcome(
+            id=step.id, status=STEP_SUCCEEDED, dispatch_count=0, validation_retries=0,
+            semantic_retries=0, attempts=(), tool=step.tool, capability=step.capability,
+            parameters=None, result=result, skip_reason=None,
+            max_attempts=self.config.max_attempts, start_time=now, end_time=now,
+            reused_from=self.rerun_of,
+        )
+
     async def _schedule(self) -> None:
         pending: dict[str, StepSpec] = {step.id: step for step in self.plan.steps}
+        pending = {key: step for key, step in pending.items() if key not in self._results}
         running: dict[asyncio.Task[StepOutcome], str] = {}
         limiter = asyncio.Semaphore(self.config.max_concurrency)
         while pending or running:
@@ -436,6 +519,9 @@ class PlanExecutor:
             return "run cancelled before the step started"
         if self._task_stop is not None:
             return f"task stopped: {self._task_stop}"
+        held = sorted(d for d in self.plan.dependencies_of(step.id) if d in self.skip_steps)
+        if held:
+            return f"skipped due to held dependency: {held[0]} ({self.skip_steps[held[0]]})"
         explicit = sorted(
             d for d in step.depends_on
             if d in self._results and self._results[d].status != STEP_SUCCEEDED
@@ -485,9 +571,10 @@ class PlanExecutor:
             if dep in self._parsed_results
         }
         protected: dict[str, str] = {key: "hitl_approved" for key in step.hitl_approved}
-        for key in exact_bound_keys(step.parameters):
-            protected.setdefault(key, "exact_bound")
-        ctx = _StepContext(step, capability, url, protected, dependency_results)
+        bound_paths = exact_bound_paths(step.parameters)
+        for path in bound_paths:
+            protected.setdefault(path, "exact_bound")
+        ctx = _StepContext(step, capability, url, protected, dependency_results, bound_paths)
         resolved = resolve_bindings(step.parameters, dependency_results)
         state = _StepState(parameters=dict(resolved or {}), started_at=self.clock())
         self._emit(StepStarted(
@@ -533,6 +620,7 @@ class PlanExecutor:
                 self._parsed_results[step.id] = parsed
                 return self._finish_step(step, state, STEP_SUCCEEDED, decision, result=parsed)
             if decision.action is Action.RETRY_SAME:
+                self._tool_retries[step.tool] += 1
                 await self._backoff(step, state, decision)
                 state.attempt_number += 1
                 state.correction_layer = None
@@ -577,6 +665,8 @@ class PlanExecutor:
             legacy_pattern=match_type_related_error(error_text, ""),
             retry_after_ms=retry_after_ms, retry_after_source=retry_after_source,
             repeated_error_count=self._error_counts[signature],
+            body_is_json_object=envelope.is_object,
+            ended_by_deadline=outcome.ended_by_deadline,
         )
         decision = decide(inputs)
         while decision.action in (Action.ASK_ANALYZER, Action.ASK_RESOLVER, Action.ASK_LEGACY):
@@ -620,8 +710,18 @@ class PlanExecutor:
             llm_calls_used=self._llm_calls,
             max_llm_calls=config.max_llm_calls,
             max_repeated_errors=config.max_repeated_errors,
+            tool=ctx.step.tool,
+            tool_retries_used=self._tool_retries[ctx.step.tool],
+            max_retries_per_tool=config.max_retries_per_tool,
         )
         return replace(base, **fields)
+
+    def _remaining_wall_clock_s(self) -> float | None:
+        """Seconds left of the task's wall-clock budget, or None when it has none."""
+        limit = self.config.max_wall_clock_s
+        if limit is None:
+            return None
+        return max(0.0, limit - (self.monotonic() - self._started))
 
     def _breaker(self, tool: str) -> CircuitBreaker | None:
         """The tool's circuit breaker when `circuit_breaker_enabled`, created on first use."""
@@ -651,14 +751,29 @@ class PlanExecutor:
             request_headers=dict(headers), request_body=body,
             parameters=dict(state.parameters), correction_layer=state.correction_layer,
         ))
-        state.dispatch_count += 1
         started = self.monotonic()
         assert self._http is not None
-        request = self._http.post(url, content=body, headers=headers)
+        remaining_s = self._remaining_wall_clock_s()
+        limit_s = self.config.timeout_s if remaining_s is None else min(
+            self.config.timeout_s, remaining_s
+        )
+        request = asyncio.wait_for(
+            self._http.post(url, content=body, headers=headers), timeout=limit_s
+        )
         finished, result = await self._race_cancel(request)
         elapsed_ms = (self.monotonic() - started) * 1000.0
         if not finished:
             outcome = HttpOutcome(0, {}, b"", elapsed_ms, "cancelled", "run cancelled in flight")
+        elif isinstance(result, TimeoutError):
+            # seed 003, seed 000 §9: the wall-clock budget ends a request in flight.
+            by_budget = remaining_s is not None and remaining_s <= self.config.timeout_s
+            why = (
+                f"ended by the task wall-clock budget (max_wall_clock_s="
+                f"{self.config.max_wall_clock_s:g}) after {elapsed_ms:.0f} ms"
+                if by_budget else f"no response within timeout_s={self.config.timeout_s:g}"
+            )
+            outcome = HttpOutcome(0, {}, b"", elapsed_ms, "timeout", f"request {why}",
+                                  ended_by_deadline=by_budget)
         elif isinstance(result, httpx.TransportError):
             outcome = HttpOutcome(0, {}, b"", elapsed_ms, classify_transport_error(result),
                                   f"request failed: {type(result).__name__}: {result}")
@@ -668,6 +783,9 @@ class PlanExecutor:
                 response.status_code, _flatten_headers(response.headers), response.content,
                 elapsed_ms,
             )
+        if outcome.transport_error != "connect":
+            # Physical dispatches only: a refused connection put nothing on the wire.
+            state.dispatch_count += 1
         self._emit(AttemptResponded(
             execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
             elapsed_ms=outcome.elapsed_ms, status=outcome.status,
@@ -710,7 +828,7 @@ class PlanExecutor:
             return False, None
         exc = work.exception()
         if exc is not None:
-            if isinstance(exc, httpx.TransportError):
+            if isinstance(exc, httpx.TransportError | TimeoutError):
                 return True, exc
             raise exc
         return True, work.result()
@@ -736,21 +854,25 @@ class PlanExecutor:
     ) -> LayerVerdict:
         step, capability = ctx.step, ctx.capability
         body_text = _body_text(outcome.body)
-        query = step.instruction or self.plan.query
         current = dict(state.parameters)
         common = dict(current_parameters=current, protected_keys=ctx.protected,
+                      protected_paths=ctx.protected_paths,
                       schema=capability.schema, plan_step_ids=self.plan.step_ids)
         if action is Action.ASK_ANALYZER:
             assert self._llm is not None
-            result = await self._layer_call(step, state, ErrorAnalyzer(self._llm).analyze(
+            ask = partial(
+                ErrorAnalyzer(self._llm).analyze,
                 http_status=outcome.status, error_response=body_text, original_request=current,
-                user_query=query, capability_name=capability.name,
+                user_query=self.plan.query, step_instruction=step.instruction,
+                capability_name=capability.name,
                 capability_description=capability.description, step_id=step.id,
-            ))
+            )
+            result, unavailable = await self._layer_call(step, state, "layer 3 analyzer", ask)
             verdict = result.verdict if result is not None else None
             if verdict is None:
-                return assess_correction(Layer.ANALYZER, answered=False,
-                                         failure=_layer_failure(result), **common)
+                return replace(assess_correction(Layer.ANALYZER, answered=False,
+                                                 failure=_layer_failure(result), **common),
+                               unavailable=unavailable)  # fmt: skip
             proposed = {**current, **verdict.suggested_changes}
             return assess_correction(
                 Layer.ANALYZER, answered=True, proposed_parameters=proposed,
@@ -759,25 +881,32 @@ class PlanExecutor:
             )
         if action is Action.ASK_RESOLVER:
             assert self._llm is not None
-            result = await self._layer_call(step, state, ContextualReResolver(self._llm).re_resolve(
-                user_query=query, source_data=dict(ctx.dependency_results), step_id=step.id,
+            ask = partial(
+                ContextualReResolver(self._llm).re_resolve,
+                user_query=self.plan.query, step_instruction=step.instruction,
+                source_data=dict(ctx.dependency_results), step_id=step.id,
                 capability_name=capability.name, capability_schema=capability.schema,
                 attempted_params=current, error_response=body_text, http_status=outcome.status,
                 previous_errors=list(state.previous_errors),
-            ))
+            )
+            result, unavailable = await self._layer_call(step, state, "layer 4 re-resolver", ask)
             verdict = result.verdict if result is not None else None
             if verdict is None:
-                return assess_correction(Layer.RE_RESOLUTION, answered=False,
-                                         failure=_layer_failure(result), **common)
+                return replace(assess_correction(Layer.RE_RESOLUTION, answered=False,
+                                                 failure=_layer_failure(result), **common),
+                               unavailable=unavailable)  # fmt: skip
             return assess_correction(
                 Layer.RE_RESOLUTION, answered=True,
                 proposed_parameters=verdict.corrected_parameters or None,
                 should_retry=verdict.should_retry,
                 explanation=verdict.analysis, changes=verdict.corrected_parameters, **common,
             )
-        corrected, failure = await self._legacy(step, capability, state, outcome)
+        corrected, failure, unavailable = await self._legacy(step, capability, state, outcome)
         if corrected is None:
-            return assess_correction(Layer.LEGACY, answered=False, failure=failure, **common)
+            return replace(
+                assess_correction(Layer.LEGACY, answered=False, failure=failure, **common),
+                unavailable=unavailable,
+            )
         return assess_correction(
             Layer.LEGACY, answered=True, proposed_parameters=corrected, should_retry=True,
             explanation="legacy correction callback returned parameters",
@@ -786,7 +915,8 @@ class PlanExecutor:
 
     async def _legacy(
         self, step: StepSpec, capability: CapabilitySpec, state: _StepState, outcome: HttpOutcome
-    ) -> tuple[dict[str, Any] | None, str | None]:
+    ) -> tuple[dict[str, Any] | None, str | None, str | None]:
+        """Corrected parameters, or None with why not and, if so, the endpoint failures."""
         request = LegacyCorrectionRequest(
             step_id=step.id, tool=step.tool, capability=step.capability,
             parameters=dict(state.parameters), error_text=_error_text(outcome),
@@ -795,49 +925,123 @@ class PlanExecutor:
         if self._legacy_callback is not None:
             finished, answer = await self._race_cancel(self._legacy_callback(request))
             if not finished:
-                return None, "cancelled"
+                return None, "cancelled", None
             if isinstance(answer, LayerResult):
                 self._record_llm(step, state, answer)
                 verdict = answer.verdict
-                return (dict(verdict.corrected_parameters) if verdict else None,
-                        _layer_failure(answer) if verdict is None else None)
+                if verdict is not None:
+                    return dict(verdict.corrected_parameters), None, None
+                failed = answer.exchange.endpoint_failure
+                return None, _layer_failure(answer), failure_summary([failed]) if failed else None
             if isinstance(answer, dict):
-                return dict(answer), None
-            return None, "callback returned no parameters"
+                return dict(answer), None, None
+            return None, "callback returned no parameters", None
         assert self._llm is not None
-        result = await self._layer_call(step, state, LegacyCorrector(self._llm).correct(
+        ask = partial(
+            LegacyCorrector(self._llm).correct,
             tool=step.tool, capability=step.capability, error_text=request.error_text,
             original_params=request.parameters, schema=capability.schema,
-        ))
+        )
+        result, unavailable = await self._layer_call(step, state, "legacy correction", ask)
         verdict = result.verdict if result is not None else None
         if verdict is None:
-            return None, _layer_failure(result)
-        return dict(verdict.corrected_parameters), None
+            return None, _layer_failure(result), unavailable
+        return dict(verdict.corrected_parameters), None, None
 
     async def _layer_call(
-        self, step: StepSpec, state: _StepState, call: Awaitable[LayerResult]
-    ) -> LayerResult | None:
-        finished, result = await self._race_cancel(call)
-        if not finished:
-            return None
-        self._record_llm(step, state, result)
-        return result
+        self,
+        step: StepSpec,
+        state: _StepState,
+        label: str,
+        make_call: Callable[[], Awaitable[LayerResult]],
+    ) -> tuple[LayerResult | None, str | None]:
+        """One layer's LLM call, retried while the endpoint fails transiently (LLM_MAX_TRIES).
+
+        Returns the last result (None when cancelled) and, when the endpoint gave no answer,
+        its failures counted (`HTTP 503 ×3`) plus why there was no further try, if not the cap.
+        Waits use the executor's backoff or the endpoint's Retry-After, through `self.sleep`.
+        """
+        failures: list[str] = []
+        for try_number in range(1, LLM_MAX_TRIES + 1):
+            finished, result = await self._race_cancel(make_call())
+            if not finished:
+                return None, None
+            self._record_llm(step, state, result)
+            exchange = result.exchange
+            failed = exchange.endpoint_failure
+            if failed is None:
+                return result, None
+            failures.append(failed)
+            if try_number == LLM_MAX_TRIES:
+                break
+            delay_ms, source, why_not = self._llm_retry_delay(exchange, try_number)
+            if not exchange.transient_failure:
+                why_not = f"{failed} is not transient"
+            if why_not is not None:
+                return result, f"{failure_summary(failures)}; not retried: {why_not}"
+            self._emit(Notice(
+                execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
+                name="llm.retry_wait",
+                message=f"{label}: LLM try {try_number} of {LLM_MAX_TRIES} failed ({failed}); "
+                f"trying again after {delay_ms:.1f} ms ({source})",
+                attrs={"site": exchange.site, "try": try_number, "max_tries": LLM_MAX_TRIES,
+                       "failure": failed, "delay_ms": delay_ms, "delay_source": source},
+            ))
+            finished, _ = await self._race_cancel(self.sleep(delay_ms / 1000.0))
+            if not finished:
+                return None, None
+        return result, failure_summary(failures)
+
+    def _llm_retry_delay(
+        self, exchange: LLMExchange, try_number: int
+    ) -> tuple[float, str, str | None]:
+        """The wait before the next LLM try, its source, and why not to retry (None: retry)."""
+        config = self.config
+        retry_after_ms = parse_retry_after_header(exchange.retry_after_header, now=self.clock())
+        if retry_after_ms is not None:
+            delay_ms, source = retry_after_ms, "retry_after_header"
+            cap_ms = config.retry_after_max_ms  # None: no limit but the wall clock
+            if cap_ms is not None and delay_ms > cap_ms:
+                return delay_ms, source, (
+                    f"Retry-After asks for {delay_ms:.0f} ms, more than retry_after_max_ms "
+                    f"{cap_ms:.0f}"
+                )
+        else:
+            delay_ms, source = config.backoff().delay_ms(try_number), "backoff"
+        if config.max_llm_calls is not None and self._llm_calls >= config.max_llm_calls:
+            return delay_ms, source, (
+                f"LLM-call budget used up ({self._llm_calls} of {config.max_llm_calls} calls)"
+            )
+        if config.max_wall_clock_s is not None:
+            remaining_ms = (config.max_wall_clock_s - (self.monotonic() - self._started)) * 1000
+            if delay_ms >= remaining_ms:
+                return delay_ms, source, (
+                    f"the wait of {delay_ms:.0f} ms would outlast the wall-clock budget "
+                    f"({max(0.0, remaining_ms):.0f} ms left)"
+                )
+        return delay_ms, source, None
 
     def _record_llm(self, step: StepSpec, state: _StepState, result: LayerResult) -> None:
         exchange = result.exchange
         self._llm_calls += 1
         self._llm_tokens += exchange.total_tokens or 0
+        # llm_debug_enabled false keeps the call's metadata and parsed verdict, not its text.
+        text = self.config.llm_debug_enabled
         self._emit(LLMCall(
             execution_id=self.execution_id, step_id=step.id, n=state.n,
             call_id=f"{self.execution_id}:{step.id}:{state.n}:{self._llm_calls}",
             site=exchange.site, at=exchange.started_at, latency_ms=exchange.latency_ms,
             base_url=exchange.base_url, model=exchange.model,
             temperature=exchange.temperature, max_tokens=exchange.max_tokens,
-            messages=tuple(exchange.messages), request_body=exchange.request_body,
-            response_status=exchange.response_status, response_body=exchange.response_body,
-            raw_text=exchange.raw_text, parsed=result.parsed, parse_error=result.parse_error,
+            messages=tuple(exchange.messages) if text else (),
+            request_body=exchange.request_body if text else b"",
+            response_status=exchange.response_status,
+            response_body=exchange.response_body if text else b"",
+            raw_text=exchange.raw_text if text else None,
+            parsed=result.parsed, parse_error=result.parse_error,
             error=exchange.error, prompt_tokens=exchange.prompt_tokens,
             completion_tokens=exchange.completion_tokens, total_tokens=exchange.total_tokens,
+            text_recorded=text,
         ))
 
     # ----------------------------------------------------------------- records
@@ -868,6 +1072,10 @@ class PlanExecutor:
             delay_source=decision.delay_source if decision.action is Action.RETRY_SAME else None,
             layer=str(decision.layer) if decision.layer else None,
             transport_error=outcome.transport_error if outcome is not None else None,
+            sent=outcome is not None and outcome.transport_error != "connect",
+            recovery=str(decision.recovery) if decision.recovery else None,
+            impact=decision.impact,
+            budgets=dict(decision.budgets),
         ))
 
     def _warn_contract(self, step: StepSpec, state: _StepState, outcome: HttpOutcome,
@@ -905,6 +1113,8 @@ class PlanExecutor:
             attempts=tuple(state.attempts), tool=step.tool, capability=step.capability,
             parameters=dict(state.parameters), result=result, error=error,
             final_action=str(decision.action), final_rule=decision.rule_id,
+            recovery=str(decision.recovery) if decision.recovery else None,
+            impact=decision.impact,
             attempt_counter=state.attempt_number,
             max_attempts=1 if self.plan.capability_for(step).orchestrator
             else self.config.max_attempts,
@@ -944,6 +1154,7 @@ class PlanExecutor:
             incomplete_steps=incomplete, llm_calls=self._llm_calls,
             llm_total_tokens=self._llm_tokens,
             duration_ms=(self.monotonic() - self._started) * 1000.0,
+            rerun_of=self.rerun_of,
         )
 
     def _emit(self, event: Any) -> None:

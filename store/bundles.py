@@ -58,7 +58,7 @@ from executor.redact import (
 from store.connection import DEFAULT_LOCK_TIMEOUT_S, store_paths
 from store.errors import StoreError
 from store.queries import Store, open_store
-from store.schema import SCHEMA_VERSION, STORE_TABLES, ensure_schema
+from store.schema import MIGRATIONS, SCHEMA_VERSION, STORE_TABLES
 
 BUNDLE_FORMAT = "truva-bundle"
 BUNDLE_VERSION = 1
@@ -211,11 +211,14 @@ class ImportResult:
 
 
 @functools.cache
-def store_table_specs() -> tuple[TableSpec, ...]:
-    """The bundled tables of this store schema version, from an in-memory copy of the schema."""
+def store_table_specs(version: int = SCHEMA_VERSION) -> tuple[TableSpec, ...]:
+    """The bundled tables of store schema `version`, from an in-memory copy of that schema."""
     conn = duckdb.connect(":memory:")
     try:
-        ensure_schema(conn, ":memory:", create=True)
+        for migration in MIGRATIONS:
+            if migration.version <= version:
+                for statement in migration.statements:
+                    conn.execute(statement)
         specs = []
         for table in STORE_TABLES:
             columns = tuple(
@@ -636,6 +639,7 @@ def events_from_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Ev
                 config_sources=_loads(snapshot.get("config_sources")) or {},
                 llm=_loads(snapshot.get("llm")),
                 tool_version=row["tool_version"] or "",
+                rerun_of=row.get("rerun_of"),
             )
         )
         finished_at = _epoch(row["finished_at"])
@@ -774,6 +778,7 @@ def _llm_events(llm_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
             prompt_tokens=row["prompt_tokens"],
             completion_tokens=row["completion_tokens"],
             total_tokens=row["total_tokens"],
+            text_recorded=row["messages"] is not None,
         )
 
 
@@ -1269,12 +1274,12 @@ def _check_manifest(path: Path, manifest: Any) -> dict[str, dict[str, Any]]:
             f"truva-console understands ({SCHEMA_VERSION}); upgrade "
             "truva-console",
         )
-    if schema_version < SCHEMA_VERSION:
+    oldest = MIGRATIONS[0].version
+    if schema_version < oldest:
         raise _refuse(
             path,
             f"store schema version {schema_version} is older than any this "
-            f"truva-console imports ({SCHEMA_VERSION}); re-export it with a "
-            f"truva-console of schema version {SCHEMA_VERSION}",
+            f"truva-console imports ({oldest} to {SCHEMA_VERSION})",
         )
     for key in ("tool_version", "created_at"):
         _require(
@@ -1335,8 +1340,9 @@ def _check_tables(path: Path, manifest: Mapping[str, Any], members: Mapping[str,
         isinstance(tables, list) and all(isinstance(t, dict) for t in tables),
         "tables must be a list of objects",
     )
+    version = manifest["schema_version"]
     found_names = [str(table.get("name")) for table in tables]
-    expected_names = [spec.name for spec in store_table_specs()]
+    expected_names = [spec.name for spec in store_table_specs(version)]
     if sorted(found_names) != sorted(expected_names):
         raise _refuse(
             path,
@@ -1344,7 +1350,7 @@ def _check_tables(path: Path, manifest: Mapping[str, Any], members: Mapping[str,
             f"{', '.join(found_names) or 'none'}",
         )
     by_name = {table["name"]: table for table in tables}
-    for spec in store_table_specs():
+    for spec in store_table_specs(version):
         table = by_name[spec.name]
         _require(
             path,
@@ -1380,7 +1386,7 @@ def _check_tables(path: Path, manifest: Mapping[str, Any], members: Mapping[str,
             raise _refuse(
                 path,
                 f"manifest.json: table {spec.name} columns do not match store "
-                f"schema version {SCHEMA_VERSION} ({detail})",
+                f"schema version {version} ({detail})",
             )
     spans = manifest.get("spans")
     _require(
@@ -1466,6 +1472,14 @@ def _decode_line(
     return row
 
 
+def _bundle_row(
+    path: Path, scan: _Scan, spec: TableSpec, number: int, line: str, execution_ids: set[str]
+) -> dict[str, Any]:
+    """A row decoded with the bundle's columns, then given every current column (NULL if new)."""
+    row = _decode_line(path, scan.bundle_spec(spec), number, line, execution_ids)
+    return {name: row.get(name) for name in spec.column_names}
+
+
 def _row_digest(spec: TableSpec, row: Mapping[str, Any]) -> int:
     """A 128-bit digest of a row's canonical JSON, summed per execution to compare row sets."""
     text = json.dumps(encode_row(spec, row), sort_keys=True, ensure_ascii=False, allow_nan=False)
@@ -1511,6 +1525,14 @@ class _Scan:
     def execution_ids(self) -> tuple[str, ...]:
         return tuple(self.manifest["execution_ids"])
 
+    def bundle_spec(self, spec: TableSpec) -> TableSpec:
+        """The table as the bundle's schema version has it (an older one lacks new columns)."""
+        return next(
+            found
+            for found in store_table_specs(self.manifest["schema_version"])
+            if found.name == spec.name
+        )
+
 
 def _scan_table(
     path: Path, archive: zipfile.ZipFile, scan: _Scan, spec: TableSpec, limits: BundleLimits
@@ -1522,7 +1544,7 @@ def _scan_table(
     rows = 0
     lines = _member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
     for number, line in lines:
-        row = _decode_line(path, spec, number, line, execution_ids)
+        row = _bundle_row(path, scan, spec, number, line, execution_ids)
         rows += 1
         scan.longest_line = max(scan.longest_line, len(line))
         scan.row_sets.add(spec.name, row["execution_id"], _row_digest(spec, row))
@@ -1557,7 +1579,7 @@ def _refuse_duplicate_key(
     seen: set[tuple[Any, ...]] = set()
     lines = _member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
     for number, line in lines:
-        row = _decode_line(path, spec, number, line, set(scan.execution_ids))
+        row = _bundle_row(path, scan, spec, number, line, set(scan.execution_ids))
         if _key_hash(spec, row) not in repeated:
             continue
         key = tuple(row[name] for name in spec.primary_key)
@@ -1649,7 +1671,7 @@ def _table_rows(
     execution_ids = set(scan.execution_ids)
     lines = _member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
     for number, line in lines:
-        yield _decode_line(path, spec, number, line, execution_ids)
+        yield _bundle_row(path, scan, spec, number, line, execution_ids)
 
 
 def read_bundle(

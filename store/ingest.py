@@ -85,6 +85,7 @@ _EXECUTIONS = pa.schema(
         ("writer_pid", pa.int32()),
         ("writer_host", _TEXT),
         ("writer_token", _TEXT),
+        ("rerun_of", _TEXT),
     ]
 )
 _SNAPSHOTS = pa.schema(
@@ -155,6 +156,8 @@ _ATTEMPTS = pa.schema(
         ("started_at", _TIME),
         ("responded_at", _TIME),
         ("decided_at", _TIME),
+        ("recovery", _TEXT),
+        ("impact", _TEXT),
     ]
 )
 _LLM_CALLS = pa.schema(
@@ -409,6 +412,7 @@ def _fold_execution_started(
             "writer_pid": writer.pid if writer else None,
             "writer_host": writer.host if writer else None,
             "writer_token": writer.token if writer else None,
+            "rerun_of": data.get("rerun_of"),
         },
     )
     rows.snapshots[execution_id] = {
@@ -541,6 +545,8 @@ def _fold_attempt_decided(
             "delay_ms": decision.get("delay_ms"),
             "delay_source": decision.get("delay_source"),
             "decided_at": data.get("at"),
+            "recovery": decision.get("recovery"),
+            "impact": decision.get("impact"),
         },
     )
     if not dispatched:
@@ -557,6 +563,10 @@ def _fold_llm_call(
 ) -> None:
     request_body = data.get("request_body")
     response_body = data.get("response_body")
+    # llm_debug_enabled false: the text was not recorded, so its columns stay NULL.
+    text_recorded = data.get("text_recorded", True) is not False
+    if not text_recorded:
+        request_body = response_body = None
     rows.llm_calls[data["call_id"]] = {
         "call_id": data["call_id"],
         "execution_id": data.get("execution_id"),
@@ -567,13 +577,13 @@ def _fold_llm_call(
         "base_url": data.get("base_url"),
         "temperature": data.get("temperature"),
         "max_tokens": data.get("max_tokens"),
-        "messages": json_text(data.get("messages")),
+        "messages": json_text(data.get("messages")) if text_recorded else None,
         "request_body": request_body,
         "request_size": _size(request_body),
         "response_status": data.get("response_status"),
         "response_body": response_body,
         "response_size": _size(response_body),
-        "raw_text": _valid_text(data.get("raw_text")),
+        "raw_text": _valid_text(data.get("raw_text")) if text_recorded else None,
         "parsed": json_text(data.get("parsed")),
         "parse_error": data.get("parse_error"),
         "error": data.get("error"),

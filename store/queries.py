@@ -98,6 +98,7 @@ class ExecutionRow:
     last_failing_rule: str | None
     writer_pid: int | None
     writer_host: str | None
+    rerun_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +138,12 @@ class LLMCallRecord:
     total_tokens: int | None
     latency_ms: float | None
     called_at: float | None
+    text_note: str | None = None
+
+    @property
+    def text_recorded(self) -> bool:
+        """False when the prompt and response text were not recorded (`text_note` says why)."""
+        return self.text_note is None
 
     @property
     def tokens_text(self) -> str:
@@ -208,6 +215,8 @@ class AttemptRecord:
     started_at: float | None
     responded_at: float | None
     decided_at: float | None
+    recovery: str | None = None
+    impact: str | None = None
     llm_calls: tuple[LLMCallRecord, ...] = ()
     events: tuple[EventRecord, ...] = ()
     backoff: BackoffRecord | None = None
@@ -424,7 +433,8 @@ SELECT
     coalesce(l.llm_total_tokens, 0) AS llm_total_tokens,
     s.last_failing_rule,
     e.writer_pid,
-    e.writer_host
+    e.writer_host,
+    e.rerun_of
 FROM page
 JOIN executions AS e USING (execution_id)
 LEFT JOIN execution_snapshots AS snapshot USING (execution_id)
@@ -452,7 +462,7 @@ SELECT
     request_headers, request_body, request_size, status, response_headers, response_body,
     response_size, transport_error, transport_error_message, elapsed_ms, retry_policy, action,
     rule_id, reason, decision, decision_layer, corrected_parameters, delay_ms, delay_source,
-    epoch(started_at) AS started_at, epoch(responded_at) AS responded_at,
+    recovery, impact, epoch(started_at) AS started_at, epoch(responded_at) AS responded_at,
     epoch(decided_at) AS decided_at
 FROM attempts
 WHERE execution_id = $execution_id
@@ -664,6 +674,19 @@ class Store:
         return counts
 
 
+def llm_text_not_recorded_note(config: Any, config_sources: Any) -> str:
+    """Why an LLM call's prompt and response text are not in the store, from the run's config."""
+    config = config if isinstance(config, dict) else {}
+    sources = config_sources if isinstance(config_sources, dict) else {}
+    if config.get("llm_debug_enabled") is not False:
+        return "the prompt and response text were not recorded"
+    where = {
+        "env": "TRUVAG3_LLM_DEBUG_ENABLED",
+        "explicit": "plan config llm_debug_enabled",
+    }.get(sources.get("llm_debug_enabled"), "the run's config")
+    return f"text not recorded: llm_debug_enabled is false ({where})"
+
+
 def _assemble_detail(
     execution: ExecutionRow,
     snapshot: dict[str, Any],
@@ -675,8 +698,10 @@ def _assemble_detail(
 ) -> ExecutionDetail:
     """Nest attempts, LLM calls, events and backoffs under their steps."""
     llm_by_attempt: dict[tuple[Any, Any], list[LLMCallRecord]] = defaultdict(list)
+    text_note = llm_text_not_recorded_note(snapshot.get("config"), snapshot.get("config_sources"))
     for row in llm_rows:
-        call = LLMCallRecord(**row)
+        # Recorded calls always have a messages array; NULL means the text was left out.
+        call = LLMCallRecord(**row, text_note=text_note if row["messages"] is None else None)
         llm_by_attempt[(call.step_id, call.n)].append(call)
     events_by_attempt: dict[tuple[Any, Any], list[EventRecord]] = defaultdict(list)
     for row in event_rows:

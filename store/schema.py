@@ -185,7 +185,17 @@ _SCHEMA_V1 = (
     """,
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _SCHEMA_V1),)
+# Version 2: a re-run names the execution it re-ran; a final decision its recovery and impact.
+_SCHEMA_V2 = (
+    "ALTER TABLE executions ADD COLUMN rerun_of VARCHAR",
+    "ALTER TABLE attempts ADD COLUMN recovery VARCHAR",
+    "ALTER TABLE attempts ADD COLUMN impact VARCHAR",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _SCHEMA_V1),
+    Migration(2, "executions.rerun_of, attempts.recovery and attempts.impact", _SCHEMA_V2),
+)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 STORE_TABLES = (
     "executions",

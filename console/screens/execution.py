@@ -36,6 +36,9 @@ class ExecutionScreen(Screen):
                 tooltip="Copy the equivalent `truva-console explain` command"),
         Binding("R", "replay_step", "Replay step", id="replay-step", key_display="R",
                 tooltip="Replay the selected step locally with edited tool responses"),
+        Binding("F", "rerun_failed", "Re-run failed", id="rerun-failed", key_display="F",
+                tooltip="Run the failed, rejected and skipped steps again as a new execution, "
+                        "reusing the results of the steps that succeeded (truva-console rerun)"),
         *(
             Binding(str(number), f"show_tab('{tab_id}')", title, show=False,
                     id=f"show-{tab_id}", tooltip=f"Show the {title} tab of the attempt")
@@ -57,6 +60,19 @@ class ExecutionScreen(Screen):
         request: int
         problem: str
 
+    @dataclass
+    class RerunFinished(Message):
+        """A re-run of the execution ended; `execution_id` is the new execution."""
+
+        execution_id: str
+        status: str
+
+    @dataclass
+    class RerunFailed(Message):
+        """A re-run could not start or failed; `problem` is one line."""
+
+        problem: str
+
     def __init__(
         self,
         source: StoreSource,
@@ -76,6 +92,7 @@ class ExecutionScreen(Screen):
         self.problem: str | None = None
         self._request = 0
         self._in_flight = False
+        self.rerunning = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -100,6 +117,14 @@ class ExecutionScreen(Screen):
             detail = self.detail
             finished = detail is not None and detail.execution.status != "running"
             return finished and self._step(self.step_id) is not None
+        if action == "rerun_failed":
+            detail = self.detail
+            return (
+                not self.rerunning
+                and detail is not None
+                and detail.execution.status != "running"
+                and any(step.status != "succeeded" for step in detail.steps)
+            )
         return True
 
     # ------------------------------------------------------------------ loading
@@ -109,6 +134,11 @@ class ExecutionScreen(Screen):
         """The `truva-console explain` command that shows the selected step."""
         args = ["explain", self.execution_id] + ([self.step_id] if self.step_id else [])
         return twin_command(self.db_arg, *args)
+
+    @property
+    def rerun_twin_command(self) -> str:
+        """The `truva-console rerun` command that re-runs this execution."""
+        return twin_command(self.db_arg, "rerun", self.execution_id)
 
     def _update_twin(self) -> None:
         self.sub_title = f"CLI: {self.twin_command}"
@@ -163,6 +193,10 @@ class ExecutionScreen(Screen):
         if event.worker.group == "execution-detail" and event.state == WorkerState.ERROR:
             self._in_flight = False
             self.notify(f"unexpected error: {event.worker.error}", severity="error")
+        if event.worker.group == "rerun" and event.state == WorkerState.ERROR:
+            self.rerunning = False
+            self.refresh_bindings()
+            self.notify(f"unexpected error: {event.worker.error}", severity="error")
 
     # ---------------------------------------------------------------- rendering
 
@@ -187,6 +221,7 @@ class ExecutionScreen(Screen):
             f"  ·  started {format_time(row.started_at)}  ·  took {duration_text(row)}",
             f"  ·  plan {row.plan_path or '-'}\n",
             ("query ", "bold"), row.query or "-", "\n",
+            *((("rerun of ", "bold"), row.rerun_of, "  ·  ") if row.rerun_of else ()),
             f"{planned} steps: {row.steps_succeeded} ok, {row.steps_failed} failed, "
             f"{row.steps_rejected} rejected, {row.steps_skipped} skipped"
             + (f", {row.steps_unfinished} unfinished" if row.steps_unfinished else ""),
@@ -247,8 +282,11 @@ class ExecutionScreen(Screen):
         if step is None or self.detail is None:
             return
         if attempt is None:
+            reused = [e.message for e in step.events if e.name == "rerun.result_reused"]
             if step.skip_reason:
                 note = f"{step.step_id} was skipped: {step.skip_reason}. It sent nothing."
+            elif reused:
+                note = f"{step.step_id}: {reused[0]}. It sent nothing in this execution."
             elif step.status == "running":
                 note = f"{step.step_id} is running; no attempt is recorded yet."
             else:
@@ -312,6 +350,47 @@ class ExecutionScreen(Screen):
         if self.detail is not None and step_id is not None and open_replay is not None:
             open_replay(self.detail, step_id)
 
+    def action_rerun_failed(self) -> None:
+        """Re-run the failed steps in a worker, then open the new execution."""
+        if self.detail is None or not self.check_action("rerun_failed", ()):
+            return
+        self.rerunning = True
+        self.refresh_bindings()
+        self.notify(f"CLI: {self.rerun_twin_command}", title="Re-running the failed steps")
+        self._rerun(self.detail)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="rerun")
+    def _rerun(self, detail: ExecutionDetail) -> None:
+        from console.cli import run_recorded
+        from console.rerun import RerunError, prepare_rerun, rerun_executor
+        from store.errors import StoreError
+
+        try:
+            setup = prepare_rerun(detail)
+            recorded = run_recorded(
+                lambda recorder: rerun_executor(setup, recorder), self.source.db_path
+            )
+        except (RerunError, StoreError) as error:
+            self.post_message(self.RerunFailed(" ".join(str(error).split())))
+            return
+        outcome = recorded.outcome
+        self.post_message(self.RerunFinished(outcome.execution_id, outcome.status))
+
+    @on(RerunFinished)
+    def _rerun_finished(self, message: RerunFinished) -> None:
+        self.rerunning = False
+        self.refresh_bindings()
+        self.notify(f"execution {message.execution_id}: {message.status}", title="Re-run finished")
+        open_execution = getattr(self.app, "open_execution", None)
+        if open_execution is not None:
+            open_execution(message.execution_id)
+
+    @on(RerunFailed)
+    def _rerun_failed(self, message: RerunFailed) -> None:
+        self.rerunning = False
+        self.refresh_bindings()
+        self.notify(message.problem, title="Cannot re-run", severity="error")
+
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
@@ -325,6 +404,13 @@ class ExecutionScreen(Screen):
             PaletteCommand("cli: Copy the explain command", self.twin_command,
                            self.action_copy_twin),
         ]  # fmt: skip
+        if self.check_action("rerun_failed", ()):
+            commands.append(PaletteCommand(
+                "execution: Re-run failed steps",
+                f"A new execution reusing the steps that succeeded · CLI: "
+                f"{self.rerun_twin_command}",
+                self.action_rerun_failed,
+            ))  # fmt: skip
         for tab_id, title in zip(TAB_IDS, _TAB_TITLES, strict=True):
             commands.append(
                 PaletteCommand(

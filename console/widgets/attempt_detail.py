@@ -102,6 +102,10 @@ def decision_renderable(attempt: AttemptRecord) -> RenderableType:
         ("action", headline),
         ("reason", attempt.reason or "-"),
     ]
+    if decision.get("impact"):
+        rows.append(("impact", str(decision["impact"])))
+    if decision.get("recovery"):
+        rows.append(("recovery", Text(str(decision["recovery"]), style="bold")))
     if attempt.delay_ms is not None:
         rows.append(("delay", f"{attempt.delay_ms:.1f} ms before the next attempt "
                               f"(set by {attempt.delay_source})"))  # fmt: skip
@@ -119,6 +123,17 @@ def decision_renderable(attempt: AttemptRecord) -> RenderableType:
         parts.append(misses)
     else:
         parts.append(Text("none: the first rule matched", style="dim"))
+    layers = decision.get("layers") or []
+    if layers:
+        parts.append(_heading("Correction layers: consulted, or why not"))
+        notes = Table.grid(padding=(0, 2))
+        notes.add_column(style="yellow", no_wrap=True)
+        notes.add_column(no_wrap=True)
+        notes.add_column(overflow="fold")
+        for note in layers:
+            consulted = "consulted" if note.get("consulted") else "not consulted"
+            notes.add_row(str(note.get("layer")), consulted, str(note.get("detail")))
+        parts.append(notes)
     parts.append(_heading("Inputs the rules read"))
     inputs = decision.get("inputs")
     parts.append(_pairs(flatten_inputs(inputs)) if inputs else Text("none recorded", style="dim"))
@@ -201,14 +216,17 @@ def _llm_block(call: LLMCallRecord, index: int, count: int) -> str:
         lines.append(f"error       {call.error}")
     if call.parse_error:
         lines.append(f"parse error {call.parse_error}")
-    messages = call.messages if isinstance(call.messages, list) else []
-    for number, message in enumerate(messages, start=1):
-        role = message.get("role", "?") if isinstance(message, dict) else "?"
-        content = message.get("content", message) if isinstance(message, dict) else message
-        text = content if isinstance(content, str) else json.dumps(content, indent=2)
-        lines += ["", f"── prompt message {number} of {len(messages)}: {role} ──", text]
-    lines += ["", "── raw response ──",
-              call.raw_text if call.raw_text is not None else "(none)"]  # fmt: skip
+    if not call.text_recorded:
+        lines += ["", "── prompt and raw response ──", call.text_note or "not recorded"]
+    else:
+        messages = call.messages if isinstance(call.messages, list) else []
+        for number, message in enumerate(messages, start=1):
+            role = message.get("role", "?") if isinstance(message, dict) else "?"
+            content = message.get("content", message) if isinstance(message, dict) else message
+            text = content if isinstance(content, str) else json.dumps(content, indent=2)
+            lines += ["", f"── prompt message {number} of {len(messages)}: {role} ──", text]
+        lines += ["", "── raw response ──",
+                  call.raw_text if call.raw_text is not None else "(none)"]  # fmt: skip
     if call.parsed is not None:
         lines += ["", "── parsed answer ──",
                   json.dumps(call.parsed, indent=2, ensure_ascii=False)]  # fmt: skip

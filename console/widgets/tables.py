@@ -125,7 +125,8 @@ class ExecutionTable(NavigableTable):
                 Text(str(row.attempts), justify="right"),
                 Text(str(row.llm_calls), justify="right"),
                 Text(str(row.llm_total_tokens), justify="right"),
-                one_line(row.query, _QUERY_WIDTH),
+                (f"↻ rerun of {row.rerun_of}  " if row.rerun_of else "")
+                + one_line(row.query, _QUERY_WIDTH),
                 key=row.execution_id,
             )
         self.move_to_key(kept)

@@ -313,7 +313,8 @@ def test_422_with_recorded_llm_but_no_recorded_answer_flags_it(tmp_path, tool_se
     replay = replay_json(db, doc["execution_id"], "step-1", "--response", f"1={invalid}")
     [attempt] = replay["replay"]["attempts"]
     assert (attempt["status"], attempt["action"]) == (422, "stop_no_correction")
-    assert "HTTP 500" in attempt["reason"]
+    assert attempt["rule"] == "analyzer.unavailable"
+    assert "unavailable (HTTP 404 ×1; not retried: HTTP 404 is not transient)" in attempt["reason"]
     assert replay["llm"]["calls_unanswered"] == [1]
     assert any("LLM call 1 had no recorded answer" in note for note in replay["notes"])
     assert llm_server.requests == []
@@ -361,7 +362,8 @@ def test_recorded_transport_failure_replays_the_same_failure(tmp_path, tool_serv
 
 EDITED_STATUSES = [
     ("informational_103_is_unrouted", 103, "stop_terminal", "default.unrouted", b"as-is"),
-    ("no_content_204_succeeds_without_a_body", 204, "success", "success.2xx", b""),
+    ("no_content_204_is_a_result_parsing_failure", 204, "stop_terminal",
+     "result.not_json_object", b""),
     ("redirect_302_is_not_followed", 302, "stop_terminal", "default.unrouted", b"as-is"),
     ("unassigned_599_is_transient", 599, "retry_same", "transient.retry_same", b"as-is"),
 ]

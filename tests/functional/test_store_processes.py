@@ -119,7 +119,7 @@ def test_browser_polls_while_another_process_records(tmp_path: Path) -> None:
     db = tmp_path / "debug.duckdb"
     executions = 40
     recorder = start_recorder(
-        db, "--executions", str(executions), "--pace-s", "0.05", "--flush-interval", "0.02"
+        db, "--executions", str(executions), "--pace-s", "0.12", "--flush-interval", "0.02"
     )
     store = open_store(db)
     polls = 0

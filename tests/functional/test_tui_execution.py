@@ -116,6 +116,19 @@ async def test_decision_tab_shows_rule_reason_inputs_and_rules_that_did_not_matc
         assert "analyzer.changes.city" in decision and "validation_retries" in decision
 
 
+async def test_decision_tab_shows_recovery_impact_and_why_no_layer_ran(
+    real_store: RealStore,
+) -> None:
+    app = tui_app(real_store.db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, real_store.refused)
+        decision = " ".join(static_text(screen, "#decision-body", width=300).split())
+        assert "recovery request authorization" in decision
+        assert "impact the tool refused the credentials or the method (HTTP 401)" in decision
+        assert "Correction layers: consulted, or why not" in decision
+        assert "analyzer not consulted HTTP 401 is terminal: no layer may correct it" in decision
+
+
 async def test_moving_to_the_next_attempt_shows_its_decision(real_store: RealStore) -> None:
     app = tui_app(real_store.db, live_refresh=False)
     messages: list[object] = []

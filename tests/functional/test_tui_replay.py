@@ -106,8 +106,9 @@ async def test_edited_200_instead_of_503_changes_the_outcome_and_lists_the_repla
         screen = await open_replay(app, pilot, MISCLASSIFIED_503)
         await pilot.press("j", "enter")  # dispatch 2, into the editor
         assert app.focused is screen.query_one("#response-editor", TextArea)
-        await pilot.press("f7", *'{"status":200}')  # select all, type over it
-        assert screen.edits == {2: '{"status":200}'}
+        edited = '{"status":200,"body":{"success":true}}'
+        await pilot.press("f7", *edited)  # select all, type over it
+        assert screen.edits == {2: edited}
         assert cell(screen.query_one(DispatchTable), "2", "serves") == "edited"
         edit_file = tmp_path / "replay-files" / f"{MISCLASSIFIED_503}-step-1-dispatch-2.json"
         assert screen.sub_title.endswith(f"replay {MISCLASSIFIED_503} step-1 "

@@ -33,7 +33,8 @@ class LLMReply:
     `content` becomes `choices[0].message.content` (None sends JSON null). A non-200 `status`
     without `body` sends an OpenAI-style error whose message is `content`. `body` (bytes or str)
     replaces the whole response body verbatim. `usage` replaces the computed usage object;
-    `delay_s` is waited before answering; `drop` closes the connection without any response.
+    `delay_s` is waited before answering; `drop` closes the connection without any response;
+    `headers` are added to the response (a `Retry-After`, say).
     """
 
     content: str | None = ""
@@ -43,6 +44,7 @@ class LLMReply:
     usage: Mapping[str, Any] | None = None
     drop: bool = False
     finish_reason: str = "stop"
+    headers: Mapping[str, str] | None = None
 
 
 def prompt_text(request_json: Any) -> str:
@@ -138,15 +140,17 @@ class ScriptedLLMServer(LoopbackHTTPServer):
         if not self._wait(reply.delay_s) or reply.drop:
             self._drop(handler)
             return
+        headers = dict(reply.headers or {})
         if reply.body is not None:
             raw = reply.body.encode() if isinstance(reply.body, str) else reply.body
-            self._send(handler, reply.status, raw, "application/json", {})
+            self._send(handler, reply.status, raw, "application/json", headers)
             return
         if reply.status != 200:
             self._send_json(
                 handler,
                 reply.status,
                 _error_body(reply.content or "scripted error", "server_error"),
+                headers,
             )
             return
         model = request.json.get("model") if isinstance(request.json, Mapping) else None
@@ -166,10 +170,18 @@ class ScriptedLLMServer(LoopbackHTTPServer):
             if reply.usage is not None
             else computed_usage(prompt, reply.content),
         }
-        self._send_json(handler, 200, completion)
+        self._send_json(handler, 200, completion, headers)
 
-    def _send_json(self, handler: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
-        self._send(handler, status, json.dumps(payload).encode(), "application/json", {})
+    def _send_json(
+        self,
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        payload: Any,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._send(
+            handler, status, json.dumps(payload).encode(), "application/json", headers or {}
+        )
 
 
 def _as_reply(reply: str | LLMReply) -> LLMReply:

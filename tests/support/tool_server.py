@@ -19,6 +19,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class ReceivedRequest:
     headers: dict[str, str]
     body: bytes
     json: Any
+    received_at: float = field(default_factory=time.monotonic)  # when the request was read
 
 
 def decode_json_or_none(body: bytes) -> Any:
@@ -311,6 +313,12 @@ class ScriptedToolServer(LoopbackHTTPServer):
         with self._lock:
             self._scripts.setdefault(path, deque()).extend(replies)
         return self
+
+    def replace_script(self, path: str, *replies: ToolReply) -> Self:
+        """Replace the replies for `path`, so later requests get the new behaviour."""
+        with self._lock:
+            self._scripts.pop(path, None)
+        return self.script(path, *replies)
 
     def received(self, path: str | None = None) -> list[ReceivedRequest]:
         """Requests received for `path` (all requests when None), in arrival order."""

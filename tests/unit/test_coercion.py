@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-import math
+import json
 
 import pytest
 
@@ -29,10 +29,50 @@ COERCE_VALUE_CASES = [
     ("number_trailing_point", "number", "5.", 5.0, True),
     ("number_signed", "number", "-0.25", -0.25, True),
     ("number_underflow_is_zero", "number", "1e-400", 0.0, True),
-    ("number_go_inf", "number", "+Inf", math.inf, True),
-    ("number_go_infinity", "number", "-infinity", -math.inf, True),
+    ("number_go_inf_kept_not_json", "number", "+Inf", "+Inf", False),
+    ("number_go_infinity_kept_not_json", "number", "-infinity", "-infinity", False),
+    ("number_go_nan_kept_not_json", "number", "NaN", "NaN", False),
+    ("number_go_nan_lower_kept_not_json", "number", "nan", "nan", False),
+    ("number_go_inf_mixed_case_kept_not_json", "number", "iNF", "iNF", False),
     ("number_overflow_kept", "number", "1e400", "1e400", False),
-    ("number_underscores_kept", "number", "1_000", "1_000", False),
+    ("number_huge_exponent_kept", "number", "1e100000", "1e100000", False),
+    ("number_tiny_exponent_is_zero", "number", "1e-100000", 0.0, True),
+    ("number_negative_zero", "number", "-0", -0.0, True),
+    # Go ParseFloat takes underscores between digits (underscoreOK), with or without a prefix.
+    ("number_underscores_between_digits", "number", "1_000", 1000.0, True),
+    ("number_underscores_in_fraction_and_exponent", "number", "1_23.50_0e+1_2", 1.235e14, True),
+    ("number_leading_underscore_kept", "number", "_1000", "_1000", False),
+    ("number_signed_leading_underscore_kept", "number", "-_1000", "-_1000", False),
+    ("number_trailing_underscore_kept", "number", "1000_", "1000_", False),
+    ("number_double_underscore_kept", "number", "1__000", "1__000", False),
+    ("number_underscore_before_point_kept", "number", "1_.5", "1_.5", False),
+    ("number_underscore_after_point_kept", "number", "1._5", "1._5", False),
+    ("number_underscore_before_exponent_kept", "number", "1.5_e3", "1.5_e3", False),
+    ("number_underscore_after_exponent_sign_kept", "number", "1.5e+_3", "1.5e+_3", False),
+    ("number_leading_zero_underscore", "number", "0_1", 1.0, True),
+    # Go ParseFloat takes hexadecimal floats; the p exponent is required.
+    ("number_hex_float", "number", "0x1p-2", 0.25, True),
+    ("number_hex_float_fraction", "number", "0x1.8p1", 3.0, True),
+    ("number_hex_float_upper_case", "number", "0X1.8P+1", 3.0, True),
+    ("number_hex_float_signed", "number", "-0x1p4", -16.0, True),
+    ("number_hex_float_leading_point", "number", "0x.8p1", 1.0, True),
+    ("number_hex_float_e_is_a_digit", "number", "0x1e3p0", 483.0, True),
+    ("number_hex_float_underscore_after_prefix", "number", "0x_1p0", 1.0, True),
+    ("number_hex_float_underscore_before_p_kept", "number", "0x1_p0", "0x1_p0", False),
+    ("number_hex_without_exponent_kept", "number", "0x1A", "0x1A", False),
+    ("number_hex_prefix_only_kept", "number", "0x", "0x", False),
+    ("number_hex_no_digits_kept", "number", "0xp1", "0xp1", False),
+    ("number_hex_overflow_kept", "number", "0x1p1024", "0x1p1024", False),
+    ("number_hex_rounds_up_to_overflow_kept", "number", "0x1.fffffffffffff8p1023",
+     "0x1.fffffffffffff8p1023", False),
+    ("number_hex_subnormal_rounds_half_even", "number", "0x1.8p-1074", 1e-323, True),
+    ("number_hex_below_subnormal_is_zero", "number", "0x1p-1075", 0.0, True),
+    ("number_binary_prefix_kept", "number", "0b101", "0b101", False),
+    ("number_octal_prefix_kept", "number", "0o17", "0o17", False),
+    ("number_two_points_kept", "number", "1.2.3", "1.2.3", False),
+    ("number_lone_point_kept", "number", ".", ".", False),
+    ("number_signed_exponent_without_digits_kept", "number", "1e+", "1e+", False),
+    ("number_infinity_suffix_kept", "number", "infinityx", "infinityx", False),
     ("number_surrounding_space_kept", "number", " 1", " 1", False),
     ("number_trailing_newline_kept", "number", "1\n", "1\n", False),
     ("number_unicode_digits_kept", "number", "١٢", "١٢", False),
@@ -49,6 +89,16 @@ COERCE_VALUE_CASES = [
     ("integer_int64_overflow_kept", "integer", "9223372036854775808", "9223372036854775808", False),
     ("integer_decimal_kept", "integer", "12.5", "12.5", False),
     ("integer_underscores_kept", "integer", "1_000", "1_000", False),
+    ("integer_hex_prefix_kept", "integer", "0x10", "0x10", False),
+    ("integer_octal_prefix_kept", "integer", "0o17", "0o17", False),
+    ("integer_exponent_kept", "integer", "1e3", "1e3", False),
+    ("integer_int64_min", "integer", "-9223372036854775808", -9223372036854775808, True),
+    ("integer_int64_underflow_kept", "integer", "-9223372036854775809",
+     "-9223372036854775809", False),
+    ("integer_leading_zeros", "integer", "+0000000000000000000000042", 42, True),
+    ("integer_5000_digits_kept", "integer", "9" * 5000, "9" * 5000, False),
+    ("integer_empty_kept", "integer", "", "", False),
+    ("integer_sign_only_kept", "integer", "-", "-", False),
     ("integer_space_kept", "integer", " 42", " 42", False),
     ("integer_not_a_number_kept", "integer", "not-a-number", "not-a-number", False),
     ("bool_true_word", "bool", "true", True, True),
@@ -61,6 +111,14 @@ COERCE_VALUE_CASES = [
     ("boolean_false_upper_f", "boolean", "F", False, True),
     ("boolean_yes_kept", "boolean", "yes", "yes", False),
     ("boolean_mixed_case_kept", "boolean", "tRUE", "tRUE", False),
+    ("boolean_false_title", "boolean", "False", False, True),
+    ("boolean_false_lower_f", "boolean", "f", False, True),
+    ("boolean_true_upper_t", "boolean", "T", True, True),
+    ("boolean_false_upper", "boolean", "FALSE", False, True),
+    ("boolean_two_kept", "boolean", "2", "2", False),
+    ("boolean_space_kept", "boolean", " true", " true", False),
+    ("boolean_on_kept", "boolean", "on", "on", False),
+    ("boolean_empty_kept", "boolean", "", "", False),
     ("already_float_not_coerced", "number", 35.6897, 35.6897, False),
     ("already_int_for_number_not_coerced", "number", 5, 5, False),
     ("already_int_not_coerced", "integer", 42, 42, False),
@@ -86,10 +144,28 @@ def test_coerce_value(declared_type, value, expected, coerced):
     assert len(coercions) == (1 if coerced else 0)
 
 
-def test_coerce_go_nan():
-    result, coercions = _coerce_one("NaN", "number")
-    assert math.isnan(result)
-    assert coercions[0].to_type == "float64"
+# (case name, declared types, input): Go parses these to NaN or ±Inf, which are not JSON.
+NON_FINITE_CASES = [
+    ("nan", "number", "NaN"),
+    ("inf", "float64", "inf"),
+    ("minus_infinity", "double", "-Infinity"),
+    ("overflow", "number", "1e309"),
+    ("number_or_null_union", ["number", "null"], "+inf"),
+]
+
+
+@pytest.mark.parametrize(
+    ("declared_type", "value"),
+    [case[1:] for case in NON_FINITE_CASES],
+    ids=[case[0] for case in NON_FINITE_CASES],
+)
+def test_non_finite_parse_keeps_the_original_and_records_no_coercion(declared_type, value):
+    coerced, coercions = coerce_parameters(
+        {"value": value}, {"type": "object", "properties": {"value": {"type": declared_type}}}
+    )
+    assert coerced == {"value": value}
+    assert coercions == ()
+    json.dumps(coerced, allow_nan=False)  # what would be sent stays valid JSON
 
 
 # (case name, declared type, input, expected output)

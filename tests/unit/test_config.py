@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
 from executor.backoff import BackoffConfig
 from executor.config import (
     CONFIG_FIELDS,
+    CONFIG_MAXIMA,
     ConfigError,
     ExecutorConfig,
     env_warnings,
@@ -34,7 +36,8 @@ EXPECTED_DEFAULTS = {
     "max_llm_calls": None,
     "max_wall_clock_s": None,
     "max_repeated_errors": None,
-    "retry_after_max_ms": None,
+    "retry_after_max_ms": 60000,
+    "max_retries_per_tool": None,
     "circuit_breaker_enabled": False,
     "llm_debug_enabled": True,
 }
@@ -257,7 +260,12 @@ def test_env_table(
     config, sources = resolve_config(None, env=env)
     assert getattr(config, field) == expected
     if case_name in ENV_DEFAULT_KEPT:
-        assert sources[field] == "default"
+        # An ignored value is named in the source; unset and empty variables are plain defaults.
+        expected_source = (
+            "default" if not text else f"default ({variable}={text!r} ignored: "
+        )
+        assert sources[field].startswith(expected_source)
+        assert (sources[field] == "default") == (not text)
         assert expected == getattr(ExecutorConfig(), field)
     else:
         assert sources[field] == "env"
@@ -509,3 +517,171 @@ def test_parse_go_duration_valid(text: str, expected_ns: int) -> None:
 def test_parse_go_duration_invalid(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
         parse_go_duration(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Documented maxima (issue 8 item 8): explicit values above one are refused, env values ignored
+# ---------------------------------------------------------------------------------------------
+
+NUMERIC_FIELDS = sorted(
+    f.name for f in dataclasses.fields(ExecutorConfig) if f.type not in ("bool", bool)
+)
+
+
+def test_every_numeric_field_has_a_documented_maximum() -> None:
+    assert sorted(CONFIG_MAXIMA) == NUMERIC_FIELDS
+
+
+@pytest.mark.parametrize("field", NUMERIC_FIELDS)
+def test_the_maximum_itself_is_accepted(field: str) -> None:
+    config, sources = resolve_config({field: CONFIG_MAXIMA[field]}, env={})
+    assert getattr(config, field) == CONFIG_MAXIMA[field]
+    assert sources[field] == "explicit"
+
+
+@pytest.mark.parametrize("field", NUMERIC_FIELDS)
+def test_one_above_the_maximum_is_refused_naming_the_field(field: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        resolve_config({field: CONFIG_MAXIMA[field] + 1}, env={})
+    assert raised.value.field == field
+    assert raised.value.expected.endswith(f"<= {CONFIG_MAXIMA[field]} (the documented maximum)")
+    assert raised.value.received == str(CONFIG_MAXIMA[field] + 1)
+
+
+# (case name, explicit config, exact message)
+ABOVE_MAXIMUM = [
+    (
+        "max_attempts_10_to_the_30",
+        {"max_attempts": 10**30},
+        "config.max_attempts: expected an integer <= 100 (the documented maximum), "
+        "got 1000000000000000000000000000000",
+    ),
+    (
+        "max_attempts_10_to_the_100_is_shortened",
+        {"max_attempts": 10**100},
+        "config.max_attempts: expected an integer <= 100 (the documented maximum), "
+        "got 100000000000… (an integer of 101 digits)",
+    ),
+    (
+        "max_total_tokens_beyond_str_limit",
+        {"max_total_tokens": 10**5000},
+        "config.max_total_tokens: expected an integer <= 1000000000000 (the documented maximum), "
+        "got an integer of more than 4000 digits",
+    ),
+    (
+        "timeout_beyond_float_range",
+        {"timeout_s": 10**400},
+        "config.timeout_s: expected a number of seconds <= 86400 (the documented maximum), "
+        "got 100000000000… (an integer of 401 digits)",
+    ),
+    (
+        "initial_delay_float",
+        {"initial_delay_ms": 3.6e6 + 0.5},
+        "config.initial_delay_ms: expected a number of milliseconds <= 3600000 "
+        "(the documented maximum), got 3600000.5",
+    ),
+    (
+        "backoff_factor_huge",
+        {"backoff_factor": 1e300},
+        "config.backoff_factor: expected a number <= 100 (the documented maximum), got 1e+300",
+    ),
+    (
+        "max_concurrency_large",
+        {"max_concurrency": 100_000},
+        "config.max_concurrency: expected an integer <= 1000 (the documented maximum), "
+        "got 100000",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("explicit", "message"),
+    [case[1:] for case in ABOVE_MAXIMUM],
+    ids=[case[0] for case in ABOVE_MAXIMUM],
+)
+def test_above_maximum_message(explicit: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        resolve_config(explicit, env={})
+    assert str(raised.value) == message
+
+
+# (case name, variable, text, field, source) — the default is kept and the source says why.
+ENV_ABOVE_MAXIMUM = [
+    (
+        "max_attempts_101",
+        "TRUVAG3_STEP_RETRY_MAX_ATTEMPTS",
+        "101",
+        "max_attempts",
+        "default (TRUVAG3_STEP_RETRY_MAX_ATTEMPTS='101' ignored: above the documented maximum 100)",
+    ),
+    (
+        "max_attempts_10_to_the_30",
+        "TRUVAG3_STEP_RETRY_MAX_ATTEMPTS",
+        "1" + "0" * 30,
+        "max_attempts",
+        "default (TRUVAG3_STEP_RETRY_MAX_ATTEMPTS='1" + "0" * 30
+        + "' ignored: expected an integer that fits in 64 bits)",
+    ),
+    (
+        "initial_delay_2h",
+        "TRUVAG3_STEP_RETRY_INITIAL_DELAY",
+        "2h",
+        "initial_delay_ms",
+        "default (TRUVAG3_STEP_RETRY_INITIAL_DELAY='2h' ignored: "
+        "above the documented maximum 3600000 ms)",
+    ),
+    (
+        "max_delay_61m",
+        "TRUVAG3_STEP_RETRY_MAX_DELAY",
+        "61m",
+        "max_delay_ms",
+        "default (TRUVAG3_STEP_RETRY_MAX_DELAY='61m' ignored: "
+        "above the documented maximum 3600000 ms)",
+    ),
+    (
+        "semantic_max_101",
+        "TRUVAG3_SEMANTIC_RETRY_MAX_ATTEMPTS",
+        "101",
+        "max_semantic_retries",
+        "default (TRUVAG3_SEMANTIC_RETRY_MAX_ATTEMPTS='101' ignored: "
+        "above the documented maximum 100)",
+    ),
+    (
+        "timeout_25h",
+        "TRUVAG3_ORCHESTRATION_TIMEOUT",
+        "25h",
+        "timeout_s",
+        "default (TRUVAG3_ORCHESTRATION_TIMEOUT='25h' ignored: above the documented maximum "
+        "86400 s)",
+    ),
+    (
+        "concurrency_1001",
+        "TRUVAG3_EXECUTION_MAX_CONCURRENCY",
+        "1001",
+        "max_concurrency",
+        "default (TRUVAG3_EXECUTION_MAX_CONCURRENCY='1001' ignored: "
+        "above the documented maximum 1000)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "field", "source"),
+    [case[1:] for case in ENV_ABOVE_MAXIMUM],
+    ids=[case[0] for case in ENV_ABOVE_MAXIMUM],
+)
+def test_env_above_maximum_keeps_the_default_and_says_so(
+    variable: str, text: str, field: str, source: str
+) -> None:
+    config, sources = resolve_config(None, env={variable: text})
+    assert getattr(config, field) == getattr(ExecutorConfig(), field)
+    assert sources[field] == source
+    (warning,) = env_warnings({variable: text})
+    assert warning.startswith(f"{variable}={text!r} ignored: ")
+    assert warning.endswith(f"keeping the default {field}={json.dumps(getattr(config, field))}")
+
+
+@pytest.mark.parametrize("variable", ["TRUVAG3_STEP_RETRY_MAX_ATTEMPTS"])
+def test_env_at_the_maximum_is_used(variable: str) -> None:
+    config, sources = resolve_config(None, env={variable: "100"})
+    assert (config.max_attempts, sources["max_attempts"]) == (100, "env")

@@ -62,6 +62,15 @@ ANALYZER_MALFORMED = verdict(Layer.ANALYZER, answered=False, failure="malformed 
 RESOLVER_FIX = verdict(Layer.RE_RESOLUTION, replace_all={"city": "Tokyo", "units": "metric"})
 LEGACY_FIX = verdict(Layer.LEGACY, replace_all={"city": "Tokyo", "units": "metric"})
 
+
+def unavailable(layer: Layer, failures: str) -> LayerVerdict:
+    """A layer whose LLM endpoint failed on every try."""
+    return replace(verdict(layer, answered=False, failure="LLM call failed: HTTP 503"),
+                   unavailable=failures)
+
+
+ANALYZER_UNAVAILABLE = unavailable(Layer.ANALYZER, "HTTP 503 ×3")
+
 CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
     # --- before dispatch (row 0, 12, 13, circuit)
     ("guard_rejects_unresolved_binding",
@@ -111,7 +120,7 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
      Action.STOP_SINGLE_DISPATCH, "orchestrator.single_dispatch", "transport failure"),
     # --- transient (row 5)
     ("503_without_flag_retries_same", base(status=503),
-     Action.RETRY_SAME, "transient.retry_same", "after 542.1 ms (backoff)"),
+     Action.RETRY_SAME, "transient.retry_same", "after 542.1 ms (exponential backoff)"),
     ("503_with_retryable_true_retries_same", base(status=503, retry_policy=TRUE),
      Action.RETRY_SAME, "transient.retry_same", "transient"),
     ("429_retries_same", base(status=429), Action.RETRY_SAME, "transient.retry_same",
@@ -123,18 +132,49 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
      Action.RETRY_SAME, "transient.retry_same", "transport failure (connect)"),
     ("429_retry_after_header_sets_delay",
      base(status=429, retry_after_ms=2000.0, retry_after_source="retry_after_header"),
-     Action.RETRY_SAME, "transient.retry_same", "2000.0 ms (retry_after_header)"),
-    ("retry_after_capped_by_max_delay",
-     base(status=429, retry_after_ms=60000.0, retry_after_source="retry_after_details"),
-     Action.RETRY_SAME, "transient.retry_same", "10000.0 ms (retry_after_details)"),
-    ("retry_after_capped_by_wall_clock_left",
+     Action.RETRY_SAME, "transient.retry_same", "2000.0 ms (Retry-After header)"),
+    # seed 003: honor Retry-After; max_delay_ms (10 s) caps only the computed backoff.
+    ("retry_after_above_max_delay_is_waited_in_full",
+     base(status=429, retry_after_ms=60000.0, retry_after_source="retry_after_details",
+          retry_after_max_ms=60000.0),
+     Action.RETRY_SAME, "transient.retry_same", "60000.0 ms (error.details.retry_after)"),
+    ("retry_after_above_retry_after_max_stops",
+     base(status=503, retry_after_ms=120000.0, retry_after_source="retry_after_header",
+          retry_after_max_ms=60000.0),
+     Action.STOP_BUDGET, "budget.retry_after_max",
+     "asks to wait 120000.0 ms (Retry-After header), more than retry_after_max_ms 60000"),
+    ("retry_after_outlasting_wall_clock_stops",
      base(status=429, retry_after_ms=5000.0, retry_after_source="retry_after_header",
           elapsed_s=9.0, max_wall_clock_s=10.0),
-     Action.RETRY_SAME, "transient.retry_same", "1000.0 ms"),
+     Action.STOP_BUDGET, "budget.wall_clock.wait",
+     "wait of 5000.0 ms (Retry-After header) would outlast the task wall-clock budget "
+     "(1000.0 ms left of 10s)"),
+    ("backoff_outlasting_wall_clock_stops",
+     base(status=503, elapsed_s=9.8, max_wall_clock_s=10.0),
+     Action.STOP_BUDGET, "budget.wall_clock.wait", "542.1 ms (exponential backoff) would outlast"),
+    ("retry_after_on_last_attempt_is_attempts_budget",
+     base(status=429, attempt_number=3, retry_after_ms=120000.0, retry_after_max_ms=60000.0),
+     Action.STOP_BUDGET, "budget.attempts", "all 3 attempts are used"),
+    # seed 003: "Every task limits ... retries per tool".
+    ("per_tool_retry_budget_stops",
+     base(status=503, tool="weather", tool_retries_used=4, max_retries_per_tool=4),
+     Action.STOP_BUDGET, "budget.retries_per_tool",
+     "tool 'weather' has used 4 of 4 unchanged resends allowed per tool"),
+    ("per_tool_retry_budget_left_retries",
+     base(status=503, tool="weather", tool_retries_used=3, max_retries_per_tool=4),
+     Action.RETRY_SAME, "transient.retry_same", "after 542.1 ms"),
+    ("per_tool_budget_never_blocks_a_correction",
+     base(status=400, tool="weather", tool_retries_used=9, max_retries_per_tool=1),
+     Action.ASK_ANALYZER, "analyzer.ask", "consult the layer 3 error analyzer"),
+    # seed 003 + seed 000 §9: the wall-clock budget ends a request in flight.
+    ("request_ended_by_wall_clock_budget",
+     base(status=0, transport_error="timeout", ended_by_deadline=True, elapsed_s=1.0,
+          max_wall_clock_s=1.0),
+     Action.STOP_BUDGET, "budget.wall_clock", "ended the request in flight"),
     ("503_last_attempt_budget", base(status=503, attempt_number=3),
      Action.STOP_BUDGET, "budget.attempts", "all 3 attempts are used"),
     ("max_attempts_1_stops_first_503", base(status=503, max_attempts=1),
-     Action.STOP_BUDGET, "budget.attempts", "all 1 attempts"),
+     Action.STOP_BUDGET, "budget.attempts", "all 1 attempt is used"),
     ("transient_never_asks_llm", base(status=500, analyzer=None),
      Action.RETRY_SAME, "transient.retry_same", "transient"),
     # --- unsafe side effects (SPEC §2.6)
@@ -226,6 +266,27 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
     ("malformed_analyzer_does_not_reach_resolver", base(status=400, analyzer=ANALYZER_MALFORMED,
                                                         has_dependencies=True),
      Action.STOP_NO_CORRECTION, "no_correction.stop", "layer 3 gave no usable answer"),
+    # --- an LLM endpoint that failed on every try is not "cannot fix"
+    ("analyzer_unavailable_stops_with_its_own_rule",
+     base(status=400, analyzer=ANALYZER_UNAVAILABLE),
+     Action.STOP_NO_CORRECTION, "analyzer.unavailable",
+     "HTTP 400: the layer 3 analyzer was unavailable (HTTP 503 ×3); no correction"),
+    ("analyzer_unavailable_does_not_reach_resolver",
+     base(status=422, analyzer=ANALYZER_UNAVAILABLE, has_dependencies=True),
+     Action.STOP_NO_CORRECTION, "analyzer.unavailable", "never resent unchanged"),
+    ("analyzer_unavailable_non_transient_says_not_retried",
+     base(status=400, analyzer=unavailable(
+         Layer.ANALYZER, "HTTP 401 ×1; not retried: HTTP 401 is not transient")),
+     Action.STOP_NO_CORRECTION, "analyzer.unavailable",
+     "unavailable (HTTP 401 ×1; not retried: HTTP 401 is not transient)"),
+    ("analyzer_cannot_fix_is_not_unavailable",
+     base(status=400, analyzer=ANALYZER_CANNOT, semantic_retry_enabled=False),
+     Action.STOP_NO_CORRECTION, "no_correction.stop", "layer 3 said cannot fix"),
+    ("resolver_unavailable_stops_with_its_own_rule",
+     base(status=400, analyzer=ANALYZER_CANNOT, has_dependencies=True,
+          resolver=unavailable(Layer.RE_RESOLUTION, "timeout ×3")),
+     Action.STOP_NO_CORRECTION, "re_resolution.unavailable",
+     "the layer 4 re-resolver was unavailable (timeout ×3)"),
     # --- legacy (row 10)
     ("legacy_on_type_error_without_analyzer",
      base(status=400, error_analyzer_enabled=False, legacy_callback_set=True,
@@ -241,7 +302,33 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
      base(status=400, error_analyzer_enabled=False, legacy_callback_set=True,
           legacy_pattern="is required", validation_feedback_enabled=False),
      Action.STOP_NO_CORRECTION, "no_correction.stop",
-     "the error analyzer is disabled; legacy correction not used: validation feedback is disabled"),
+     "correction is off: validation_feedback_enabled is false (layers 1 and 2 only, seed 001)"),
+    # seed 001: "disable Layer 3 ... Relies on Layers 1 & 2 only": no analyzer, no resolver.
+    ("analyzer_off_when_feedback_disabled",
+     base(status=400, validation_feedback_enabled=False),
+     Action.STOP_NO_CORRECTION, "no_correction.stop",
+     "no accepted correction (correction is off: validation_feedback_enabled is false"),
+    ("feedback_disabled_with_retryable_true_still_stops",
+     base(status=422, retry_policy=TRUE, validation_feedback_enabled=False,
+          legacy_callback_set=True),
+     Action.STOP_NO_CORRECTION, "no_correction.stop", "validation_feedback_enabled is false"),
+    # seed 000 §4: a correction is a change on the wire, after layer-2 coercion.
+    ("proposal_equal_after_coercion_is_no_correction",
+     base(status=400, parameter_keys=("lat",), analyzer=assess_correction(
+         Layer.ANALYZER, answered=True, current_parameters={"lat": 35.6},
+         proposed_parameters={"lat": "35.6"}, protected_keys={},
+         schema={"properties": {"lat": {"type": "number"}}}, plan_step_ids=(),
+         should_retry=True)),
+     Action.STOP_NO_CORRECTION, "no_correction.stop", "layer 3 proposed no change on the wire"),
+    # seed 000 §12: exact template bindings are protected at any depth.
+    ("nested_exact_binding_change_is_protected",
+     base(status=400, parameter_keys=("order",),
+          protected_keys={"order.total": "exact_bound"}, analyzer=assess_correction(
+         Layer.ANALYZER, answered=True, current_parameters={"order": {"total": 10, "n": 1}},
+         proposed_parameters={"order": {"total": 99, "n": 1}},
+         protected_keys={"order.total": "exact_bound"}, schema=None, plan_step_ids=(),
+         should_retry=True, protected_paths={"order.total": ("order", "total")})),
+     Action.STOP_PROTECTED, "analyzer.protected", "protected input(s): order.total"),
     ("legacy_fix_accepted",
      base(status=400, error_analyzer_enabled=False, legacy_callback_set=True,
           legacy_pattern="type mismatch", legacy=LEGACY_FIX),
@@ -252,6 +339,12 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
           legacy=verdict(Layer.LEGACY, replace_all={"city": "Tokyo", "units": "si"},
                          protected={"units": "hitl_approved"})),
      Action.STOP_PROTECTED, "legacy.protected", "units"),
+    ("legacy_unavailable_stops_with_its_own_rule",
+     base(status=400, error_analyzer_enabled=False, legacy_callback_set=True,
+          legacy_pattern="type mismatch",
+          legacy=unavailable(Layer.LEGACY, "HTTP 429 ×1, HTTP 503 ×2")),
+     Action.STOP_NO_CORRECTION, "legacy.unavailable",
+     "the legacy correction callback was unavailable (HTTP 429 ×1, HTTP 503 ×2)"),
     # --- no correction (row 11)
     ("no_llm_configured_400_stops",
      base(status=400, llm_configured=False),
@@ -282,6 +375,18 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
      Action.STOP_BUDGET, "budget.repeated_error", "seen 3 times"),
     ("wall_clock_budget_after_response", base(status=502, elapsed_s=12.0, max_wall_clock_s=10.0),
      Action.STOP_BUDGET, "budget.wall_clock", "12.000s of 10s"),
+    # seed 003: "Rephrasing cannot fix account quota".
+    ("402_quota_stops_without_llm", base(status=402),
+     Action.STOP_TERMINAL, "terminal.quota", "rephrasing cannot fix account quota"),
+    ("402_with_retryable_true_still_stops", base(status=402, retry_policy=TRUE),
+     Action.STOP_TERMINAL, "terminal.quota", "no retry and no LLM layer"),
+    ("402_with_explicit_false_is_refused", base(status=402, retry_policy=FALSE),
+     Action.STOP_REFUSED, "refused.explicit_false", "retryable=false on HTTP 402"),
+    # seed 003 fault matrix: result parsing is a failure class.
+    ("200_not_json_object_is_result_parsing_failure", base(status=200, body_is_json_object=False),
+     Action.STOP_TERMINAL, "result.not_json_object", "not a JSON object: a result-parsing"),
+    ("204_empty_body_is_result_parsing_failure", base(status=204, body_is_json_object=False),
+     Action.STOP_TERMINAL, "result.not_json_object", "HTTP 204 but the body"),
     # --- default
     ("302_unrouted_stops", base(status=302), Action.STOP_TERMINAL, "default.unrouted",
      "matches no routing rule"),
@@ -312,8 +417,9 @@ def test_every_rule_is_exercised_by_the_corpus():
 def test_not_matched_explains_every_earlier_rule():
     decision = decide(base(status=400, llm_configured=False))
     ids = [m.rule_id for m in decision.not_matched]
-    assert ids[:5] == ["success.2xx", "cancel.in_flight", "refused.explicit_false",
-                       "terminal.auth_or_method", "orchestrator.single_dispatch"]
+    assert ids[:7] == ["success.2xx", "result.not_json_object", "cancel.in_flight",
+                       "refused.explicit_false", "terminal.auth_or_method", "terminal.quota",
+                       "orchestrator.single_dispatch"]
     reasons = {m.rule_id: m.reason for m in decision.not_matched}
     assert "not transient" in reasons["transient.retry_same"]
     assert "no LLM is configured" in reasons["analyzer.ask"]
@@ -326,6 +432,136 @@ def test_decision_records_the_inputs_it_read():
     assert decision.inputs["attempt_number"] == 2
     assert decision.inputs["max_attempts"] == 3
     assert decision.to_dict()["delay_source"] == "backoff"
+
+
+# seed 003: every final decision carries a recovery action and a user-facing impact.
+RECOVERY_CASES = [
+    ("503_retry_waits", base(status=503), "wait", "server error", "resends the same payload"),
+    ("401_requests_authorization", base(status=401), "request authorization", "permission",
+     "refused the credentials"),
+    ("402_escalates", base(status=402), "escalate", "quota", "quota"),
+    ("404_correction_stop_modifies", base(status=404, llm_configured=False), "modify",
+     "missing resource", "found nothing"),
+    ("429_exhausted_waits", base(status=429, attempt_number=3), "wait", "rate limit",
+     "failed after 3 attempts"),
+    ("timeout_exhausted_waits", base(status=0, transport_error="timeout", attempt_number=3),
+     "wait", "timeout", "timed out"),
+    ("result_parsing_escalates", base(status=200, body_is_json_object=False), "escalate",
+     "result parsing", "not a JSON object"),
+    ("cancelled_stops", base(status=0, transport_error="cancelled"), "stop", "cancellation",
+     "cancelled"),
+    ("unsafe_queries_status", base(status=504, side_effects="unsafe"), "query status",
+     "server error", "may have been accepted"),
+    ("guard_rejection_modifies",
+     base(dispatched=False, status=None, guard_violations=("missing city",)), "modify", "schema",
+     "nothing was sent"),
+    ("token_budget_stops", base(status=400, llm_tokens_used=10, max_total_tokens=10), "stop",
+     "budget", "task token budget"),
+    ("protected_requests_authorization",
+     base(status=400, protected_keys={"city": "hitl_approved", "units": "hitl_approved"}),
+     "request authorization", "schema", "HITL-approved"),
+    ("refused_400_modifies", base(status=400, retry_policy=FALSE), "modify", "schema",
+     "not retryable"),
+    ("analyzer_unavailable_modifies_or_reruns",
+     base(status=400, analyzer=ANALYZER_UNAVAILABLE), "modify", "schema",
+     "the LLM endpoint was unavailable, so no correction ran; correct the parameters (or the "
+     "plan), then rerun the step (or rerun it once the LLM endpoint answers)"),
+]
+
+
+def test_unavailable_layer_note_says_unavailable_not_cannot_fix():
+    notes = decide(base(status=400, analyzer=ANALYZER_UNAVAILABLE)).to_dict()["layers"]
+    assert notes[0] == {"layer": "analyzer", "consulted": True,
+                        "detail": "unavailable: its LLM endpoint failed (HTTP 503 ×3)"}
+
+
+@pytest.mark.parametrize(("inputs", "recovery", "failure_class", "impact_part"),
+                         [c[1:] for c in RECOVERY_CASES], ids=[c[0] for c in RECOVERY_CASES])
+def test_final_decision_has_recovery_and_impact(inputs, recovery, failure_class, impact_part):
+    decision = decide(inputs)
+    assert decision.final
+    record = decision.to_dict()
+    assert (record["recovery"], record["failure_class"]) == (recovery, failure_class)
+    assert impact_part in record["impact"], record["impact"]
+    assert "\n" not in record["impact"]
+
+
+def test_every_final_decision_of_the_corpus_has_a_recovery():
+    allowed = {"modify", "wait", "query status", "request authorization", "stop", "escalate"}
+    for name, inputs, action, _rule, _reason in CASES:
+        decision = decide(inputs)
+        if not decision.final:
+            assert decision.recovery is None and decision.impact is None, name
+        elif action is Action.SUCCESS:
+            assert decision.recovery is None and decision.impact, name
+        else:
+            assert str(decision.recovery) in allowed and decision.impact, name
+
+
+# seed 000 §4: the "why not" of a decision covers the correction layers too.
+def test_transient_decision_says_layers_are_not_consulted():
+    notes = decide(base(status=503)).to_dict()["layers"]
+    assert [n["layer"] for n in notes] == ["analyzer", "re_resolution", "legacy"]
+    assert all(not n["consulted"] for n in notes)
+    assert all("HTTP 503 is transient" in n["detail"] and "never asks an LLM" in n["detail"]
+               for n in notes)
+
+
+def test_4xx_stop_names_consulted_layers_with_verdicts_and_off_ones_with_why():
+    inputs = base(status=400, max_semantic_retries=0, analyzer=ANALYZER_CANNOT)
+    decision = decide(inputs)
+    assert decision.rule_id == "re_resolution.budget_exhausted"
+    notes = {n.layer: n for n in decision.layers}
+    assert notes[Layer.ANALYZER].consulted
+    assert "said cannot fix: because" in notes[Layer.ANALYZER].detail
+    assert not notes[Layer.LEGACY].consulted
+    assert "error analyzer is enabled" in notes[Layer.LEGACY].detail
+    assert not notes[Layer.RE_RESOLUTION].consulted
+
+
+def test_layers_off_without_llm_say_so():
+    decision = decide(base(status=422, llm_configured=False))
+    details = {n.layer: n.detail for n in decision.layers}
+    assert details[Layer.ANALYZER] == "off: no LLM is configured"
+    assert "no LLM is configured" in details[Layer.RE_RESOLUTION]
+
+
+def test_terminal_and_quota_name_why_no_layer_runs():
+    assert "HTTP 401 is terminal" in decide(base(status=401)).layers[0].detail
+    assert "quota" in decide(base(status=402)).layers[0].detail
+    assert "retryable:false" in decide(base(status=503, retry_policy=FALSE)).layers[0].detail
+
+
+def test_decision_records_the_remaining_retry_budgets():
+    record = decide(base(status=503, attempt_number=1, tool="t", tool_retries_used=2,
+                         max_retries_per_tool=5)).to_dict()
+    assert record["budgets"] == {"step_retries_left": 2, "tool_retries_left": 3,
+                                 "corrections_left": 2}
+    assert decide(base(status=503)).to_dict()["budgets"]["tool_retries_left"] is None
+
+
+def test_nested_exact_binding_missing_from_replacement_is_restored():
+    assessed = assess_correction(
+        Layer.RE_RESOLUTION, answered=True, current_parameters={"a": {"b": 1}, "c": "x"},
+        proposed_parameters={"c": "y"}, protected_keys={"a.b": "exact_bound"}, schema=None,
+        plan_step_ids=(), should_retry=True, protected_paths={"a.b": ("a", "b")})
+    assert assessed.proposed_parameters == {"a": {"b": 1}, "c": "y"}
+    assert assessed.touched_protected == ()
+    assert assessed.changed_keys == ("c",)
+
+
+def test_proposal_of_boolean_text_equal_after_coercion_is_no_change():
+    assessed = assess_correction(
+        Layer.LEGACY, answered=True, current_parameters={"flag": True},
+        proposed_parameters={"flag": "1"}, protected_keys={},
+        schema={"properties": {"flag": {"type": "boolean"}}}, plan_step_ids=(),
+        should_retry=True)
+    assert assessed.changed_keys == ()
+    assert assessed.unchanged_after_coercion == ("flag",)
+    assert "after layer-2 coercion" in decide(
+        base(status=400, error_analyzer_enabled=False, legacy_callback_set=True,
+             retry_policy=TRUE, legacy=assessed, parameter_keys=("flag",))
+    ).not_matched[-1].reason
 
 
 def test_analyzer_round_trip_through_with_verdict():

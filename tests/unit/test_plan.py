@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from executor.config import CONFIG_FIELDS, ExecutorConfig
+from executor.config import CONFIG_FIELDS, CONFIG_MAXIMA, ExecutorConfig
 from executor.plan import (
     PLAN_FIELDS,
     CapabilitySpec,
@@ -267,8 +267,8 @@ def replace_with(value: Any) -> Callable[[dict], Any]:
 ALL_CONFIG_KEYS = (
     "backoff_factor, circuit_breaker_enabled, error_analyzer_enabled, initial_delay_ms, "
     "jitter, llm_debug_enabled, max_attempts, max_concurrency, max_delay_ms, max_llm_calls, "
-    "max_repeated_errors, max_semantic_retries, max_total_tokens, max_validation_retries, "
-    "max_wall_clock_s, retry_after_max_ms, semantic_retry_enabled, "
+    "max_repeated_errors, max_retries_per_tool, max_semantic_retries, max_total_tokens, "
+    "max_validation_retries, max_wall_clock_s, retry_after_max_ms, semantic_retry_enabled, "
     "semantic_retry_independent_steps, timeout_s, validation_feedback_enabled"
 )
 STEP_FIELDS = "capability, depends_on, hitl_approved, id, instruction, parameters, tool"
@@ -612,6 +612,173 @@ BAD_PLANS = [
         'expected a number of milliseconds >= 0, got "500"',
     ),
     ("config_not_an_object", set_at("config", [1]), "config", "expected an object, got an array"),
+    # -- header names and values that no HTTP client can send (issue 8 item 8)
+    (
+        "header_name_with_cr",
+        set_at("tools", "hotel", "headers", {"X-Api\rKey": "demo"}),
+        'tools.hotel.headers["X-Api\\rKey"]',
+        "expected a header name of ASCII letters, digits and !#$%&'*+-.^_`|~ only, "
+        'got "X-Api\\rKey" (a carriage return (CR) at [5])',
+    ),
+    (
+        "header_name_with_lf",
+        set_at("tools", "hotel", "headers", {"X-Api-Key\n": "demo"}),
+        'tools.hotel.headers["X-Api-Key\\n"]',
+        "expected a header name of ASCII letters, digits and !#$%&'*+-.^_`|~ only, "
+        'got "X-Api-Key\\n" (a line feed (LF) at [9])',
+    ),
+    (
+        "header_name_with_nul",
+        set_at("tools", "hotel", "headers", {"X-Api\0Key": "demo"}),
+        'tools.hotel.headers["X-Api\\u0000Key"]',
+        "expected a header name of ASCII letters, digits and !#$%&'*+-.^_`|~ only, "
+        'got "X-Api\\u0000Key" (a NUL at [5])',
+    ),
+    (
+        "header_name_with_colon",
+        set_at("tools", "hotel", "headers", {"X-Api-Key:": "demo"}),
+        'tools.hotel.headers["X-Api-Key:"]',
+        "expected a header name of ASCII letters, digits and !#$%&'*+-.^_`|~ only, "
+        'got "X-Api-Key:" (the character ":" at [9])',
+    ),
+    (
+        "header_name_with_space",
+        set_at("tools", "hotel", "headers", {"X Api": "demo"}),
+        'tools.hotel.headers["X Api"]',
+        "expected a header name of ASCII letters, digits and !#$%&'*+-.^_`|~ only, "
+        'got "X Api" (a space at [1])',
+    ),
+    (
+        "header_value_with_crlf",
+        set_at("tools", "hotel", "headers", "X-Api-Key", "demo\r\nX-Evil: 1"),
+        "tools.hotel.headers.X-Api-Key",
+        'expected a header value of printable ASCII, got "demo\\r\\nX-Evil: 1" '
+        "(a carriage return (CR) at [4])",
+    ),
+    (
+        "header_value_with_lf",
+        set_at("tools", "hotel", "headers", "X-Api-Key", "demo\nmore"),
+        "tools.hotel.headers.X-Api-Key",
+        'expected a header value of printable ASCII, got "demo\\nmore" (a line feed (LF) at [4])',
+    ),
+    (
+        "header_value_with_nul",
+        set_at("tools", "hotel", "headers", "X-Api-Key", "de\0mo"),
+        "tools.hotel.headers.X-Api-Key",
+        'expected a header value of printable ASCII, got "de\\u0000mo" (a NUL at [2])',
+    ),
+    (
+        "header_value_with_control_character",
+        set_at("tools", "hotel", "headers", "X-Api-Key", "de\x01mo"),
+        "tools.hotel.headers.X-Api-Key",
+        'expected a header value of printable ASCII, got "de\\u0001mo" '
+        "(a control character U+0001 at [2])",
+    ),
+    (
+        "header_value_non_ascii",
+        set_at("tools", "hotel", "headers", "X-Api-Key", "café"),
+        "tools.hotel.headers.X-Api-Key",
+        'expected a header value of printable ASCII, got "café" '
+        "(a non-ASCII character U+00E9 at [3])",
+    ),
+    (
+        "header_value_leading_space",
+        set_at("tools", "hotel", "headers", "X-Api-Key", " demo"),
+        "tools.hotel.headers.X-Api-Key",
+        'expected a header value of printable ASCII, got " demo" (leading or trailing whitespace)',
+    ),
+    # -- schema type names and keywords (issue 8 item 8)
+    (
+        "schema_property_type_typo",
+        set_at("capabilities", "weather.forecast", "schema", "properties", "city", "type", "strng"),
+        'capabilities["weather.forecast"].schema.properties.city.type',
+        'unknown type "strng" (did you mean "string"? expected one of: array, boolean, integer, '
+        "null, number, object, string, bool, double, float, float64, int, int32, int64)",
+    ),
+    (
+        "schema_top_level_type_typo",
+        set_at("capabilities", "weather.forecast", "schema", "type", "objetc"),
+        'capabilities["weather.forecast"].schema.type',
+        'unknown type "objetc" (did you mean "object"? expected one of: array, boolean, integer, '
+        "null, number, object, string, bool, double, float, float64, int, int32, int64)",
+    ),
+    (
+        "schema_type_list_with_unknown_name",
+        set_at("capabilities", "weather.forecast", "schema", "properties", "city", "type",
+               ["string", "date"]),
+        'capabilities["weather.forecast"].schema.properties.city.type[1]',
+        'unknown type "date" (expected one of: array, boolean, integer, null, number, object, '
+        "string, bool, double, float, float64, int, int32, int64)",
+    ),
+    (
+        "schema_type_not_a_string",
+        set_at("capabilities", "weather.forecast", "schema", "properties", "city", "type", 5),
+        'capabilities["weather.forecast"].schema.properties.city.type',
+        "expected a type name, got 5",
+    ),
+    (
+        "schema_type_empty_list",
+        set_at("capabilities", "weather.forecast", "schema", "properties", "city", "type", []),
+        'capabilities["weather.forecast"].schema.properties.city.type',
+        "expected a type name or a non-empty array of type names, got an empty array",
+    ),
+    (
+        "schema_items_type_typo",
+        set_at("capabilities", "weather.forecast", "schema", "properties", "city",
+               {"type": "array", "items": {"type": "intger"}}),
+        'capabilities["weather.forecast"].schema.properties.city.items.type',
+        'unknown type "intger" (did you mean "integer"? expected one of: array, boolean, '
+        "integer, null, number, object, string, bool, double, float, float64, int, int32, int64)",
+    ),
+    (
+        "schema_property_not_an_object",
+        set_at("capabilities", "weather.forecast", "schema", "properties", "city", "string"),
+        'capabilities["weather.forecast"].schema.properties.city',
+        'expected a JSON Schema object, got "string"',
+    ),
+    (
+        "schema_properties_an_array",
+        set_at("capabilities", "weather.forecast", "schema", "properties", ["city"]),
+        'capabilities["weather.forecast"].schema.properties',
+        "expected an object, got an array",
+    ),
+    (
+        "schema_required_a_string",
+        set_at("capabilities", "weather.forecast", "schema", "required", "city"),
+        'capabilities["weather.forecast"].schema.required',
+        'expected an array of property names, got "city"',
+    ),
+    (
+        "schema_enum_a_string",
+        set_at("capabilities", "weather.forecast", "schema", "properties", "city", "enum", "PAR"),
+        'capabilities["weather.forecast"].schema.properties.city.enum',
+        'expected an array of values, got "PAR"',
+    ),
+    # -- documented maxima (issue 8 item 8)
+    (
+        "config_max_attempts_10_to_the_30",
+        set_at("config", "max_attempts", 10**30),
+        "config.max_attempts",
+        "expected an integer <= 100 (the documented maximum), got 1000000000000000000000000000000",
+    ),
+    (
+        "config_timeout_above_maximum",
+        set_at("config", "timeout_s", 86401),
+        "config.timeout_s",
+        "expected a number of seconds <= 86400 (the documented maximum), got 86401",
+    ),
+    (
+        "llm_timeout_above_maximum",
+        set_at("llm", {"timeout_s": 3601}),
+        "llm.timeout_s",
+        "expected a number of seconds <= 3600 (the documented maximum), got 3601",
+    ),
+    (
+        "llm_api_key_with_newline",
+        set_at("llm", {"api_key": "sk-test\n"}),
+        "llm.api_key",
+        'expected a key of printable ASCII, got "sk-test\\n" (a line feed (LF) at [7])',
+    ),
     # -- llm
     (
         "llm_unknown_field",
@@ -820,6 +987,16 @@ def test_docs_list_every_config_key_with_its_default() -> None:
     assert set(defaults) == set(CONFIG_FIELDS)
     resolved = ExecutorConfig()
     assert {key: getattr(resolved, key) for key in defaults} == defaults
+
+
+def test_docs_list_every_config_maximum() -> None:
+    rows = _doc_tables()["config-fields"]
+    documented = {
+        match.group(1): int(match.group(2))
+        for match in (re.match(r"\| `([^`]+)` \| `[^`]+` \| `([0-9]+)` \|", row) for row in rows)
+        if match is not None
+    }
+    assert documented == CONFIG_MAXIMA
 
 
 def _documented_error_lines() -> list[str]:

@@ -407,3 +407,24 @@ def test_a_journal_cut_by_a_kill_keeps_every_whole_frame(paths, keep_of_second_f
 
     assert table.column("seq").to_pylist() == [1, 2, 3]
     assert table.schema.metadata[b"writer_token"] == WRITER.token.encode()
+
+
+def test_rerun_of_recovery_and_impact_are_ingested_and_absent_keys_are_null(conn) -> None:
+    from dataclasses import replace
+
+    from executor.events import AttemptDecided, ExecutionStarted
+
+    events = []
+    for event in small_execution("exec-v2", steps=1):
+        if isinstance(event, ExecutionStarted):
+            event = replace(event, rerun_of="exec-original")
+        elif isinstance(event, AttemptDecided) and event.n == 2:
+            decision = {**event.decision, "recovery": "stop", "impact": "Nothing was booked."}
+            event = replace(event, decision=decision)
+        events.append(event)
+    apply_segments(conn, [encode_events(events, 1, WRITER)])
+
+    assert conn.execute("SELECT rerun_of FROM executions").fetchall() == [("exec-original",)]
+    assert conn.execute(
+        "SELECT n, recovery, impact FROM attempts ORDER BY n"
+    ).fetchall() == [(1, None, None), (2, "stop", "Nothing was booked.")]

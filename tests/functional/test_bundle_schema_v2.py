@@ -1,0 +1,140 @@
+"""Bundles carry schema v2's columns (`rerun_of`, `recovery`, `impact`) and v1 bundles still import.
+
+The store is a real DuckDB file recorded through the store recorder; bundles are written and
+read through the real `truva-console export` / `import`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from executor.events import AttemptDecided, ExecutionStarted
+from store.bundles import MANIFEST_MEMBER
+from store.queries import open_store
+from store.recorder import StoreRecorder
+from store.schema import SCHEMA_VERSION
+from tests.support.events_factory import START_AT, small_execution
+from tests.support.plans import run_cli
+
+ORIGINAL, RERUN = "exec-original-0001", "exec-rerun-0002"
+V2_COLUMNS = {"executions": ("rerun_of",), "attempts": ("recovery", "impact")}
+
+
+def _rerun_events() -> list:
+    events = []
+    for event in small_execution(RERUN, steps=1, start_at=START_AT + 60):
+        if isinstance(event, ExecutionStarted):
+            event = replace(event, rerun_of=ORIGINAL)
+        elif isinstance(event, AttemptDecided) and event.n == 2:
+            event = replace(event, decision={**event.decision, "recovery": "stop",
+                                             "impact": "The hotel was not booked."})
+        events.append(event)
+    return events
+
+
+@pytest.fixture
+def source_db(tmp_path: Path) -> Path:
+    db = tmp_path / "source.duckdb"
+    with StoreRecorder(db) as recorder:
+        for event in small_execution(ORIGINAL, steps=1) + _rerun_events():
+            recorder.record(event)
+    return db
+
+
+def _v2_values(db: Path) -> tuple[list, list]:
+    with duckdb.connect(str(db), read_only=True) as conn:
+        executions = conn.execute(
+            "SELECT execution_id, rerun_of FROM executions ORDER BY execution_id"
+        ).fetchall()
+        attempts = conn.execute(
+            "SELECT execution_id, n, recovery, impact FROM attempts ORDER BY execution_id, n"
+        ).fetchall()
+    return executions, attempts
+
+
+def test_a_bundle_round_trips_rerun_of_recovery_and_impact(source_db: Path, tmp_path: Path):
+    bundle, target = tmp_path / "all.zip", tmp_path / "target.duckdb"
+    exported = run_cli("--db", str(source_db), "export", "--all", "--no-redact", "-o", str(bundle))
+    assert exported.code == 0, exported.stderr
+    with zipfile.ZipFile(bundle) as archive:
+        manifest = json.loads(archive.read(MANIFEST_MEMBER))
+        lines = archive.read("tables/executions.jsonl").decode().splitlines()
+    assert manifest["schema_version"] == SCHEMA_VERSION == 2
+    assert {json.loads(line)["execution_id"]: json.loads(line)["rerun_of"] for line in lines} == {
+        ORIGINAL: None, RERUN: ORIGINAL}
+    imported = run_cli("--db", str(target), "import", str(bundle))
+    assert imported.code == 0, imported.stderr
+
+    assert _v2_values(target) == _v2_values(source_db) == (
+        [(ORIGINAL, None), (RERUN, ORIGINAL)],
+        [(ORIGINAL, 1, None, None), (ORIGINAL, 2, None, None),
+         (RERUN, 1, None, None), (RERUN, 2, "stop", "The hotel was not booked.")],
+    )  # fmt: skip
+    assert open_store(target).get_execution(RERUN) == open_store(source_db).get_execution(RERUN)
+
+
+def as_v1_bundle(bundle: Path, target: Path) -> Path:
+    """`bundle` rewritten as a schema-v1 export would have written it: no v2 columns."""
+    with zipfile.ZipFile(bundle) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    manifest = json.loads(members[MANIFEST_MEMBER])
+    manifest["schema_version"] = 1
+    for table in manifest["tables"]:
+        dropped = V2_COLUMNS.get(table["name"], ())
+        table["columns"] = [c for c in table["columns"] if c["name"] not in dropped]
+        rows = [json.loads(line) for line in members[table["member"]].decode().splitlines()]
+        members[table["member"]] = b"".join(
+            json.dumps({k: v for k, v in row.items() if k not in dropped}).encode() + b"\n"
+            for row in rows
+        )
+    manifest["members"] = [
+        {"name": entry["name"], "size": len(members[entry["name"]]),
+         "sha256": hashlib.sha256(members[entry["name"]]).hexdigest()}
+        for entry in manifest["members"]
+    ]  # fmt: skip
+    members[MANIFEST_MEMBER] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return target
+
+
+def test_a_v1_bundle_imports_with_the_new_columns_null(source_db: Path, tmp_path: Path):
+    bundle, target = tmp_path / "all.zip", tmp_path / "target.duckdb"
+    run_cli("--db", str(source_db), "export", "--all", "--no-redact", "-o", str(bundle))
+    v1 = as_v1_bundle(bundle, tmp_path / "v1.zip")
+
+    imported = run_cli("--db", str(target), "import", str(v1))
+
+    assert imported.code == 0, imported.stderr
+    executions, attempts = _v2_values(target)
+    assert executions == [(ORIGINAL, None), (RERUN, None)]
+    assert {(recovery, impact) for _, _, recovery, impact in attempts} == {(None, None)}
+    assert len(attempts) == 4
+
+
+def test_a_v1_bundle_with_a_v2_column_is_refused(source_db: Path, tmp_path: Path):
+    bundle = tmp_path / "all.zip"
+    run_cli("--db", str(source_db), "export", "--all", "--no-redact", "-o", str(bundle))
+    with zipfile.ZipFile(bundle) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    manifest = json.loads(members[MANIFEST_MEMBER])
+    manifest["schema_version"] = 1
+    members[MANIFEST_MEMBER] = json.dumps(manifest).encode()
+    mislabelled = tmp_path / "mislabelled.zip"
+    with zipfile.ZipFile(mislabelled, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+    result = run_cli("--db", str(tmp_path / "t.duckdb"), "import", str(mislabelled))
+
+    assert result.code == 2
+    assert ("manifest.json: table executions columns do not match store schema version 1 "
+            "(unknown rerun_of)") in result.stderr  # fmt: skip
