@@ -129,13 +129,10 @@ def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json
         print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         print(printable(render_outcome(outcome)))
-    if recorder is not None and recorder.unsaved_events:
+    notice = recorder.exit_notice() if recorder is not None else None
+    if notice:
         # The run itself completed (its tool calls happened), so the exit code stays the run's.
-        print(
-            f"truva-console: recording to {recorder.paths.label} failed: {recorder.last_error}; "
-            f"{counted(recorder.unsaved_events, 'event')} not saved",
-            file=sys.stderr,
-        )
+        print(f"truva-console: {notice}", file=sys.stderr)
     if outcome.status == "cancelled":
         incomplete = ", ".join(outcome.incomplete_steps) or "none"
         print(f"truva-console: cancelled; incomplete steps: {incomplete}", file=sys.stderr)

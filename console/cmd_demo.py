@@ -197,6 +197,9 @@ def _record(args: argparse.Namespace) -> int:
     for plan, outcome in zip(DEMO_PLANS, outcomes, strict=True):
         rules = ", ".join(f"{s.id} {s.final_rule or s.status}" for s in outcome.steps)
         print(f"  {outcome.execution_id}  {outcome.status:<9} {plan.name}: {rules}")
+    notice = store_recorder.exit_notice()
+    if notice:
+        print(f"truva-console: {notice}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -46,20 +46,29 @@ def add_parser(subparsers: Any) -> None:
         metavar="N",
         help="refuse bundles of over N files (default 10000)",
     )
+    parser.add_argument(
+        "--max-ratio",
+        type=int,
+        default=_DEFAULT_LIMITS.max_ratio,
+        metavar="N",
+        help="refuse bundles expanding to over N times their size, past 64 MiB (default 200)",
+    )
     parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Import a bundle; 0 on success, 2 with one line on stderr when refused."""
-    if args.max_bytes < 1 or args.max_members < 1:
+    if args.max_bytes < 1 or args.max_members < 1 or args.max_ratio < 1:
         print(
-            f"truva-console: --max-bytes and --max-members must be at least 1, got "
-            f"{args.max_bytes} and {args.max_members}",
+            f"truva-console: --max-bytes, --max-members and --max-ratio must be at least 1, got "
+            f"{args.max_bytes}, {args.max_members} and {args.max_ratio}",
             file=sys.stderr,
         )
         return 2
-    limits = BundleLimits(max_total_bytes=args.max_bytes, max_members=args.max_members)
+    limits = BundleLimits(
+        max_total_bytes=args.max_bytes, max_members=args.max_members, max_ratio=args.max_ratio
+    )
     try:
         result = import_bundle(
             resolve_db_path(getattr(args, "db", None)),

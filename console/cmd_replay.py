@@ -98,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
     else:
         print(printable(render_replay(result, stored=recorder is not None)))
+    notice = recorder.exit_notice() if recorder is not None else None
+    if notice:
+        print(f"truva-console: {notice}", file=sys.stderr)
     if result.cancelled_by_user:
         print("truva-console: replay cancelled", file=sys.stderr)
         return EXIT_CANCELLED

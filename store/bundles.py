@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import contextlib
 import functools
 import hashlib
@@ -21,7 +22,8 @@ import re
 import stat
 import tempfile
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +31,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from executor import __version__
 from executor.events import (
@@ -62,6 +65,11 @@ TABLES_FOLDER = "tables"
 
 _MIB = 1024 * 1024
 _READ_CHUNK = _MIB
+# Import writes rows in batches of at most this many rows or bytes.
+_INSERT_ROWS = 2_000
+_INSERT_BYTES = 4 * _MIB
+_FETCH_ROWS = 1_000
+_IMPORT_MEMORY_LIMIT = 64 * _MIB
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _TIMESTAMP_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?$")
 _DRIVE_LETTER = re.compile(r"^[A-Za-z]:")
@@ -106,11 +114,18 @@ class BundleExportError(StoreError):
 
 @dataclass(frozen=True, slots=True)
 class BundleLimits:
-    """Bounds a bundle must stay within to be read: uncompressed bytes, members, manifest size."""
+    """Bounds a bundle must stay within to be read.
+
+    Uncompressed bytes in all (absolutely, and relative to the archive's size), members, the
+    manifest's size, and one row's (or one span's) length, which bounds import memory.
+    """
 
     max_total_bytes: int = 2 * 1024 * _MIB
+    max_ratio: int = 200
+    ratio_floor_bytes: int = 64 * _MIB
     max_members: int = 10_000
     max_manifest_bytes: int = 16 * _MIB
+    max_line_bytes: int = 64 * _MIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -983,10 +998,25 @@ def unsafe_member_reason(name: str) -> str | None:
     return None
 
 
-def _check_directory(path: Path, infos: Sequence[zipfile.ZipInfo], limits: BundleLimits) -> None:
-    """Refuse member lists that are too long, unsafe, duplicated, exotic or too large."""
+def format_members() -> frozenset[str]:
+    """The member names the bundle format has; any other member is refused."""
+    tables = (spec.member for spec in store_table_specs())
+    return frozenset({MANIFEST_MEMBER, README_MEMBER, SPANS_MEMBER, *tables})
+
+
+def _check_directory(
+    path: Path, infos: Sequence[zipfile.ZipInfo], limits: BundleLimits, archive_bytes: int
+) -> None:
+    """Refuse member lists that are too long, unsafe, duplicated, exotic, foreign or too large.
+
+    The uncompressed total the archive declares must stay within `max_total_bytes` and, beyond
+    `ratio_floor_bytes`, within `max_ratio` times the archive's own size; every read is then
+    bounded by those declarations.
+    """
     if len(infos) > limits.max_members:
         raise _refuse(path, f"{len(infos)} members, over the limit of {limits.max_members}")
+    allowed = format_members()
+    ratio_limit = max(limits.max_ratio * archive_bytes, limits.ratio_floor_bytes)
     seen: set[str] = set()
     total = 0
     for info in infos:
@@ -1004,6 +1034,13 @@ def _check_directory(path: Path, infos: Sequence[zipfile.ZipInfo], limits: Bundl
         # Only the file-type bits count: writers such as zipfile.writestr set permissions alone.
         if info.is_dir() or (stat.S_IFMT(mode) and not stat.S_ISREG(mode)):
             raise _refuse(path, f"member {name!r} is not a regular file")
+        if name not in allowed:
+            raise _refuse(
+                path,
+                f"member {name!r} is not part of the bundle format (a bundle holds "
+                f"{MANIFEST_MEMBER}, {README_MEMBER}, {TABLES_FOLDER}/<table>.jsonl and "
+                f"{SPANS_MEMBER} only)",
+            )
         if info.flag_bits & 0x1:
             raise _refuse(path, f"member {name!r} is encrypted")
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -1019,33 +1056,78 @@ def _check_directory(path: Path, infos: Sequence[zipfile.ZipInfo], limits: Bundl
                 f"its members declare over {limits.max_total_bytes} bytes uncompressed, "
                 "over the limit",
             )
+        if total > ratio_limit:
+            raise _refuse(
+                path,
+                f"its members declare over {ratio_limit} bytes uncompressed, over "
+                f"{limits.max_ratio} times the {archive_bytes}-byte archive (a zip bomb?)",
+            )
+
+
+@contextlib.contextmanager
+def _member_stream(
+    path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected_size: int
+) -> Iterator[Callable[[int], bytes]]:
+    """A `read(n)` over the member that refuses more bytes than `expected_size`.
+
+    A damaged member (bad CRC, bad deflate data) is refused naming it.
+    """
+    total = 0
+
+    def read(size: int) -> bytes:
+        nonlocal total
+        chunk = handle.read(min(size, expected_size - total + 1))
+        total += len(chunk)
+        if total > expected_size:
+            raise _refuse(
+                path,
+                f"member {info.filename!r} holds more than the {expected_size} bytes it declares",
+            )
+        return chunk
+
+    try:
+        with archive.open(info) as handle:
+            yield read
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as error:
+        raise _refuse(
+            path, f"member {info.filename!r} is damaged ({_first_line(error)})"
+        ) from error
 
 
 def _read_member(
     path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected_size: int
 ) -> bytes:
-    """The member's bytes, reading at most one byte past `expected_size`."""
+    """The member's bytes (for the manifest only), reading at most `expected_size` + 1."""
     chunks = []
-    total = 0
-    try:
-        with archive.open(info) as handle:
-            while True:
-                chunk = handle.read(min(_READ_CHUNK, expected_size - total + 1))
-                if not chunk:
-                    break
-                total += len(chunk)
-                if total > expected_size:
-                    raise _refuse(
-                        path,
-                        f"member {info.filename!r} holds more than the "
-                        f"{expected_size} bytes it declares",
-                    )
-                chunks.append(chunk)
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
-        raise _refuse(
-            path, f"member {info.filename!r} is damaged ({_first_line(error)})"
-        ) from error
+    with _member_stream(path, archive, info, expected_size) as read:
+        while chunk := read(_READ_CHUNK):
+            chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _verify_member(
+    path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, member: Mapping[str, Any]
+) -> None:
+    """Check a member's size and SHA-256 against the manifest, reading it in chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with _member_stream(path, archive, info, member["size"]) as read:
+        while chunk := read(_READ_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    if size != member["size"]:
+        raise _refuse(
+            path,
+            f"member {info.filename!r} is {size} bytes, the manifest says "
+            f"{member['size']} (truncated?)",
+        )
+    found = digest.hexdigest()
+    if found != member["sha256"]:
+        raise _refuse(
+            path,
+            f"member {info.filename!r} has SHA-256 {found[:12]}…, the manifest "
+            f"says {member['sha256'][:12]}… (changed or damaged)",
+        )
 
 
 def _first_line(error: BaseException) -> str:
@@ -1251,147 +1333,256 @@ def _check_tables(path: Path, manifest: Mapping[str, Any], members: Mapping[str,
     )
 
 
-def _decode_table(
-    path: Path, spec: TableSpec, data: bytes, declared_rows: int, execution_ids: set[str]
-) -> tuple[dict[str, Any], ...]:
-    """Every row of a table member, decoded and checked; BundleError names member and line."""
+def _member_lines(
+    path: Path,
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    member: Mapping[str, Any],
+    limits: BundleLimits,
+) -> Iterator[tuple[int, str]]:
+    """Each line of a table member as text, numbered from 1, read in bounded pieces."""
+    where = info.filename
+    with _member_stream(path, archive, info, member["size"]) as read:
+        pending = bytearray()
+        number = 0
+        while True:
+            chunk = read(_READ_CHUNK)
+            if not chunk:
+                break
+            searched = len(pending)  # the bytes before the chunk hold no newline
+            pending += chunk
+            start = 0
+            while (end := pending.find(b"\n", max(start, searched))) >= 0:
+                number += 1
+                yield number, _line_text(path, where, bytes(pending[start:end]))
+                start = end + 1
+            del pending[:start]
+            if len(pending) > limits.max_line_bytes:
+                raise _refuse(
+                    path,
+                    f"{where} line {number + 1} is over {limits.max_line_bytes} bytes, the "
+                    "limit for one row",
+                )
+        if pending:
+            raise _refuse(path, f"{where}: the last line has no newline (truncated?)")
+
+
+def _line_text(path: Path, where: str, line: bytes) -> str:
     try:
-        text = data.decode("utf-8")
+        return line.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise _refuse(path, f"{spec.member} is not UTF-8 text") from error
-    lines = text.split("\n")
-    if lines[-1] != "":
-        raise _refuse(path, f"{spec.member}: the last line has no newline (truncated?)")
-    lines.pop()
-    if len(lines) != declared_rows:
+        raise _refuse(path, f"{where} is not UTF-8 text") from error
+
+
+def _decode_line(
+    path: Path, spec: TableSpec, number: int, line: str, execution_ids: set[str]
+) -> dict[str, Any]:
+    """One table row, decoded and checked; BundleError names the member, line and column."""
+    where = f"{spec.member} line {number}"
+    try:
+        encoded = json.loads(line, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as error:
+        raise _refuse(path, f"{where}: not a JSON object") from error
+    if not isinstance(encoded, dict):
+        raise _refuse(path, f"{where}: not a JSON object")
+    names = spec.column_names
+    if len(encoded) != len(names) or any(name not in encoded for name in names):
+        missing = sorted(set(names) - set(encoded))
+        extra = sorted(set(encoded) - set(names))
         raise _refuse(
-            path, f"{spec.member} holds {len(lines)} rows, the manifest says {declared_rows}"
+            path,
+            f"{where}: columns differ from the table's (missing "
+            f"{missing or 'none'}, unknown {extra or 'none'})",
         )
-    names = set(spec.column_names)
-    keys: set[tuple[Any, ...]] = set()
-    rows = []
-    for number, line in enumerate(lines, start=1):
-        where = f"{spec.member} line {number}"
+    row = {}
+    for column in spec.columns:
         try:
-            encoded = json.loads(line, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as error:
-            raise _refuse(path, f"{where}: not a JSON object") from error
-        if not isinstance(encoded, dict):
-            raise _refuse(path, f"{where}: not a JSON object")
-        if set(encoded) != names:
-            missing = sorted(names - set(encoded))
-            extra = sorted(set(encoded) - names)
-            raise _refuse(
-                path,
-                f"{where}: columns differ from the table's (missing "
-                f"{missing or 'none'}, unknown {extra or 'none'})",
-            )
-        row = {}
-        for column in spec.columns:
-            try:
-                row[column.name] = decode_value(column, encoded[column.name])
-            except BundleValueError as problem:
-                raise _refuse(path, f"{where}: column {column.name}: {problem}") from None
-        if row["execution_id"] not in execution_ids:
-            raise _refuse(
-                path,
-                f"{where}: execution_id {_describe(row['execution_id'])} is not "
-                "one of the manifest's execution_ids",
-            )
+            row[column.name] = decode_value(column, encoded[column.name])
+        except BundleValueError as problem:
+            raise _refuse(path, f"{where}: column {column.name}: {problem}") from None
+    if row["execution_id"] not in execution_ids:
+        raise _refuse(
+            path,
+            f"{where}: execution_id {_describe(row['execution_id'])} is not "
+            "one of the manifest's execution_ids",
+        )
+    return row
+
+
+def _bundle_row(
+    path: Path, scan: _Scan, spec: TableSpec, number: int, line: str, execution_ids: set[str]
+) -> dict[str, Any]:
+    """A row decoded with the bundle's columns, then given every current column (NULL if new)."""
+    row = _decode_line(path, scan.bundle_spec(spec), number, line, execution_ids)
+    return {name: row.get(name) for name in spec.column_names}
+
+
+def _row_digest(spec: TableSpec, row: Mapping[str, Any]) -> int:
+    """A 128-bit digest of a row's canonical JSON, summed per execution to compare row sets."""
+    text = json.dumps(encode_row(spec, row), sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest(), "big")
+
+
+def _key_hash(spec: TableSpec, row: Mapping[str, Any]) -> int:
+    key = json.dumps([row[name] for name in spec.primary_key], ensure_ascii=False)
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+@dataclass(slots=True)
+class _RowSets:
+    """Per execution and table, how many rows and the sum of their digests (mod 2**128)."""
+
+    sums: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+
+    def add(self, table: str, execution_id: str, digest: int) -> None:
+        count, total = self.sums.get((table, execution_id), (0, 0))
+        self.sums[(table, execution_id)] = (count + 1, (total + digest) % (1 << 128))
+
+    def of(self, table: str, execution_id: str) -> tuple[int, int]:
+        return self.sums.get((table, execution_id), (0, 0))
+
+    def has(self, execution_id: str) -> bool:
+        return any(self.of(spec.name, execution_id)[0] for spec in store_table_specs())
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What validating a bundle learned, without keeping its rows."""
+
+    manifest: dict[str, Any]
+    members: dict[str, dict[str, Any]]
+    infos: dict[str, zipfile.ZipInfo]
+    row_sets: _RowSets
+    statuses: dict[str, Any]
+    call_ids: dict[str, list[str]]
+    span_count: int
+    longest_line: int = 0
+
+    @property
+    def execution_ids(self) -> tuple[str, ...]:
+        return tuple(self.manifest["execution_ids"])
+
+    def bundle_spec(self, spec: TableSpec) -> TableSpec:
+        """The table as the bundle's schema version has it (an older one lacks new columns)."""
+        return next(
+            found
+            for found in store_table_specs(self.manifest["schema_version"])
+            if found.name == spec.name
+        )
+
+
+def _scan_table(
+    path: Path, archive: zipfile.ZipFile, scan: _Scan, spec: TableSpec, limits: BundleLimits
+) -> None:
+    """Decode and check every row of one table member, keeping digests and keys only."""
+    declared_rows = next(t["rows"] for t in scan.manifest["tables"] if t["name"] == spec.name)
+    execution_ids = set(scan.execution_ids)
+    key_hashes: list[int] = []
+    rows = 0
+    lines = _member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
+    for number, line in lines:
+        row = _bundle_row(path, scan, spec, number, line, execution_ids)
+        rows += 1
+        scan.longest_line = max(scan.longest_line, len(line))
+        scan.row_sets.add(spec.name, row["execution_id"], _row_digest(spec, row))
         if spec.primary_key:
-            key = tuple(row[name] for name in spec.primary_key)
-            if key in keys:
-                named = ", ".join(f"{name}={row[name]!r}" for name in spec.primary_key)
-                raise _refuse(path, f"{where}: a second row for {named}")
-            keys.add(key)
-        rows.append(row)
-    return tuple(rows)
+            key_hashes.append(_key_hash(spec, row))
+        if spec.name == "executions":
+            scan.statuses[row["execution_id"]] = row["status"]
+        elif spec.name == "llm_calls":
+            scan.call_ids.setdefault(row["execution_id"], []).append(row["call_id"])
+    if rows != declared_rows:
+        raise _refuse(path, f"{spec.member} holds {rows} rows, the manifest says {declared_rows}")
+    if key_hashes:
+        hashes = pa.array(key_hashes, type=pa.uint64())
+        del key_hashes
+        if len(pc.unique(hashes)) != len(hashes):
+            _refuse_duplicate_key(path, archive, scan, spec, hashes, limits)
 
 
-def read_bundle(
-    bundle_path: str | os.PathLike[str], *, limits: BundleLimits | None = None
-) -> Bundle:
-    """Open and validate a bundle completely; BundleError (one line) on the first problem.
+def _refuse_duplicate_key(
+    path: Path,
+    archive: zipfile.ZipFile,
+    scan: _Scan,
+    spec: TableSpec,
+    hashes: pa.Array,
+    limits: BundleLimits,
+) -> None:
+    """Find the first row whose primary key repeats an earlier one and refuse it by line."""
+    counts = pc.value_counts(hashes)
+    repeated = {
+        item["values"] for item in counts.to_pylist() if item["counts"] > 1
+    }
+    seen: set[tuple[Any, ...]] = set()
+    lines = _member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
+    for number, line in lines:
+        row = _bundle_row(path, scan, spec, number, line, set(scan.execution_ids))
+        if _key_hash(spec, row) not in repeated:
+            continue
+        key = tuple(row[name] for name in spec.primary_key)
+        if key in seen:
+            named = ", ".join(f"{name}={row[name]!r}" for name in spec.primary_key)
+            raise _refuse(path, f"{spec.member} line {number}: a second row for {named}")
+        seen.add(key)
 
-    Checks, before anything is decoded: a zip archive, within the limits, every member a plain
-    file with a safe relative path, no duplicates; then the manifest (format, versions,
-    members, tables and columns), every member's size and SHA-256, and every row (types,
-    execution ids, primary keys). Reads no store and writes nothing.
+
+def _scan_bundle(path: Path, archive: zipfile.ZipFile, limits: BundleLimits) -> _Scan:
+    """Validate an open bundle completely in bounded memory; BundleError on the first problem.
+
+    Checks, before anything is decoded: the member list (within the limits, every member a
+    plain file of the format with a safe relative path, no duplicates); then the manifest
+    (format, versions, members, tables and columns), every member's size and SHA-256, every
+    row (types, execution ids, primary keys) and the spans document. Members are streamed.
     """
-    path = Path(bundle_path)
-    limits = limits or BundleLimits()
-    with _open_archive(path, limits) as archive:
-        infos = archive.infolist()
-        _check_directory(path, infos, limits)
-        by_name = {info.filename: info for info in infos}
-        manifest_info = by_name.get(MANIFEST_MEMBER)
-        if manifest_info is None:
-            raise _refuse(path, f"not a truva bundle ({MANIFEST_MEMBER} is missing)")
-        if manifest_info.file_size > limits.max_manifest_bytes:
+    infos = archive.infolist()
+    _check_directory(path, infos, limits, path.stat().st_size)
+    by_name = {info.filename: info for info in infos}
+    manifest_info = by_name.get(MANIFEST_MEMBER)
+    if manifest_info is None:
+        raise _refuse(path, f"not a truva bundle ({MANIFEST_MEMBER} is missing)")
+    if manifest_info.file_size > limits.max_manifest_bytes:
+        raise _refuse(
+            path,
+            f"{MANIFEST_MEMBER} is {manifest_info.file_size} bytes, over the "
+            f"limit of {limits.max_manifest_bytes}",
+        )
+    manifest_bytes = _read_member(path, archive, manifest_info, manifest_info.file_size)
+    try:
+        manifest = json.loads(manifest_bytes.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise _refuse(path, f"{MANIFEST_MEMBER} is not valid JSON") from error
+    members = _check_manifest(path, manifest)
+    for name in by_name:
+        if name != MANIFEST_MEMBER and name not in members:
+            raise _refuse(path, f"member {name!r} is not listed in the manifest")
+    for name, member in members.items():
+        info = by_name.get(name)
+        if info is None:
+            raise _refuse(
+                path, f"member {name!r} is listed in the manifest but missing from the archive"
+            )
+        if info.file_size != member["size"]:
             raise _refuse(
                 path,
-                f"{MANIFEST_MEMBER} is {manifest_info.file_size} bytes, over the "
-                f"limit of {limits.max_manifest_bytes}",
+                f"member {name!r} is {info.file_size} bytes in the archive, "
+                f"the manifest says {member['size']}",
             )
-        manifest_bytes = _read_member(path, archive, manifest_info, manifest_info.file_size)
-        try:
-            manifest = json.loads(manifest_bytes.decode("utf-8"), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError, RecursionError) as error:
-            raise _refuse(path, f"{MANIFEST_MEMBER} is not valid JSON") from error
-        members = _check_manifest(path, manifest)
-        for name in by_name:
-            if name != MANIFEST_MEMBER and name not in members:
-                raise _refuse(path, f"member {name!r} is not listed in the manifest")
-        for name, member in members.items():
-            info = by_name.get(name)
-            if info is None:
-                raise _refuse(
-                    path, f"member {name!r} is listed in the manifest but missing from the archive"
-                )
-            if info.file_size != member["size"]:
-                raise _refuse(
-                    path,
-                    f"member {name!r} is {info.file_size} bytes in the archive, "
-                    f"the manifest says {member['size']}",
-                )
-        _check_tables(path, manifest, members)
-        contents: dict[str, bytes] = {}
-        for name, member in members.items():
-            data = _read_member(path, archive, by_name[name], member["size"])
-            if len(data) != member["size"]:
-                raise _refuse(
-                    path,
-                    f"member {name!r} is {len(data)} bytes, the manifest says "
-                    f"{member['size']} (truncated?)",
-                )
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != member["sha256"]:
-                raise _refuse(
-                    path,
-                    f"member {name!r} has SHA-256 {digest[:12]}…, the manifest "
-                    f"says {member['sha256'][:12]}… (changed or damaged)",
-                )
-            contents[name] = data
-    return _decode_bundle(path, manifest, contents)
-
-
-def _decode_bundle(path: Path, manifest: dict[str, Any], contents: Mapping[str, bytes]) -> Bundle:
-    execution_ids = tuple(manifest["execution_ids"])
-    declared = {table["name"]: table for table in manifest["tables"]}
-    rows = {
-        spec.name: _decode_table(
-            path, spec, contents[spec.member], declared[spec.name]["rows"], set(execution_ids)
-        )
-        for spec in store_table_specs(manifest["schema_version"])
-    }
+    _check_tables(path, manifest, members)
+    for name, member in members.items():
+        _verify_member(path, archive, by_name[name], member)
+    scan = _Scan(
+        manifest=manifest,
+        members=members,
+        infos=by_name,
+        row_sets=_RowSets(),
+        statuses={},
+        call_ids={},
+        span_count=0,
+    )
     for spec in store_table_specs():
-        # A bundle of an older schema has no value for the columns added since: NULL.
-        rows[spec.name] = tuple(
-            {name: row.get(name) for name in spec.column_names} for row in rows[spec.name]
-        )
-    statuses = {row["execution_id"]: row["status"] for row in rows["executions"]}
-    for execution_id in execution_ids:
-        status = statuses.get(execution_id)
+        _scan_table(path, archive, scan, spec, limits)
+    for execution_id in scan.execution_ids:
+        status = scan.statuses.get(execution_id)
         if status is None:
             raise _refuse(
                 path,
@@ -1404,52 +1595,228 @@ def _decode_bundle(path: Path, manifest: dict[str, Any], contents: Mapping[str, 
                 f"execution {execution_id} has status {status!r}; a bundle holds "
                 "finished executions only",
             )
-    try:
-        spans = json.loads(contents[SPANS_MEMBER].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise _refuse(path, f"{SPANS_MEMBER} is not valid JSON") from error
-    span_count = _count_spans(path, spans)
+    spans_size = members[SPANS_MEMBER]["size"]
+    with _member_stream(path, archive, by_name[SPANS_MEMBER], spans_size) as read:
+        scan.span_count = _count_spans(path, _JsonStream(path, read, limits.max_line_bytes))
+    return scan
+
+
+def _table_rows(
+    path: Path, archive: zipfile.ZipFile, scan: _Scan, spec: TableSpec, limits: BundleLimits
+) -> Iterator[dict[str, Any]]:
+    """The rows of a table member of a scanned bundle, decoded one line at a time."""
+    execution_ids = set(scan.execution_ids)
+    lines = _member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
+    for number, line in lines:
+        yield _bundle_row(path, scan, spec, number, line, execution_ids)
+
+
+def read_bundle(
+    bundle_path: str | os.PathLike[str], *, limits: BundleLimits | None = None
+) -> Bundle:
+    """Open and validate a bundle completely; BundleError (one line) on the first problem.
+
+    Validation streams every member (see `import_bundle`); the returned Bundle then holds every
+    row in memory, so this is for bundles small enough to inspect. Reads no store and writes
+    nothing.
+    """
+    path = Path(bundle_path)
+    limits = limits or BundleLimits()
+    with _open_archive(path, limits) as archive:
+        scan = _scan_bundle(path, archive, limits)
+        rows = {
+            spec.name: tuple(_table_rows(path, archive, scan, spec, limits))
+            for spec in store_table_specs()
+        }
+    manifest = scan.manifest
     return Bundle(
         path=path,
         manifest=manifest,
-        execution_ids=execution_ids,
+        execution_ids=scan.execution_ids,
         redacted=manifest["redaction"]["applied"],
         tool_version=manifest["tool_version"],
         created_at=manifest["created_at"],
         rows=rows,
-        span_count=span_count,
+        span_count=scan.span_count,
     )
 
 
-def _count_spans(path: Path, spans: Any) -> int:
-    """The spans in an OTLP/JSON document; BundleError when its nesting is not OTLP's lists."""
-    if not isinstance(spans, dict) or not isinstance(spans.get("resourceSpans"), list):
-        raise _refuse(path, f"{SPANS_MEMBER} is not an OTLP/JSON document (no resourceSpans)")
+class _JsonStream:
+    """JSON text read from a member in chunks; values are decoded with `raw_decode`.
+
+    Only the containers being walked are streamed; each value decoded whole (a span, say) may
+    be at most `max_value_bytes` long.
+    """
+
+    def __init__(self, path: Path, read: Callable[[int], bytes], max_value_bytes: int) -> None:
+        self.path = path
+        self._read = read
+        self._max_value_bytes = max_value_bytes
+        self._decoder = json.JSONDecoder(parse_constant=_reject_constant)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._text = ""
+        self._pos = 0
+        self._eof = False
+
+    def _invalid(self) -> BundleError:
+        return _refuse(self.path, f"{SPANS_MEMBER} is not valid JSON")
+
+    def _fill(self) -> bool:
+        """Read one more chunk; False at the end of the member."""
+        if self._eof:
+            return False
+        chunk = self._read(_READ_CHUNK)
+        try:
+            text = self._utf8.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as error:
+            raise self._invalid() from error
+        self._text = self._text[self._pos :] + text
+        self._pos = 0
+        if not chunk:
+            self._eof = True
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not whitespace, or "" at the end."""
+        while True:
+            while self._pos < len(self._text) and self._text[self._pos] in " \t\r\n":
+                self._pos += 1
+            if self._pos < len(self._text):
+                return self._text[self._pos]
+            if not self._fill():
+                return ""
+
+    def expect(self, char: str) -> None:
+        if self.peek() != char:
+            raise self._invalid()
+        self._pos += 1
+
+    def take(self, char: str) -> bool:
+        """Consume `char` if it comes next."""
+        if self.peek() == char:
+            self._pos += 1
+            return True
+        return False
+
+    def value(self) -> Any:
+        """Decode the next whole value."""
+        self.peek()
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self._text, self._pos)
+            except (ValueError, RecursionError) as error:
+                if self._eof:
+                    raise self._invalid() from error
+                value, end = None, -1
+            if end >= 0 and (end < len(self._text) or self._eof):
+                self._pos = end
+                return value
+            waiting = len(self._text) - self._pos
+            if waiting > self._max_value_bytes:
+                raise _refuse(
+                    self.path,
+                    f"{SPANS_MEMBER}: a value is over {self._max_value_bytes} bytes, the "
+                    "limit for one span",
+                )
+            # Read until the text waiting doubles, so a long value is decoded a few times only.
+            while len(self._text) - self._pos < 2 * waiting and self._fill():
+                pass
+            if not self._eof and len(self._text) - self._pos <= waiting:
+                self._fill()
+
+    def members(self) -> Iterator[str]:
+        """The keys of the object that starts next; the caller consumes each value."""
+        self.expect("{")
+        if self.take("}"):
+            return
+        while True:
+            key = self.value()
+            if not isinstance(key, str):
+                raise self._invalid()
+            self.expect(":")
+            yield key
+            if self.take(","):
+                continue
+            self.expect("}")
+            return
+
+    def items(self) -> Iterator[int]:
+        """The indexes of the array that starts next; the caller consumes each item."""
+        self.expect("[")
+        if self.take("]"):
+            return
+        index = 0
+        while True:
+            yield index
+            index += 1
+            if self.take(","):
+                continue
+            self.expect("]")
+            return
+
+    def finish(self) -> None:
+        if self.peek() != "":
+            raise self._invalid()
+
+
+def _count_spans(path: Path, stream: _JsonStream) -> int:
+    """The spans in an OTLP/JSON document, streamed; BundleError when its nesting is not OTLP's."""
+    not_otlp = _refuse(path, f"{SPANS_MEMBER} is not an OTLP/JSON document (no resourceSpans)")
+    if stream.peek() != "{":
+        stream.value()
+        stream.finish()
+        raise not_otlp
+    count: int | None = None
+    for key in stream.members():
+        if key != "resourceSpans":
+            stream.value()
+            continue
+        if stream.peek() != "[":
+            stream.value()
+            count = None
+            continue
+        count = 0
+        for resource_index in stream.items():
+            count += _count_resource_spans(path, stream, f"resourceSpans[{resource_index}]")
+    stream.finish()
+    if count is None:
+        raise not_otlp
+    return count
+
+
+def _wrong(path: Path, stream: _JsonStream, where: str, expected: str) -> BundleError:
+    return _refuse(
+        path, f"{SPANS_MEMBER}: {where} is {_describe(stream.value())}, expected {expected}"
+    )
+
+
+def _count_resource_spans(path: Path, stream: _JsonStream, where: str) -> int:
+    if stream.peek() != "{":
+        raise _wrong(path, stream, where, "an object")
     count = 0
-    for resource_index, resource in enumerate(spans["resourceSpans"]):
-        where = f"resourceSpans[{resource_index}]"
-        if not isinstance(resource, dict):
-            raise _refuse(
-                path, f"{SPANS_MEMBER}: {where} is {_describe(resource)}, expected an object"
-            )
-        scopes = resource.get("scopeSpans", [])
-        if not isinstance(scopes, list):
-            raise _refuse(
-                path, f"{SPANS_MEMBER}: {where}.scopeSpans is {_describe(scopes)}, expected a list"
-            )
-        for scope_index, scope in enumerate(scopes):
+    for key in stream.members():
+        if key != "scopeSpans":
+            stream.value()
+            continue
+        if stream.peek() != "[":
+            raise _wrong(path, stream, f"{where}.scopeSpans", "a list")
+        count = 0
+        for scope_index in stream.items():
             here = f"{where}.scopeSpans[{scope_index}]"
-            if not isinstance(scope, dict):
-                raise _refuse(
-                    path, f"{SPANS_MEMBER}: {here} is {_describe(scope)}, expected an object"
-                )
-            scope_spans = scope.get("spans", [])
-            if not isinstance(scope_spans, list):
-                raise _refuse(
-                    path,
-                    f"{SPANS_MEMBER}: {here}.spans is {_describe(scope_spans)}, expected a list",
-                )
-            count += len(scope_spans)
+            if stream.peek() != "{":
+                raise _wrong(path, stream, here, "an object")
+            spans = 0
+            for scope_key in stream.members():
+                if scope_key != "spans":
+                    stream.value()
+                    continue
+                if stream.peek() != "[":
+                    raise _wrong(path, stream, f"{here}.spans", "a list")
+                spans = 0
+                for _ in stream.items():
+                    stream.value()
+                    spans += 1
+            count += spans
     return count
 
 
@@ -1458,19 +1825,20 @@ def _count_spans(path: Path, spans: Any) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def _canonical(spec: TableSpec, rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Rows as sorted canonical JSON lines, to compare two sets of rows exactly."""
-    return sorted(
-        json.dumps(encode_row(spec, row), sort_keys=True, ensure_ascii=False, allow_nan=False)
-        for row in rows
-    )
-
-
-def _by_execution(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    grouped: dict[str, list[Mapping[str, Any]]] = {}
-    for row in rows:
-        grouped.setdefault(row["execution_id"], []).append(row)
-    return grouped
+def _store_row_sets(conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str]) -> _RowSets:
+    """Digests of the rows the store holds for `execution_ids`, read in batches."""
+    row_sets = _RowSets()
+    for spec in store_table_specs():
+        cursor = conn.execute(
+            f"SELECT {', '.join(_column_sql(c) for c in spec.columns)} FROM {_quote(spec.name)} "
+            "WHERE list_contains($ids, execution_id)",
+            {"ids": list(execution_ids)},
+        )
+        while batch := cursor.fetchmany(_FETCH_ROWS):
+            for values in batch:
+                row = dict(zip(spec.column_names, values, strict=True))
+                row_sets.add(spec.name, row["execution_id"], _row_digest(spec, row))
+    return row_sets
 
 
 @dataclass(slots=True)
@@ -1484,23 +1852,23 @@ class _ImportPlan:
     running: list[str] = field(default_factory=list)
 
 
-def _plan_import(conn: duckdb.DuckDBPyConnection, bundle: Bundle, *, replace: bool) -> _ImportPlan:
-    existing = read_execution_rows(conn, bundle.execution_ids)
+def _plan_import(conn: duckdb.DuckDBPyConnection, scan: _Scan, *, replace: bool) -> _ImportPlan:
+    ours = _store_row_sets(conn, scan.execution_ids)
+    stored_statuses = dict(
+        conn.execute(
+            "SELECT execution_id, status FROM executions WHERE list_contains($ids, execution_id)",
+            {"ids": list(scan.execution_ids)},
+        ).fetchall()
+    )
     plan = _ImportPlan()
-    ours = {spec.name: _by_execution(existing[spec.name]) for spec in store_table_specs()}
-    theirs = {spec.name: _by_execution(bundle.rows[spec.name]) for spec in store_table_specs()}
-    for execution_id in bundle.execution_ids:
+    for execution_id in scan.execution_ids:
         differing = [
             spec.name
             for spec in store_table_specs()
-            if _canonical(spec, ours[spec.name].get(execution_id, ()))
-            != _canonical(spec, theirs[spec.name].get(execution_id, ()))
+            if ours.of(spec.name, execution_id) != scan.row_sets.of(spec.name, execution_id)
         ]
-        present = any(execution_id in ours[spec.name] for spec in store_table_specs())
-        stored_status = next(
-            (row["status"] for row in ours["executions"].get(execution_id, ())), None
-        )
-        if not present:
+        stored_status = stored_statuses.get(execution_id)
+        if not ours.has(execution_id):
             plan.imported.append(execution_id)
         elif not differing:
             plan.skipped.append(execution_id)
@@ -1511,9 +1879,7 @@ def _plan_import(conn: duckdb.DuckDBPyConnection, bundle: Bundle, *, replace: bo
         else:
             plan.conflicts.append((execution_id, f"different rows (in {', '.join(differing)})"))
     writing = set(plan.imported) | set(plan.replaced)
-    call_ids = [
-        row["call_id"] for row in bundle.rows["llm_calls"] if row["execution_id"] in writing
-    ]
+    call_ids = [call for eid in sorted(writing) for call in scan.call_ids.get(eid, ())]
     if call_ids:
         for call_id, owner in conn.execute(
             "SELECT call_id, execution_id FROM llm_calls WHERE list_contains($calls, call_id) "
@@ -1524,13 +1890,13 @@ def _plan_import(conn: duckdb.DuckDBPyConnection, bundle: Bundle, *, replace: bo
     return plan
 
 
-def _conflict_error(db: str, bundle: Bundle, conflicts: Sequence[tuple[str, str]]) -> BundleError:
+def _conflict_error(db: str, scan: _Scan, conflicts: Sequence[tuple[str, str]]) -> BundleError:
     execution_id, difference = conflicts[0]
     more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
     rows_differ = difference.startswith("different rows")
     hint = (
         "; the bundle is redacted, so it differs from an unredacted recording of the same run"
-        if bundle.redacted and rows_differ
+        if scan.manifest["redaction"]["applied"] and rows_differ
         else ""
     )
     remedy = "pass --replace to overwrite" if rows_differ else "an LLM call id is unique"
@@ -1558,6 +1924,138 @@ def _insert_rows(
             conn.unregister(view_name)
 
 
+def _row_bytes(row: Mapping[str, Any]) -> int:
+    return sum(len(value) for value in row.values() if isinstance(value, str | bytes))
+
+
+def _insert_table(
+    conn: duckdb.DuckDBPyConnection,
+    path: Path,
+    archive: zipfile.ZipFile,
+    scan: _Scan,
+    spec: TableSpec,
+    writing: set[str],
+    limits: BundleLimits,
+    *,
+    commit_batches: bool,
+) -> int:
+    """Stream one table member into the store in bounded batches; return the rows written.
+
+    With `commit_batches`, each batch is its own transaction, so DuckDB writes it out.
+    """
+    batch: list[dict[str, Any]] = []
+    batch_bytes = 0
+    written = 0
+
+    def write() -> None:
+        if commit_batches:
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                _insert_rows(conn, spec, batch)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+        else:
+            _insert_rows(conn, spec, batch)
+
+    for row in _table_rows(path, archive, scan, spec, limits):
+        if row["execution_id"] not in writing:
+            continue
+        batch.append(row)
+        batch_bytes += _row_bytes(row)
+        if len(batch) >= _INSERT_ROWS or batch_bytes >= _INSERT_BYTES:
+            write()
+            written += len(batch)
+            batch, batch_bytes = [], 0
+    if batch:
+        write()
+    return written + len(batch)
+
+
+def _rollback(conn: duckdb.DuckDBPyConnection) -> None:
+    # A failed COMMIT has already rolled back; the original error is the one to report.
+    with contextlib.suppress(duckdb.Error):
+        conn.execute("ROLLBACK")
+
+
+def _delete_rows(
+    conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str], *, orphans_only: bool
+) -> None:
+    """Delete the executions' rows in every table (with `orphans_only`, rows with no execution)."""
+    for spec in store_table_specs():
+        if orphans_only and spec.name == "executions":
+            continue
+        orphan = (
+            " AND execution_id NOT IN (SELECT execution_id FROM executions)" if orphans_only else ""
+        )
+        conn.execute(
+            f"DELETE FROM {_quote(spec.name)} WHERE list_contains($ids, execution_id){orphan}",
+            {"ids": list(execution_ids)},
+        )
+
+
+def _write_bundle(
+    conn: duckdb.DuckDBPyConnection,
+    db_label: str,
+    path: Path,
+    archive: zipfile.ZipFile,
+    scan: _Scan,
+    limits: BundleLimits,
+    *,
+    replace: bool,
+) -> tuple[_ImportPlan, dict[str, int]]:
+    """Plan the import against the store, then write it (see `import_bundle`)."""
+    row_counts = dict.fromkeys((spec.name for spec in store_table_specs()), 0)
+    # DuckDB may cache little during an import, so committed batches are written out; one row
+    # must still fit several times over.
+    memory_limit = max(_IMPORT_MEMORY_LIMIT, 4 * scan.longest_line)
+    conn.execute(f"SET memory_limit = '{memory_limit // _MIB}MiB'")
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        # Rows a crashed import left behind have no executions row; they are not the store's.
+        _delete_rows(conn, scan.execution_ids, orphans_only=True)
+        plan = _plan_import(conn, scan, replace=replace)
+        if plan.running:
+            raise BundleConflictError(
+                f"{db_label}: execution {plan.running[0]} is still running in the store (its "
+                "recorder may be writing it), so --replace leaves it alone; nothing was "
+                "imported (import again once it has finished or shows as interrupted)"
+            )
+        if plan.conflicts:
+            raise _conflict_error(db_label, scan, plan.conflicts)
+        writing = set(plan.imported) | set(plan.replaced)
+        specs = sorted(store_table_specs(), key=lambda spec: spec.name == "executions")
+        if plan.replaced:  # a replacement stays one transaction with the whole import
+            _delete_rows(conn, plan.replaced, orphans_only=False)
+            for spec in specs:
+                row_counts[spec.name] = _insert_table(
+                    conn, path, archive, scan, spec, writing, limits, commit_batches=False
+                )
+            conn.execute("COMMIT")
+            return plan, row_counts
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+    try:
+        for spec in specs[:-1]:
+            row_counts[spec.name] = _insert_table(
+                conn, path, archive, scan, spec, writing, limits, commit_batches=True
+            )
+        conn.execute("BEGIN TRANSACTION")
+        row_counts["executions"] = _insert_table(
+            conn, path, archive, scan, specs[-1], writing, limits, commit_batches=False
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        with contextlib.suppress(duckdb.Error):
+            _delete_rows(conn, sorted(writing), orphans_only=True)
+        raise
+    return plan, row_counts
+
+
 def import_bundle(
     db_path: str | os.PathLike[str],
     bundle_path: str | os.PathLike[str],
@@ -1566,63 +2064,42 @@ def import_bundle(
     limits: BundleLimits | None = None,
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
 ) -> ImportResult:
-    """Validate the bundle completely, then write its executions into the store in one transaction.
+    """Validate the bundle completely, then write its executions into the store.
 
-    An execution already in the store with identical rows is skipped, so importing twice
-    changes nothing. One with different rows is refused (BundleConflictError, nothing written)
-    unless `replace`, which deletes its rows first. The store is created when missing.
+    Validation and writing both stream the members. New executions are written in committed
+    batches while this process holds the file, each execution's `executions` row last and
+    together, so no reader ever sees a partial execution (rows left by a crash have no
+    `executions` row and are removed by the next import of that execution); memory stays
+    bounded by one row and one batch whatever the bundle's size. An execution already in the
+    store with identical rows is skipped, so importing twice changes nothing. One with different
+    rows is refused (BundleConflictError, nothing written) unless `replace`, which deletes its
+    rows first, in one transaction with the whole import. The store is created when missing.
     """
-    bundle = read_bundle(bundle_path, limits=limits)
-    paths = store_paths(db_path)
-    store = Store(paths, lock_timeout_s=lock_timeout_s)
-    with store.session(create=True) as conn:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            plan = _plan_import(conn, bundle, replace=replace)
-            if plan.running:
-                raise BundleConflictError(
-                    f"{store.path}: execution {plan.running[0]} is still running in the store "
-                    "(its recorder may be writing it), so --replace leaves it alone; nothing "
-                    "was imported (import again once it has finished or shows as interrupted)"
-                )
-            if plan.conflicts:
-                raise _conflict_error(store.path, bundle, plan.conflicts)
-            writing = set(plan.imported) | set(plan.replaced)
-            for spec in store_table_specs():
-                if plan.replaced:
-                    conn.execute(
-                        f"DELETE FROM {_quote(spec.name)} WHERE list_contains($ids, execution_id)",
-                        {"ids": plan.replaced},
-                    )
-                _insert_rows(
-                    conn,
-                    spec,
-                    [row for row in bundle.rows[spec.name] if row["execution_id"] in writing],
-                )
-            conn.execute("COMMIT")
-        except duckdb.Error as error:
-            # A failed COMMIT has already rolled back; the original error is the one to report.
-            with contextlib.suppress(duckdb.Error):
-                conn.execute("ROLLBACK")
-            raise BundleError(
-                f"{store.path}: writing {bundle.path} failed ({_first_line(error)}); nothing "
-                "was imported"
-            ) from error
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):
-                conn.execute("ROLLBACK")
-            raise
-    writing = set(plan.imported) | set(plan.replaced)
+    path = Path(bundle_path)
+    limits = limits or BundleLimits()
+    with _open_archive(path, limits) as archive:
+        scan = _scan_bundle(path, archive, limits)
+        paths = store_paths(db_path)
+        store = Store(paths, lock_timeout_s=lock_timeout_s)
+        with store.session(create=True) as conn:
+            try:
+                plan, row_counts = _write_bundle(conn, store.path, path, archive, scan, limits,
+                                                 replace=replace)  # fmt: skip
+            except duckdb.Error as error:
+                raise BundleError(
+                    f"{store.path}: writing {path} failed ({_first_line(error)}); nothing "
+                    "was imported"
+                ) from error
+            finally:
+                with contextlib.suppress(duckdb.Error):
+                    conn.execute("RESET memory_limit")
     return ImportResult(
-        bundle=bundle.path,
+        bundle=path,
         db=paths.given,
         imported=tuple(plan.imported),
         skipped=tuple(plan.skipped),
         replaced=tuple(plan.replaced),
-        row_counts={
-            spec.name: sum(1 for row in bundle.rows[spec.name] if row["execution_id"] in writing)
-            for spec in store_table_specs()
-        },
-        redacted=bundle.redacted,
-        tool_version=bundle.tool_version,
+        row_counts=row_counts,
+        redacted=scan.manifest["redaction"]["applied"],
+        tool_version=scan.manifest["tool_version"],
     )

@@ -112,6 +112,13 @@ def check_store_file(paths: StorePaths, *, create: bool) -> bool:
     except OSError as error:
         raise StoreOpenError(f"{paths.label}: cannot read: {error.strerror}") from error
     if mode is None:
+        dangling = _dangling_link(paths.given)
+        if dangling is not None:
+            which = "" if dangling == paths.given else f" ({dangling})"
+            raise StoreOpenError(
+                f"{paths.label}: a symbolic link{which} to {os.readlink(dangling)}, which does "
+                "not exist (nothing was created; fix the link or pass the real path with --db)"
+            )
         if create:
             try:
                 db.parent.mkdir(parents=True, exist_ok=True)
@@ -138,6 +145,14 @@ def check_store_file(paths: StorePaths, *, create: bool) -> bool:
         detail = "empty file" if not header else "no DuckDB header"
         raise StoreOpenError(f"{paths.label}: not a DuckDB database ({detail})")
     return True
+
+
+def _dangling_link(path: Path) -> Path | None:
+    """The first of `path` and its ancestors that is a symbolic link to nothing, if any."""
+    for candidate in (path, *path.parents):
+        if candidate.is_symlink() and not candidate.exists():
+            return candidate
+    return None
 
 
 def is_lock_conflict(error: BaseException) -> bool:

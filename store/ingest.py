@@ -35,6 +35,7 @@ from store.spool import (
     ready_segments,
     reap_writer,
     remove_files,
+    seal_orphaned_journals,
     set_aside_segment,
 )
 
@@ -53,6 +54,8 @@ SEGMENT_SCHEMA = pa.schema(
     ]
 )
 _BYTES_FIELDS = ("request_body", "response_body")
+# One event as a segment row: seq, kind, execution id, JSON payload, request and response body.
+SegmentRecord = tuple[int, str, str | None, str | None, bytes | None, bytes | None]
 # Event fields holding a URL, whose userinfo and credential query parameters are redacted.
 _URL_FIELDS = ("url", "base_url")
 # Failure texts can quote a URL or a credential (`request failed: … api_key=…`).
@@ -282,9 +285,10 @@ def _event_fields(event: Any) -> dict[str, Any]:
     return values
 
 
-def encode_events(events: Sequence[Any], first_seq: int, writer: WriterIdentity) -> pa.Table:
-    """One segment table for `events`, numbered from `first_seq`, tagged with the writer."""
-    columns: dict[str, list[Any]] = {name: [] for name in SEGMENT_SCHEMA.names}
+def encode_records(events: Sequence[Any], first_seq: int) -> list[SegmentRecord]:
+    """One segment record per event, numbered from `first_seq`: (seq, kind, execution id,
+    JSON payload, request body, response body)."""
+    records = []
     for offset, event in enumerate(events):
         kind = str(getattr(event, "kind", type(event).__name__))
         try:
@@ -296,13 +300,28 @@ def encode_events(events: Sequence[Any], first_seq: int, writer: WriterIdentity)
                 {"message": f"event {type(event).__name__} could not be encoded: {error!r}"}
             )
             kind, request_body, response_body = "unencodable_event", None, None
-        columns["seq"].append(first_seq + offset)
-        columns["kind"].append(kind)
-        columns["execution_id"].append(getattr(event, "execution_id", None))
-        columns["payload"].append(payload)
-        columns["request_body"].append(request_body)
-        columns["response_body"].append(response_body)
-    table = pa.Table.from_pydict(columns, schema=SEGMENT_SCHEMA)
+        execution_id = getattr(event, "execution_id", None)
+        records.append(
+            (first_seq + offset, kind, execution_id, payload, request_body, response_body)
+        )
+    return records
+
+
+def encode_events(events: Sequence[Any], first_seq: int, writer: WriterIdentity) -> pa.Table:
+    """One segment table for `events`, numbered from `first_seq`, tagged with the writer."""
+    return records_table(encode_records(events, first_seq), writer)
+
+
+def records_table(records: Sequence[SegmentRecord], writer: WriterIdentity | None) -> pa.Table:
+    """The segment table of `records`, tagged with the writer when known."""
+    columns = list(zip(*records, strict=True)) if records else [()] * len(SEGMENT_SCHEMA)
+    arrays = [
+        pa.array(column, type=item.type)
+        for column, item in zip(columns, SEGMENT_SCHEMA, strict=True)
+    ]
+    table = pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)
+    if writer is None:
+        return table
     return table.replace_schema_metadata(writer.to_metadata())
 
 
@@ -776,28 +795,89 @@ def _run_staged(conn: duckdb.DuckDBPyConnection, insert: _StagedInsert) -> None:
             conn.unregister(view_name)
 
 
+_UNPLANNED_STEPS = """
+SELECT execution_id, step_id FROM steps
+WHERE tool IS NULL AND list_contains($execution_ids, execution_id)
+"""
+
 _FILL_STEPS_FROM_PLAN = """
 UPDATE steps SET
     tool = planned.tool,
     capability = planned.capability,
     depends_on = planned.depends_on,
     parameters = coalesce(steps.parameters, planned.parameters)
-FROM (
-    SELECT
-        snapshot.execution_id,
-        planned_step ->> 'id' AS step_id,
-        planned_step ->> 'tool' AS tool,
-        planned_step ->> 'capability' AS capability,
-        CAST(coalesce(planned_step -> 'depends_on', '[]') AS VARCHAR[]) AS depends_on,
-        planned_step -> 'parameters' AS parameters
-    FROM execution_snapshots AS snapshot,
-        unnest(CAST(snapshot.plan -> '$.steps' AS JSON[])) AS unnested(planned_step)
-    WHERE list_contains($execution_ids, snapshot.execution_id)
-) AS planned
+FROM staging_planned_steps AS planned
 WHERE steps.tool IS NULL
     AND steps.execution_id = planned.execution_id
     AND steps.step_id = planned.step_id
 """
+
+_PLANNED_STEPS = pa.schema(
+    [
+        ("execution_id", _TEXT),
+        ("step_id", _TEXT),
+        ("tool", _TEXT),
+        ("capability", _TEXT),
+        ("depends_on", _TEXT_LIST),
+        ("parameters", _JSON),
+    ]
+)
+
+
+def _fill_steps_from_plan(conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str]) -> None:
+    """Give steps that never started (skipped) their tool, capability and bindings from the plan.
+
+    Only the plans of executions with such steps are read, so a long plan is not re-parsed on
+    every ingest.
+    """
+    wanted: dict[str, set[str]] = {}
+    for execution_id, step_id in conn.execute(
+        _UNPLANNED_STEPS, {"execution_ids": list(execution_ids)}
+    ).fetchall():
+        wanted.setdefault(execution_id, set()).add(step_id)
+    if not wanted:
+        return
+    planned = _planned_steps(conn, wanted)
+    if planned:
+        staging = pa.Table.from_pylist(planned, schema=_PLANNED_STEPS)
+        _run_staged(conn, _StagedInsert("planned_steps", _FILL_STEPS_FROM_PLAN, staging))
+
+
+def _planned_steps(
+    conn: duckdb.DuckDBPyConnection, wanted: dict[str, set[str]]
+) -> list[dict[str, Any]]:
+    """The plan entries of the `wanted` steps, by execution, read from the plan snapshots."""
+    planned = []
+    for execution_id, plan_text in conn.execute(
+        "SELECT execution_id, CAST(plan AS VARCHAR) FROM execution_snapshots "
+        "WHERE list_contains($ids, execution_id)",
+        {"ids": sorted(wanted)},
+    ).fetchall():
+        try:
+            steps = json.loads(plan_text or "{}").get("steps") or []
+        except (ValueError, AttributeError):
+            continue
+        for step in steps:
+            if not isinstance(step, dict) or step.get("id") not in wanted[execution_id]:
+                continue
+            depends_on = step.get("depends_on") or []
+            planned.append(
+                {
+                    "execution_id": execution_id,
+                    "step_id": step["id"],
+                    "tool": _text_or_none(step.get("tool")),
+                    "capability": _text_or_none(step.get("capability")),
+                    "depends_on": [str(item) for item in depends_on]
+                    if isinstance(depends_on, list)
+                    else [],
+                    "parameters": json_text(step.get("parameters")),
+                }
+            )
+    return planned
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -858,7 +938,7 @@ def write_staged(conn: duckdb.DuckDBPyConnection, staged: StagedRows) -> None:
     for insert in staged.inserts:
         _run_staged(conn, insert)
     if staged.step_execution_ids:
-        conn.execute(_FILL_STEPS_FROM_PLAN, {"execution_ids": list(staged.step_execution_ids)})
+        _fill_steps_from_plan(conn, staged.step_execution_ids)
 
 
 def decode_segments(tables: Sequence[pa.Table]) -> StagedRows:
@@ -1103,6 +1183,7 @@ def maintain(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> None:
 def _maintain(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> None:
     known_tokens = _running_writer_tokens(conn)
     dead = dead_writers(paths, known_tokens) | set(orphaned_leases(paths))
+    dead |= seal_orphaned_journals(paths)  # a killed writer's journal is all it left
     if ingest_spool(conn, paths):
         new_tokens = _running_writer_tokens(conn) - known_tokens
         dead |= dead_writers(paths, new_tokens)

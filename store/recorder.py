@@ -1,11 +1,13 @@
 """`StoreRecorder`: the executor's recorder that writes every event into the debug store.
 
-`record()` only appends to a list. A background thread flushes every `flush_interval_s`, when
-`batch_size` events are waiting, and at every step and execution finish. A flush writes the
-batch into the database in one transaction when it is time to (at most every
-`db_interval_s`, so readers in other processes get their turn with the file) and the file is
-free; otherwise into the spool as one fsynced segment that the next process to open the file
-ingests.
+`record()` appends the event to a list; an execution start, a step start or a dispatch is also
+written at once to this recorder's journal in the spool (one `write`, no fsync), so a request
+never leaves before its record does. A background thread flushes every `flush_interval_s`,
+when `batch_size` events are waiting, and at every execution finish: it appends what is
+waiting to the journal, fsyncs it and renames it to a segment, then, when it is time to (at
+most every `db_interval_s`, so readers in other processes get their turn with the file) and
+the file is free, ingests the spool into the database. `close()` waits for its turn with the
+file, as readers do, and ingests what it wrote.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ import time
 from types import TracebackType
 from typing import Any
 
-import pyarrow as pa
-
 from store.connection import (
     DEFAULT_LOCK_TIMEOUT_S,
     first_line,
@@ -27,13 +27,16 @@ from store.connection import (
     store_paths,
 )
 from store.errors import StoreBusyError, StoreOpenError
-from store.ingest import apply_segments, encode_events, ingest_spool
-from store.spool import WriterIdentity, WriterLease, segment_name, write_segment
+from store.ingest import SegmentRecord, encode_records, ingest_spool
+from store.spool import Journal, WriterIdentity, WriterLease, journal_name, writer_segments
 
 log = logging.getLogger(__name__)
 
 # Events after which the batch is flushed at once rather than at the next tick.
 _FLUSH_NOW_KINDS = frozenset({"execution_finished"})
+# Events written to the journal before `record()` returns: what happens next leaves the process.
+_JOURNAL_NOW_KINDS = frozenset({"execution_started", "step_started", "attempt_dispatched"})
+DEFAULT_MAX_UNSAVED_BYTES = 64 * 1024 * 1024
 
 
 class StoreRecorder:
@@ -42,8 +45,10 @@ class StoreRecorder:
     Creates the store (and its directory) when missing. Raises StoreOpenError at construction
     when the file is not a usable store, or one this process may not write; if another process
     holds the file, recording starts in the spool. Events must not be mutated after they are
-    recorded. After `close()`, `unsaved_events` counts the events that could not be made
-    durable and `last_error` says why.
+    recorded. Events the spool refuses (a full disk) are kept in memory, up to
+    `max_unsaved_bytes` encoded, and retried at every flush. After `close()`,
+    `unsaved_events` counts the events that could not be made durable and `last_error` says
+    why; `spooled_segments` counts the segments left in the spool because the file stayed held.
     """
 
     def __init__(
@@ -54,25 +59,33 @@ class StoreRecorder:
         flush_interval_s: float = 0.25,
         db_interval_s: float = 1.0,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+        max_unsaved_bytes: int = DEFAULT_MAX_UNSAVED_BYTES,
     ) -> None:
         self.paths = store_paths(db_path)
         self.batch_size = batch_size
         self.flush_interval_s = flush_interval_s
         self.db_interval_s = db_interval_s
         self.lock_timeout_s = lock_timeout_s
+        self.max_unsaved_bytes = max_unsaved_bytes
         self.writer = WriterIdentity.for_this_process()
         self.last_error: str | None = None
         self.dropped_events = 0
+        self.recorded_events = 0
+        self.spooled_segments = 0
         self._pending: list[Any] = []
         self._pending_lock = threading.Lock()
+        self._journal_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._wake = threading.Event()
-        self._unsaved: list[pa.Table] = []
+        self._unsaved: list[SegmentRecord] = []
+        self._unsaved_bytes = 0
+        self._journal: Journal | None = None
         self._next_seq = 1
         self._next_segment = 1
         self._stopping = False
         self._closed = False
         self._last_db_attempt = float("-inf")
+        self._ingest_problem: str | None = None
         try:
             with session(self.paths, create=True, lock_timeout_s=lock_timeout_s):
                 pass
@@ -89,32 +102,40 @@ class StoreRecorder:
         atexit.register(self.close)
 
     def record(self, event: Any) -> None:
-        """Queue one event; cheap, and never raises into the executor."""
+        """Queue one event; cheap, and never raises into the executor.
+
+        An execution start, step start or dispatch is appended to the journal before this
+        returns, with every event queued before it.
+        """
         try:
             if self._closed:
                 self.dropped_events += 1
                 return
+            kind = getattr(event, "kind", None)
             with self._pending_lock:
                 self._pending.append(event)
+                self.recorded_events += 1
                 waiting = len(self._pending)
-            if waiting >= self.batch_size or getattr(event, "kind", None) in _FLUSH_NOW_KINDS:
+            if kind in _JOURNAL_NOW_KINDS:
+                self._append_waiting()
+            elif waiting >= self.batch_size or kind in _FLUSH_NOW_KINDS:
                 self._wake.set()
         except Exception:  # the executor must not fail because recording did
             self.dropped_events += 1
 
     @property
     def unsaved_events(self) -> int:
-        """Events recorded but not durable: waiting, failed to write, or recorded after close."""
+        """Events recorded but not durable: waiting, refused by the disk, or dropped."""
         with self._pending_lock:
             waiting = len(self._pending)
-        return waiting + sum(table.num_rows for table in self._unsaved) + self.dropped_events
+        return waiting + len(self._unsaved) + self.dropped_events
 
     def flush(self) -> None:
-        """Make every event recorded so far durable: in the database, or else in the spool."""
+        """Make every event recorded so far durable in the spool, and ingest it if it is time."""
         self._flush(lock_timeout_s=0.0)
 
     def close(self) -> None:
-        """Flush (waiting up to `lock_timeout_s` for the file), stop the thread, end the lease."""
+        """Flush, ingest the spool (waiting for the file as readers do), end the lease."""
         if self._closed:
             return
         self._closed = True
@@ -123,7 +144,29 @@ class StoreRecorder:
         self._wake.set()
         self._thread.join(timeout=max(self.lock_timeout_s * 2, 5.0))
         self._flush(lock_timeout_s=self.lock_timeout_s)
+        with self._journal_lock:
+            if self._journal is not None:  # its seal failed: a reader seals it once we are gone
+                self._journal.close()
+                self._journal = None
+        self.spooled_segments = len(writer_segments(self.paths, self.writer))
         self._lease.release()
+
+    def exit_notice(self) -> str | None:
+        """One line for stderr after `close()` when not everything recorded is in the database."""
+        label = self.paths.label
+        if self.unsaved_events:
+            return (
+                f"recording to {label} failed: {self.last_error}; {self.unsaved_events} of "
+                f"{self.recorded_events + self.dropped_events} events not saved (free space "
+                "where the store is, or pass another --db, and run it again)"
+            )
+        if self.spooled_segments:
+            why = self._ingest_problem or "the file stayed held by another process"
+            return (
+                f"{label}: {why}; {self.spooled_segments} recorded segment(s) wait in "
+                f"{self.paths.segments} (run 'truva-console ls --db {label}' to ingest them)"
+            )
+        return None
 
     def __enter__(self) -> StoreRecorder:
         return self
@@ -144,46 +187,72 @@ class StoreRecorder:
                 return
             self._flush(lock_timeout_s=0.0)
 
-    def _flush(self, *, lock_timeout_s: float) -> None:
-        """Encode waiting events, then write them to the database or else the spool."""
-        with self._flush_lock:
+    def _append_waiting(self, *, seal: bool = False) -> None:
+        """Encode waiting events and append them, with any kept back, to the journal.
+
+        With `seal`, the journal is then fsynced and renamed to a segment. A refused write
+        (a full disk) keeps the encoded events in memory, within `max_unsaved_bytes`.
+        """
+        with self._journal_lock:
+            with self._pending_lock:
+                events, self._pending = self._pending, []
+            if events:
+                records = encode_records(events, self._next_seq)
+                self._next_seq += len(events)
+                size = sum(_record_bytes(record) for record in records)
+                if self._unsaved and self._unsaved_bytes + size > self.max_unsaved_bytes:
+                    self.dropped_events += len(records)
+                else:
+                    self._unsaved.extend(records)
+                    self._unsaved_bytes += size
             try:
-                with self._pending_lock:
-                    events, self._pending = self._pending, []
-                if events:
-                    self._unsaved.append(encode_events(events, self._next_seq, self.writer))
-                    self._next_seq += len(events)
-                if not self._unsaved:
-                    return
-                self._write_unsaved(lock_timeout_s=lock_timeout_s)
-            except Exception as error:  # keep recording; the batch stays queued for the next try
+                if self._unsaved:
+                    if self._journal is None:
+                        self._journal = Journal(
+                            self.paths, journal_name(self.writer, self._next_segment), self.writer
+                        )
+                        self._next_segment += 1
+                    self._journal.append(self._unsaved)
+                    self._unsaved = []
+                    self._unsaved_bytes = 0
+                if seal and self._journal is not None:
+                    journal, self._journal = self._journal, None
+                    if journal.has_frames:
+                        journal.seal()
+                    else:
+                        journal.discard()
+            except OSError as error:
                 self._note_error(_describe(error))
 
-    def _write_unsaved(self, *, lock_timeout_s: float) -> None:
-        now = time.monotonic()
-        if self._closed or now - self._last_db_attempt >= self.db_interval_s:
-            self._last_db_attempt = now
+    def _flush(self, *, lock_timeout_s: float) -> None:
+        """Make waiting events durable in the spool, then ingest the spool when it is time."""
+        with self._flush_lock:
             try:
+                self._append_waiting(seal=True)
+                now = time.monotonic()
+                if not self._closed and now - self._last_db_attempt < self.db_interval_s:
+                    return
+                if not writer_segments(self.paths, self.writer):
+                    return
+                self._last_db_attempt = now
+                self._ingest_problem = None
                 with session(self.paths, create=True, lock_timeout_s=lock_timeout_s) as conn:
-                    # Earlier segments first, so rows are written in event order.
                     ingest_spool(conn, self.paths)
-                    apply_segments(conn, self._unsaved)
-                self._unsaved.clear()
-                return
-            except StoreBusyError:
-                pass
-            except Exception as error:
-                self._note_error(f"{_describe(error)} (spooling instead)")
-        batch = pa.concat_tables(self._unsaved)
-        write_segment(self.paths, segment_name(self.writer, self._next_segment), batch)
-        self._next_segment += 1
-        self._unsaved.clear()
+            except StoreBusyError as error:
+                self._ingest_problem = first_line(error).removeprefix(f"{self.paths.label}: ")
+            except Exception as error:  # keep recording; the events stay in the spool
+                self._ingest_problem = _describe(error).removeprefix(f"{self.paths.label}: ")
+                self._note_error(self._ingest_problem)
 
     def _note_error(self, message: str) -> None:
         message = message.removeprefix(f"{self.paths.label}: ")
         if message != self.last_error:
-            log.warning("recording to %s: %s", self.paths.label, message)
+            log.debug("recording to %s: %s", self.paths.label, message)
         self.last_error = message
+
+
+def _record_bytes(record: SegmentRecord) -> int:
+    return 64 + sum(len(value) for value in record[1:] if value is not None)
 
 
 def _describe(error: Exception) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 
 import duckdb
@@ -260,6 +261,7 @@ def ensure_schema(
                 "and the file is read-only here"
             )
         _migrate(conn, version)
+    check_shape(conn, label)
     return SCHEMA_VERSION
 
 
@@ -282,3 +284,62 @@ def _migrate(conn: duckdb.DuckDBPyConnection, from_version: int) -> None:
         with contextlib.suppress(duckdb.Error):
             conn.execute("ROLLBACK")
         raise
+
+
+_COLUMNS_SQL = """
+SELECT table_name, column_name, data_type
+FROM duckdb_columns()
+WHERE database_name = current_database() AND schema_name = 'main'
+ORDER BY table_name, column_index
+"""
+
+
+@functools.cache
+def expected_shape() -> dict[str, dict[str, str]]:
+    """Every table and view of the current schema with its columns' types, from `MIGRATIONS`.
+
+    Built by applying the migrations to an in-memory database, so it follows every migration.
+    """
+    conn = duckdb.connect(":memory:")
+    try:
+        _migrate(conn, 0)
+        return _shape(conn)
+    finally:
+        conn.close()
+
+
+def _shape(conn: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
+    shape: dict[str, dict[str, str]] = {}
+    for table, column, data_type in conn.execute(_COLUMNS_SQL).fetchall():
+        shape.setdefault(table, {})[column] = data_type
+    return shape
+
+
+def shape_problems(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """What the store lacks of the current schema: missing tables or views, columns, types."""
+    found = _shape(conn)
+    problems = []
+    for table, columns in expected_shape().items():
+        have = found.get(table)
+        if have is None:
+            problems.append(f"table {table} is missing")
+            continue
+        for column, data_type in columns.items():
+            if column not in have:
+                problems.append(f"column {table}.{column} is missing")
+            elif have[column] != data_type:
+                problems.append(f"column {table}.{column} is {have[column]}, expected {data_type}")
+    return problems
+
+
+def check_shape(conn: duckdb.DuckDBPyConnection, label: str) -> None:
+    """Raise StoreOpenError, in one line, when the store lacks tables or columns of its schema."""
+    problems = shape_problems(conn)
+    if not problems:
+        return
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    raise StoreOpenError(
+        f"{label}: damaged store (schema version {SCHEMA_VERSION}): {problems[0]}{more}; "
+        "nothing was changed — move the file aside to record into a new store, and read what "
+        "remains with duckdb"
+    )

@@ -1,8 +1,12 @@
-"""The spool beside a store: fsynced Arrow segments awaiting ingest, and writer leases.
+"""The spool beside a store: journals and segments awaiting ingest, and writer leases.
 
-A segment is written under a `.tmp` name, fsynced, then renamed, so a reader sees either the
-whole segment or nothing. A writer holds an exclusive `flock` on its lease file for as long as
-it lives; the kernel drops the lock when the process dies, however it dies.
+A recorder appends its events to its own journal (`<token>-<n>.journal`), one framed Arrow
+batch per append, and at each flush fsyncs it and renames it to a segment
+(`<token>-<n>.segment`), which any process may then ingest. A journal is read only by its
+writer, or by anyone once its writer is dead; a torn last frame (a kill mid-append) is skipped.
+Older spools hold `.arrow` segments (Arrow IPC files, written under a `.tmp` name, fsynced,
+renamed); they are still read. A writer holds an exclusive `flock` on its lease file for as
+long as it lives; the kernel drops the lock when the process dies, however it dies.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import json
 import logging
 import os
 import socket
+import struct
 import uuid
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +32,8 @@ from store.connection import StorePaths
 log = logging.getLogger(__name__)
 
 SEGMENT_SUFFIX = ".arrow"
+SEALED_SUFFIX = ".segment"
+JOURNAL_SUFFIX = ".journal"
 TEMP_SUFFIX = ".tmp"
 FAILED_SUFFIX = ".failed"
 LEASE_SUFFIX = ".lease"
@@ -96,9 +104,15 @@ def write_segment(paths: StorePaths, name: str, table: pa.Table) -> Path:
 
 
 def read_segment(path: Path) -> pa.Table:
-    """The table stored in a segment file."""
+    """The table stored in a segment or journal file (its frames' rows, in order).
+
+    Raises pa.ArrowException when the bytes are neither an Arrow IPC file nor a journal.
+    """
     with path.open("rb") as handle:
-        return ipc.open_file(handle).read_all()
+        data = handle.read()
+    if data.startswith(JOURNAL_MAGIC):
+        return read_journal_bytes(data, name=path.name)
+    return ipc.open_file(pa.py_buffer(data)).read_all()
 
 
 def ready_segments(paths: StorePaths) -> list[Path]:
@@ -107,7 +121,224 @@ def ready_segments(paths: StorePaths) -> list[Path]:
         names = os.listdir(paths.segments)
     except FileNotFoundError:
         return []
-    return [paths.segments / name for name in sorted(names) if name.endswith(SEGMENT_SUFFIX)]
+    return [
+        paths.segments / name
+        for name in sorted(names)
+        if name.endswith((SEGMENT_SUFFIX, SEALED_SUFFIX))
+    ]
+
+
+# A journal starts with this magic; each frame is <u64 length><u32 crc32> then a payload whose
+# first byte says what it holds: b"M" the writer's metadata (JSON), b"E" event records.
+JOURNAL_MAGIC = b"TRUVAJ1\n"
+_FRAME_HEADER = struct.Struct("<QI")
+_SEQ = struct.Struct("<q")
+_LENGTH = struct.Struct("<i")
+_META = b"M"
+_EVENTS = b"E"
+
+
+def _frame(payload: bytes) -> bytes:
+    return _FRAME_HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def journal_meta_frame(writer: WriterIdentity) -> bytes:
+    """The frame naming the writer, first in every journal."""
+    metadata = {key.decode(): value.decode() for key, value in writer.to_metadata().items()}
+    return _frame(_META + json.dumps(metadata).encode())
+
+
+def journal_frame(records: Iterable[tuple]) -> bytes:
+    """One frame of segment records (seq, kind, execution id, payload, request, response body)."""
+    parts = [_EVENTS]
+    for seq, *fields in records:
+        parts.append(_SEQ.pack(seq))
+        for value in fields:
+            if value is None:
+                parts.append(_LENGTH.pack(-1))
+                continue
+            data = value.encode("utf-8", "replace") if isinstance(value, str) else bytes(value)
+            parts.append(_LENGTH.pack(len(data)))
+            parts.append(data)
+    return _frame(b"".join(parts))
+
+
+def _decode_records(payload: bytes, columns: list[list]) -> None:
+    offset = 1
+    while offset < len(payload):
+        (seq,) = _SEQ.unpack_from(payload, offset)
+        offset += _SEQ.size
+        values: list = [seq]
+        for index in range(5):
+            (length,) = _LENGTH.unpack_from(payload, offset)
+            offset += _LENGTH.size
+            if length < 0:
+                values.append(None)
+                continue
+            data = payload[offset : offset + length]
+            if len(data) != length:
+                raise ValueError("a record runs past its frame")
+            offset += length
+            values.append(data.decode("utf-8") if index < 3 else data)
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+
+
+def read_journal_bytes(data: bytes, *, name: str = "journal") -> pa.Table:
+    """The records of every whole frame of a journal, in order; a torn or damaged tail is skipped.
+
+    Raises pa.ArrowInvalid when the bytes are not a journal.
+    """
+    from store.ingest import SEGMENT_SCHEMA  # the segment columns are the ingest's
+
+    if not data.startswith(JOURNAL_MAGIC):
+        raise pa.ArrowInvalid(f"{name}: not a journal (no magic)")
+    columns: list[list] = [[] for _ in SEGMENT_SCHEMA]
+    metadata: dict[bytes, bytes] | None = None
+    offset = len(JOURNAL_MAGIC)
+    while offset < len(data):
+        header_end = offset + _FRAME_HEADER.size
+        if header_end > len(data):
+            break
+        length, checksum = _FRAME_HEADER.unpack_from(data, offset)
+        payload = data[header_end : header_end + length]
+        if len(payload) != length or zlib.crc32(payload) != checksum:
+            break
+        kind = payload[:1]
+        if kind == _META:
+            metadata = {k.encode(): v.encode() for k, v in json.loads(payload[1:]).items()}
+        elif kind == _EVENTS:
+            try:
+                _decode_records(payload, columns)
+            except (ValueError, struct.error, UnicodeDecodeError) as error:
+                raise pa.ArrowInvalid(f"{name}: a damaged frame at byte {offset}") from error
+        offset = header_end + length
+    if offset < len(data):
+        log.info("%s: skipped a torn frame at byte %d of %d", name, offset, len(data))
+    arrays = [
+        pa.array(column, type=item.type)
+        for column, item in zip(columns, SEGMENT_SCHEMA, strict=True)
+    ]
+    table = pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)
+    return table.replace_schema_metadata(metadata) if metadata else table
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    """Write all of `data` at the end of the file (O_APPEND); a short write is continued."""
+    view = memoryview(data)
+    while view:
+        written = os.write(descriptor, view)
+        view = view[written:]
+
+
+class Journal:
+    """One writer's append-only journal file; appends cost a write, `sync()` an fsync."""
+
+    def __init__(self, paths: StorePaths, name: str, writer: WriterIdentity) -> None:
+        self.paths = paths
+        self.path = paths.segments / name
+        self.size = 0
+        paths.segments.mkdir(parents=True, exist_ok=True)
+        self._descriptor = os.open(
+            self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644
+        )
+        try:
+            self._append(JOURNAL_MAGIC + journal_meta_frame(writer))
+        except OSError:
+            self.discard()
+            raise
+        self._empty_size = self.size
+
+    def append(self, records: Iterable[tuple]) -> None:
+        """Append `records` as one frame; on failure the file is cut back and the error raised."""
+        self._append(journal_frame(records))
+
+    def _append(self, data: bytes) -> None:
+        try:
+            _write_all(self._descriptor, data)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._descriptor, self.size)
+            raise
+        self.size += len(data)
+
+    @property
+    def has_frames(self) -> bool:
+        """Whether anything beyond the magic was appended."""
+        return self.size > self._empty_size
+
+    def sync(self) -> None:
+        """fsync the journal."""
+        os.fsync(self._descriptor)
+
+    def seal(self) -> Path:
+        """fsync, close and rename to a segment that readers ingest; return its path."""
+        self.sync()
+        os.close(self._descriptor)
+        self._descriptor = -1
+        sealed = self.path.with_name(self.path.name[: -len(JOURNAL_SUFFIX)] + SEALED_SUFFIX)
+        os.replace(self.path, sealed)
+        try:
+            _fsync_directory(self.paths.segments)
+        except OSError as error:  # the segment is whole under its name
+            log.warning("cannot fsync %s (%s)", self.paths.segments, error.strerror or error)
+        return sealed
+
+    def discard(self) -> None:
+        """Close and delete a journal that holds no frame."""
+        if self._descriptor >= 0:
+            os.close(self._descriptor)
+            self._descriptor = -1
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+    def close(self) -> None:
+        """Close the file, leaving it for a reader to seal once this writer is gone."""
+        if self._descriptor >= 0:
+            os.close(self._descriptor)
+            self._descriptor = -1
+
+
+def journal_name(writer: WriterIdentity, segment_number: int) -> str:
+    """`<token>-<number>.journal`, numbered with the writer's segments."""
+    return f"{writer.token}-{segment_number:010d}{JOURNAL_SUFFIX}"
+
+
+def seal_orphaned_journals(paths: StorePaths) -> set[str]:
+    """Rename the journals of writers no living process holds to segments; return their tokens."""
+    try:
+        names = sorted(os.listdir(paths.segments))
+    except FileNotFoundError:
+        return set()
+    tokens: set[str] = set()
+    held: dict[str, bool] = {}
+    for name in names:
+        if not name.endswith(JOURNAL_SUFFIX):
+            continue
+        token = name.split("-", 1)[0]
+        if token not in held:
+            held[token] = _lease_is_held(paths, token)
+        if held[token]:
+            continue
+        journal = paths.segments / name
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(journal, journal.with_name(name[: -len(JOURNAL_SUFFIX)] + SEALED_SUFFIX))
+            tokens.add(token)
+    return tokens
+
+
+def writer_segments(paths: StorePaths, writer: WriterIdentity) -> list[Path]:
+    """This writer's segments and journals still in the spool."""
+    try:
+        names = os.listdir(paths.segments)
+    except FileNotFoundError:
+        return []
+    return [
+        paths.segments / name
+        for name in sorted(names)
+        if name.startswith(writer.token + "-")
+        and name.endswith((SEGMENT_SUFFIX, SEALED_SUFFIX, JOURNAL_SUFFIX))
+    ]
 
 
 def set_aside_segment(path: Path) -> Path:

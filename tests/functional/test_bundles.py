@@ -449,6 +449,23 @@ def add_listed_member(name: str, data: bytes) -> Callable[[Members], None]:
     return edit
 
 
+def replace_member(name: str, data: bytes) -> Callable[[Members], None]:
+    def edit(members: Members) -> None:
+        for member in members:
+            if member[0] == name:
+                member[1] = data
+        set_manifest(members, manifest_of(members))
+
+    return edit
+
+
+def unlist(name: str) -> Callable[[dict[str, Any]], None]:
+    def change(manifest: dict[str, Any]) -> None:
+        manifest["members"] = [entry for entry in manifest["members"] if entry["name"] != name]
+
+    return change
+
+
 def edit_table(table: str, change: Callable[[list[dict]], None], *, rows_delta: int = 0):
     member_name = f"tables/{table}.jsonl"
 
@@ -552,8 +569,12 @@ BAD_BUNDLES: list[tuple[str, Callable[[Members], None] | bytes | str, tuple[str,
      "member 'tables/link' is a symbolic link"),
     ("duplicate_member", duplicate("tables/steps.jsonl"), (),
      "member 'tables/steps.jsonl' appears twice"),
-    ("unlisted_member", lambda members: members.append(["extra.txt", b"x"]), (),
-     "member 'extra.txt' is not listed in the manifest"),
+    ("foreign_member", lambda members: members.append(["extra.txt", b"x"]), (),
+     "member 'extra.txt' is not part of the bundle format"),
+    ("listed_foreign_member", add_listed_member("padding.bin", b"x"), (),
+     "member 'padding.bin' is not part of the bundle format"),
+    ("unlisted_member", edit_manifest(unlist("README.txt")), (),
+     "member 'README.txt' is not listed in the manifest"),
     ("listed_member_missing", drop_member("tables/events.jsonl"), (),
      "member 'tables/events.jsonl' is listed in the manifest but missing from the archive"),
     ("digest_mismatch", tamper("tables/attempts.jsonl"), (),
@@ -561,7 +582,7 @@ BAD_BUNDLES: list[tuple[str, Callable[[Members], None] | bytes | str, tuple[str,
     ("declared_size_mismatch", edit_manifest(declare_wrong_size, fix_digests=False), (),
      "bytes in the archive, the manifest says"),
     ("size_over_limit", "valid", ("--max-bytes", "1000"), "over the limit of 1000"),
-    ("zip_bomb", add_listed_member("padding.bin", bytes(24 * 1024 * 1024)),
+    ("zip_bomb", replace_member("tables/events.jsonl", bytes(24 * 1024 * 1024)),
      ("--max-bytes", str(16 * 1024 * 1024)), "bytes uncompressed, over the limit"),
     ("too_many_members", "valid", ("--max-members", "3"), "9 members, over the limit of 3"),
     ("row_for_unknown_execution",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import store.recorder
+import store.spool
 from store.queries import open_store
 from store.recorder import StoreRecorder
 from tests.support.events_factory import realistic_execution
@@ -100,47 +101,109 @@ def test_a_step_recorded_with_redacted_urls_still_replays(
     assert live_requests == (1 if llm_mode == "live" else 0)
 
 
-def fail_every_write(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the database and the spool both refuse writes, as a full disk does."""
+class FullDisk:
+    """The spool's writes fail with ENOSPC while `full` is true, as on a full disk."""
 
-    def database_full(conn, tables) -> None:
-        raise duckdb.IOException('Could not write file "debug.duckdb.wal": No space left on device')
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, full: bool = True) -> None:
+        self.full = full
+        self.refused = 0
+        real_write_all = store.spool._write_all
 
-    def spool_full(paths, name, table) -> None:
-        raise OSError(28, "No space left on device")
+        def write_all(descriptor: int, data: bytes) -> None:
+            if self.full:
+                self.refused += 1
+                raise OSError(errno.ENOSPC, "No space left on device")
+            real_write_all(descriptor, data)
 
-    monkeypatch.setattr(store.recorder, "apply_segments", database_full)
-    monkeypatch.setattr(store.recorder, "write_segment", spool_full)
+        monkeypatch.setattr(store.spool, "_write_all", write_all)
+
+
+def stored_counts(db: Path) -> tuple[int, int, int]:
+    """Executions, attempts and events in the database file, read with plain duckdb."""
+    conn = duckdb.connect(str(db), read_only=True)
+    try:
+        return tuple(
+            conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("executions", "attempts", "events")
+        )
+    finally:
+        conn.close()
 
 
 def test_the_recorder_counts_the_events_it_could_not_save(tmp_path: Path, monkeypatch) -> None:
     events = realistic_execution("exec-lost")
     recorder = StoreRecorder(tmp_path / "debug.duckdb")
-    fail_every_write(monkeypatch)
+    FullDisk(monkeypatch)
 
     for event in events:
         recorder.record(event)
     recorder.close()
 
     assert recorder.unsaved_events == len(events)
-    assert recorder.last_error == "No space left on device"
+    assert recorder.last_error is not None
+    assert recorder.last_error.startswith("No space left on device")
+    assert stored_counts(tmp_path / "debug.duckdb") == (0, 0, 0)
 
 
-def test_run_says_on_stderr_when_its_recording_was_lost(
+def test_events_refused_by_a_full_disk_are_kept_and_saved_once_space_is_freed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    db = tmp_path / "debug.duckdb"
+    events = realistic_execution("exec-full")
+    recorder = StoreRecorder(db)
+    disk = FullDisk(monkeypatch)
+    for event in events:
+        recorder.record(event)
+    recorder.flush()
+    recorder.flush()
+    kept_while_full = recorder.unsaved_events
+
+    disk.full = False
+    recorder.close()
+
+    assert disk.refused >= 2
+    assert kept_while_full == len(events)
+    assert recorder.unsaved_events == 0
+    assert recorder.exit_notice() is None
+    executions, attempts, _ = stored_counts(db)
+    assert (executions, attempts) == (1, sum(e.kind == "attempt_decided" for e in events))
+    conn = duckdb.connect(str(db), read_only=True)
+    assert conn.execute("SELECT status FROM executions").fetchone() == (events[-1].status,)
+    conn.close()
+
+
+def test_events_kept_for_a_full_disk_are_bounded(tmp_path: Path, monkeypatch) -> None:
+    events = realistic_execution("exec-bounded")
+    recorder = StoreRecorder(tmp_path / "debug.duckdb", max_unsaved_bytes=1)
+    FullDisk(monkeypatch)
+
+    for event in events:
+        recorder.record(event)
+        recorder.flush()
+
+    kept = len(recorder._unsaved)
+    assert kept < len(events)
+    assert recorder.dropped_events == len(events) - kept
+    recorder.close()
+    assert recorder.unsaved_events == len(events)
+
+
+def test_run_says_in_one_line_when_its_recording_was_lost(
     tmp_path: Path, tool_server, monkeypatch
 ) -> None:
     tool_server.script("/capabilities/search", ToolReply.ok({"hotels": ["H1"]}))
     document = plan(tool_server.base_url, {"search": capability("search")},
                     [step("step-1", "search", {"city": "PAR"})])  # fmt: skip
     db = tmp_path / "debug.duckdb"
-    fail_every_write(monkeypatch)
+    FullDisk(monkeypatch)
 
     result = run_cli("run", str(write_plan(tmp_path, document)), "--db", str(db))
 
     assert result.code == 0
     assert result.stdout.startswith("execution ")
     assert re.fullmatch(
-        rf"truva-console: recording to {re.escape(str(db))} failed: No space left on device; "
-        r"\d+ events not saved\n",
+        rf"truva-console: recording to {re.escape(str(db))} failed: No space left on device"
+        r"[^;\n]*; (\d+) of \1 events not saved \(free space where the store is, or pass "
+        r"another --db, and run it again\)\n",
         result.stderr,
-    )
+    ), result.stderr

@@ -363,6 +363,52 @@ def test_a_failed_segment_write_leaves_no_half_written_file(paths, monkeypatch) 
     assert list(paths.segments.iterdir()) == []
 
 
+def test_plans_are_read_only_for_executions_with_a_step_that_never_started(
+    conn, monkeypatch
+) -> None:
+    plan_reads = []
+    real_planned_steps = store.ingest._planned_steps
+
+    def spy(connection, wanted):
+        plan_reads.append({key: sorted(steps) for key, steps in wanted.items()})
+        return real_planned_steps(connection, wanted)
+
+    monkeypatch.setattr(store.ingest, "_planned_steps", spy)
+    started_only = small_execution("exec-all-started")
+    with_skip = realistic_execution("exec-with-skip", start_at=1.9e9)
+
+    for events in (started_only, with_skip):
+        for offset in range(0, len(events), 4):  # many small batches, as a long run makes
+            apply_segments(conn, [encode_events(events[offset : offset + 4], offset + 1, WRITER)])
+
+    assert plan_reads == [{"exec-with-skip": ["step-4"]}]
+    row = conn.execute(
+        "SELECT tool, capability FROM steps WHERE execution_id = 'exec-with-skip' "
+        "AND step_id = 'step-4'"
+    ).fetchone()
+    assert row is not None and None not in row
+
+
+@pytest.mark.parametrize(
+    "keep_of_second_frame", [5, 20, -1], ids=["mid-header", "mid-payload", "last-byte-missing"]
+)
+def test_a_journal_cut_by_a_kill_keeps_every_whole_frame(paths, keep_of_second_frame) -> None:
+    events = small_execution("exec-torn")
+    journal = store.spool.Journal(paths, store.spool.journal_name(WRITER, 1), WRITER)
+    journal.append(store.ingest.encode_records(events[:3], 1))
+    second_frame_at = journal.size
+    journal.append(store.ingest.encode_records(events[3:], 4))
+    journal.close()
+    data = journal.path.read_bytes()
+    end = len(data) - 1 if keep_of_second_frame < 0 else second_frame_at + keep_of_second_frame
+    journal.path.write_bytes(data[:end])
+
+    table = store.spool.read_segment(journal.path)
+
+    assert table.column("seq").to_pylist() == [1, 2, 3]
+    assert table.schema.metadata[b"writer_token"] == WRITER.token.encode()
+
+
 def test_rerun_of_recovery_and_impact_are_ingested_and_absent_keys_are_null(conn) -> None:
     from dataclasses import replace
 

@@ -1,0 +1,151 @@
+"""Peak memory of `truva-console import` on zip bombs and on large real bundles.
+
+    python bench/bench_bundle_import.py [--executions 400] [--body-kib 64]
+
+Builds, in a temporary directory: a real bundle exported from a store of N recorded
+executions (with response bodies of --body-kib), and crafted bombs (an extra member of zeros,
+a listed table member of zeros), then imports each in a child process and prints its exit
+code, first stderr line and peak RSS (ru_maxrss of the child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+_MIB = 1024 * 1024
+_CHUNK = b"\0" * _MIB
+
+
+def build_store(db: Path, executions: int, body_kib: int) -> None:
+    from store.recorder import StoreRecorder
+    from tests.support.events_factory import realistic_execution
+
+    body = (b'{"success": true, "data": {"blob": "' + os.urandom(body_kib * 512).hex().encode()
+            + b'"}}') if body_kib else None  # fmt: skip
+    with StoreRecorder(db) as recorder:
+        for index in range(executions):
+            for event in realistic_execution(f"exec-{index:06d}", start_at=1.8e9 + index):
+                if body and event.kind == "attempt_responded":
+                    event = type(event)(**{**_fields(event), "response_body": body})
+                recorder.record(event)
+
+
+def _fields(event: object) -> dict:
+    import dataclasses
+
+    return {f.name: getattr(event, f.name) for f in dataclasses.fields(event) if f.init}
+
+
+def add_zero_member(source: Path, target: Path, name: str, size: int, *, listed: bool) -> None:
+    """Copy `source` with member `name` replaced or added: `size` zero bytes, deflated."""
+    digest = hashlib.sha256()
+    for _ in range(size // _MIB):
+        digest.update(_CHUNK)
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w", allowZip64=True) as new:
+        manifest = json.loads(old.read("manifest.json"))
+        if listed:
+            members = [m for m in manifest["members"] if m["name"] != name]
+            members.append({"name": name, "size": size, "sha256": digest.hexdigest()})
+            manifest["members"] = members
+        new.writestr("manifest.json", json.dumps(manifest), zipfile.ZIP_DEFLATED)
+        for info in old.infolist():
+            if info.filename not in ("manifest.json", name):
+                new.writestr(info, old.read(info), zipfile.ZIP_DEFLATED)
+        info = zipfile.ZipInfo(name)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with new.open(info, "w", force_zip64=True) as handle:
+            for _ in range(size // _MIB):
+                handle.write(_CHUNK)
+
+
+# ru_maxrss survives fork and exec on Linux, so a child reads its own high-water mark instead.
+PEAK_RSS_SOURCE = """
+def peak_rss_kib():
+    with open('/proc/self/status') as status:
+        for line in status:
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1])
+    return 0
+"""
+
+
+def import_peak(bundle: Path, db: Path) -> tuple[int, str, float]:
+    """Exit code, first stderr line and peak RSS (MiB) of importing `bundle` in a child."""
+    code = (
+        "import sys; from console.cli import main; rc = main(sys.argv[1:]); "
+        "print(peak_rss_kib(), file=sys.stderr); raise SystemExit(rc)"
+    )
+    code = PEAK_RSS_SOURCE + code
+    result = subprocess.run(
+        [sys.executable, "-c", code, "import", str(bundle), "--db", str(db)],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    lines = result.stderr.strip().splitlines()
+    peak_mib = int(lines[-1]) / 1024 if lines and lines[-1].isdigit() else float("nan")
+    message = lines[0] if len(lines) > 1 else "(imported)"
+    return result.returncode, message[:150], peak_mib
+
+
+def build_bundle(output: Path, executions: int, body_kib: int) -> None:
+    from store.bundles import export_bundle
+
+    db = output.with_suffix(".duckdb")
+    build_store(db, executions, body_kib)
+    export_bundle(db, output, None)
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--build"]:
+        build_bundle(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+        return 0
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--executions", type=int, default=400)
+    parser.add_argument("--body-kib", type=int, default=64)
+    parser.add_argument("--bomb-mib", type=int, default=1100)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        real = work / "real.zip"
+        small = work / "small.zip"
+        subprocess.run(
+            [sys.executable, __file__, "--build", str(real), str(args.executions),
+             str(args.body_kib)], check=True, cwd=ROOT,
+        )  # fmt: skip
+        subprocess.run(
+            [sys.executable, __file__, "--build", str(small), "10", "0"], check=True, cwd=ROOT
+        )
+        cases = {"real": real, "small real": small}
+        extra = work / "extra-member.zip"
+        add_zero_member(small, extra, "zeros.bin", args.bomb_mib * _MIB, listed=True)
+        cases["extra listed member of zeros"] = extra
+        table = work / "table-bomb.zip"
+        add_zero_member(small, table, "tables/events.jsonl", args.bomb_mib * _MIB, listed=True)
+        cases["table member of zeros"] = table
+        for bundle in (real, small):
+            with zipfile.ZipFile(bundle) as archive:
+                uncompressed = sum(info.file_size for info in archive.infolist())
+            print(f"{bundle.name}: {bundle.stat().st_size / _MIB:.2f} MiB zipped, "
+                  f"{uncompressed / _MIB:.1f} MiB uncompressed")  # fmt: skip
+        for name, bundle in cases.items():
+            rc, message, peak = import_peak(bundle, work / f"into-{abs(hash(name))}.duckdb")
+            size = bundle.stat().st_size / _MIB
+            print(f"{name:32} {size:8.2f} MiB  exit {rc}  peak RSS {peak:7.1f} MiB  {message}")
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"(this script's own peak: {own:.0f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
