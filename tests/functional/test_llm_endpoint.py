@@ -170,7 +170,8 @@ async def test_llm_retry_waits_are_the_executor_backoff_through_the_injected_sle
         hotel_plan(tool_server, llm_server, instruction=None, config=NO_JITTER), sleep=sleep)
     backoff = BackoffConfig.from_ms(100, 10_000, 2.0, False)
     assert sleep.waits == [backoff.delay_ms(1) / 1000, backoff.delay_ms(2) / 1000] == [0.1, 0.2]
-    notices = [n.message for n in recorder.of_kind("notice")]
+    notices = [n.message for n in recorder.of_kind("notice")
+               if n.name == "llm.retry_wait"]
     assert notices == [
         "layer 3 analyzer: LLM try 1 of 3 failed (HTTP 500); trying again after 100.0 ms "
         "(backoff)",
@@ -205,7 +206,7 @@ async def test_llm_429_retry_after_is_waited_in_full(tool_server, llm_server):
     outcome, recorder = await run_executor(
         hotel_plan(tool_server, llm_server, instruction=None), sleep=sleep)
     assert sleep.waits == [7.0]
-    (notice,) = recorder.of_kind("notice")
+    (notice,) = [n for n in recorder.of_kind("notice") if n.name == "llm.retry_wait"]
     assert notice.message.endswith("failed (HTTP 429); trying again after 7000.0 ms "
                                    "(retry_after_header)")
     assert notice.attrs == {"site": "error_analysis", "try": 1, "max_tries": 3,
