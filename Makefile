@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/truva-console --samples
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
