@@ -1140,6 +1140,8 @@ def _fault_cell(
         )
     cell = FAULT_MATRIX[failure_class]
     cause = rule.summary if failure_class is FailureClass.BUDGET else cell.cause
+    if inputs.transport_error == "connect" and failure_class is FailureClass.SERVER_ERROR:
+        cause = "the tool could not be reached"
     recovery, consequence, advice = cell.recovery, "the step failed", cell.advice
     if rule.action is Action.RETRY_SAME:
         recovery, advice = Recovery.WAIT, None
