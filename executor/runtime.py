@@ -1068,10 +1068,20 @@ class PlanExecutor:
         """
         failures: list[str] = []
         for try_number in range(1, LLM_MAX_TRIES + 1):
+            remaining_s = self._remaining_wall_clock_s()
+            call = make_call() if remaining_s is None else asyncio.wait_for(
+                make_call(), timeout=remaining_s
+            )
             with llm_trace_context(self.recorder, self.execution_id, step.id, state.n):
-                finished, result = await self._race_cancel(make_call())
+                finished, result = await self._race_cancel(call)
             if not finished:
                 return None, None
+            if isinstance(result, TimeoutError):
+                # seed 003: the wall-clock budget ends an LLM call in flight too.
+                return None, (
+                    f"the LLM call was ended by the task wall-clock budget (max_wall_clock_s="
+                    f"{self.config.max_wall_clock_s:g})"
+                )
             self._record_llm(step, state, result)
             exchange = result.exchange
             failed = exchange.endpoint_failure

@@ -135,7 +135,7 @@ def test_wall_clock_budget_ends_a_hung_request(tmp_path, tool_server):
     started = time.monotonic()
     doc = run_plan_json(tmp_path, plan(tool_server.base_url, {"x": capability("x")},
                                        [step("step-1", "x", {})],
-                                       config={"max_wall_clock_s": 0.5}), "--no-store")
+                                       config={"max_wall_clock_s": 1.5}), "--no-store")
     assert time.monotonic() - started < 10
     only = attempts(doc)
     assert [(a["action"], a["rule"], a["transport_error"]) for a in only] == [
@@ -289,3 +289,17 @@ def test_transient_decision_explains_why_no_layer_is_asked(tmp_path, tool_server
     layers = record.json()["steps"][0]["attempts"][0]["decision"]["layers"]
     assert all("HTTP 503 is transient" in n["detail"] for n in layers)
     assert llm_server.requests == []
+
+
+def test_wall_clock_budget_ends_a_hung_llm_call(tmp_path, tool_server, llm_server):
+    from tests.support.llm_server import LLMReply
+
+    tool_server.script("/capabilities/geo", bad_input())
+    llm_server.script(LLMReply(analysis({"lat": 1}), delay_s=20.0))
+    started = time.monotonic()
+    doc = run_plan_json(tmp_path, plan(
+        tool_server.base_url, {"geo": capability("geo")}, [step("step-1", "geo", {"lat": 2})],
+        config={"max_wall_clock_s": 4.0}, llm_base_url=llm_server.base_url), "--no-store")
+    assert time.monotonic() - started < 10
+    assert rules(doc) == [("stop_budget", "budget.wall_clock")]
+    assert len(tool_server.received()) == 1
