@@ -7,6 +7,7 @@ import asyncio
 import importlib
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -114,8 +115,13 @@ def run_recorded(build: Callable[[Any], Any], db_path: Path | None) -> RecordedR
 
 def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json: bool) -> int:
     """`run_recorded`, then print the outcome as `run` does; the exit code of `run`."""
+    from executor.plan import header_value_problem
     from store.errors import StoreError
 
+    token = os.environ.get("TRUVAG3_OAUTH_TOKEN", "")
+    problem = header_value_problem(f"Bearer {token}") if token else None
+    if problem is not None:
+        return fail(f"TRUVAG3_OAUTH_TOKEN cannot be sent as an Authorization header: {problem}")
     try:
         recorded = run_recorded(build, db_path)
     except StoreError as exc:

@@ -455,6 +455,15 @@ def _first_bad_character(text: str, allowed: str) -> str:
     return "no character outside the allowed set"
 
 
+def header_value_problem(value: str) -> str | None:
+    """Why `value` cannot be sent as an HTTP header value (`a line feed (LF) at [5]`), or None."""
+    if _HEADER_VALUE_RE.fullmatch(value) is not None:
+        return None
+    if value != value.strip(" \t") and _HEADER_VALUE_RE.fullmatch(value.strip(" \t")):
+        return "leading or trailing whitespace"
+    return _first_bad_character(value, _HEADER_VALUE_CHARS)
+
+
 def _names(names: Any) -> str:
     listed = sorted(names)
     return ", ".join(listed) if listed else "none"
@@ -559,11 +568,8 @@ class _PlanParser:
 
     def require_header_value(self, value: str, path: str, what: str = "a header value") -> None:
         """An HTTP field value the client can send: printable ASCII, spaces and tabs inside."""
-        if _HEADER_VALUE_RE.fullmatch(value) is None:
-            if value != value.strip(" \t") and _HEADER_VALUE_RE.fullmatch(value.strip(" \t")):
-                found = "leading or trailing whitespace"
-            else:
-                found = _first_bad_character(value, _HEADER_VALUE_CHARS)
+        found = header_value_problem(value)
+        if found is not None:
             raise self.fail(path, f"expected {what} of printable ASCII, got {_quote(value)} "
                                   f"({found})")
 

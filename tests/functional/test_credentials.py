@@ -174,3 +174,18 @@ def test_run_says_on_stderr_when_llm_calls_have_no_key(tmp_path, tool_server, ll
     assert result.code == 0
     assert "note: no LLM API key" in result.stderr
     assert result.json()["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("token", ["abc\r\nX-Evil: 1", "abc\x1b[2J", "abc\n"],
+                         ids=["crlf_injection", "escape", "trailing_lf"])
+def test_an_oauth_token_with_control_characters_is_refused_in_one_line(
+    tmp_path, tool_server, monkeypatch, token
+):
+    monkeypatch.setenv("TRUVAG3_OAUTH_TOKEN", token)
+    path = write_plan(tmp_path, plan(tool_server.base_url, {"x": capability("x")},
+                                     [step("step-1", "x", {})]))
+    result = run_cli("run", str(path), "--no-store")
+    assert result.code == 2
+    assert result.stderr.startswith("truva-console: TRUVAG3_OAUTH_TOKEN cannot be sent")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert tool_server.received() == []
