@@ -115,15 +115,19 @@ def read_segment(path: Path) -> pa.Table:
     return ipc.open_file(pa.py_buffer(data)).read_all()
 
 
-def ready_segments(paths: StorePaths) -> list[Path]:
-    """Complete segments awaiting ingest, in name order (write order per writer)."""
+def _spool_names(paths: StorePaths) -> list[str]:
+    """The spool directory's file names in name order; none when it does not exist."""
     try:
-        names = os.listdir(paths.segments)
+        return sorted(os.listdir(paths.segments))
     except FileNotFoundError:
         return []
+
+
+def ready_segments(paths: StorePaths) -> list[Path]:
+    """Complete segments awaiting ingest, in name order (write order per writer)."""
     return [
         paths.segments / name
-        for name in sorted(names)
+        for name in _spool_names(paths)
         if name.endswith((SEGMENT_SUFFIX, SEALED_SUFFIX))
     ]
 
@@ -329,13 +333,9 @@ def seal_orphaned_journals(paths: StorePaths) -> set[str]:
 
 def writer_segments(paths: StorePaths, writer: WriterIdentity) -> list[Path]:
     """This writer's segments and journals still in the spool."""
-    try:
-        names = os.listdir(paths.segments)
-    except FileNotFoundError:
-        return []
     return [
         paths.segments / name
-        for name in sorted(names)
+        for name in _spool_names(paths)
         if name.startswith(writer.token + "-")
         and name.endswith((SEGMENT_SUFFIX, SEALED_SUFFIX, JOURNAL_SUFFIX))
     ]
