@@ -334,3 +334,23 @@ def test_run_records_into_the_spool_while_the_file_is_held_and_says_so(
     listed = run_cli("ls", "--db", str(db), "--json")
     ids = {row["execution_id"] for row in json.loads(listed.stdout)["executions"]}
     assert ids == {EXECUTION_ID, result.json()["execution_id"]}
+
+
+def test_ls_names_a_holder_by_the_script_it_runs(tmp_path: Path) -> None:
+    db = record(tmp_path / "debug.duckdb", EXECUTION_ID)
+    script = tmp_path / "harlequin"
+    script.write_text(
+        f"#!{sys.executable}\nimport duckdb, sys\nc = duckdb.connect(sys.argv[1])\n"
+        "print('locked', flush=True)\nsys.stdin.readline()\n"
+    )
+    script.chmod(0o755)
+    holder = subprocess.Popen([str(script), str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "locked"
+        result = run_cli("ls", "--db", str(db))
+    finally:
+        release(holder)
+    assert result.code == 2
+    assert result.stderr.startswith(f"truva-console: harlequin (pid {holder.pid}) holds {db};")
