@@ -33,7 +33,7 @@ def add_parser(subparsers: Any) -> None:
         "--parquet",
         metavar="DIR",
         help="instead of a bundle, write every table and view of the store as DIR/NAME.parquet "
-        "(rows as stored, not redacted) for pandas, polars or Spark",
+        "(rows as stored: credentials redacted at rest, bodies exact) for pandas, polars or Spark",
     )
     parser.add_argument(
         "--all", dest="export_all", action="store_true", help="every finished execution"
