@@ -16,7 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
-from console.exits import fail
+from console.exits import EXIT_CANCELLED, fail
 from console.printable import printable
 from console.words import counted, on_one_line
 from store.connection import resolve_db_path
@@ -59,9 +59,13 @@ def run(args: argparse.Namespace) -> int:
         sql = SqlSession(resolve_db_path(getattr(args, "db", None)))
     except StoreError as error:
         return fail(error)
-    if args.query is not None:
-        return run_one(sql, args.query, args.format, args.output)
-    return run_prompt(sql, args.format, args.output, sys.stdin)
+    try:
+        if args.query is not None:
+            return run_one(sql, args.query, args.format, args.output)
+        return run_prompt(sql, args.format, args.output, sys.stdin)
+    except KeyboardInterrupt:
+        print("truva-console: sql: interrupted", file=sys.stderr)
+        return EXIT_CANCELLED
 
 
 def run_one(sql: SqlSession, query: str, output_format: str, output: str | None) -> int:
