@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     importlib.import_module("console.cmd_publish").add_parser(subparsers)
     for module_name in ("console.cmd_ls", "console.cmd_explain", "console.cmd_demo",
                         "console.cmd_replay", "console.cmd_export", "console.cmd_import",
-                        "console.cmd_rerun"):
+                        "console.cmd_rerun", "console.cmd_sql"):
         importlib.import_module(module_name).add_parser(subparsers)
     for subparser in subparsers.choices.values():
         if not any("--db" in action.option_strings for action in subparser._actions):

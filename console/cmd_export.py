@@ -13,6 +13,7 @@ from console.words import counted
 from store.bundles import ExportResult, export_bundle
 from store.connection import resolve_db_path
 from store.errors import StoreError
+from store.sql import export_parquet
 
 
 def add_parser(subparsers: Any) -> None:
@@ -27,7 +28,13 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "execution_ids", nargs="*", metavar="EXEC_ID", help="execution ids, or unique prefixes"
     )
-    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle to write")
+    parser.add_argument("-o", "--output", metavar="FILE", help="the bundle to write")
+    parser.add_argument(
+        "--parquet",
+        metavar="DIR",
+        help="instead of a bundle, write every table and view of the store as DIR/NAME.parquet "
+        "(rows as stored: credentials redacted at rest, bodies exact) for pandas, polars or Spark",
+    )
     parser.add_argument(
         "--all", dest="export_all", action="store_true", help="every finished execution"
     )
@@ -43,6 +50,10 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Export executions; 0 on success, 2 with one line on stderr for bad input."""
+    if args.parquet is not None:
+        return run_parquet(args)
+    if not args.output:
+        return fail("export: give -o FILE, the bundle to write (or --parquet DIR)")
     if bool(args.execution_ids) == bool(args.export_all):
         print(
             "truva-console: export: give execution ids or --all (one of the two)", file=sys.stderr
@@ -100,3 +111,34 @@ def render_export(result: ExportResult) -> str:
             f"{counted(counts.get('events', 0), 'event')}, {counted(result.span_count, 'span')}",
         ]
     )
+
+
+def run_parquet(args: argparse.Namespace) -> int:
+    """`export --parquet DIR`: every table and view as a Parquet file; one line per file."""
+    if args.execution_ids or args.export_all or args.output or args.no_redact:
+        return fail(
+            "export: --parquet DIR writes every table whole; it takes no execution ids, "
+            "--all, -o or --no-redact"
+        )
+    try:
+        written = export_parquet(
+            resolve_db_path(getattr(args, "db", None)), args.parquet, overwrite=args.force
+        )
+    except StoreError as error:
+        return fail(error)
+    if args.json:
+        document = {
+            "directory": args.parquet,
+            "files": [
+                {"name": f.name, "kind": f.kind, "path": str(f.path), "rows": f.rows}
+                for f in written
+            ],
+        }
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    print(printable(f"wrote {counted(len(written), 'Parquet file')} to {args.parquet}"))
+    for parquet_file in written:
+        print(printable(f"  {parquet_file.path.name}  {parquet_file.kind}, "
+                        f"{counted(parquet_file.rows, 'row')}"))  # fmt: skip
+    return 0

@@ -34,6 +34,7 @@ _DUCKDB_MAGIC = b"DUCK"
 _DUCKDB_MAGIC_OFFSET = 8
 _LOCK_ERROR_MARKERS = ("Could not set lock on file", "Conflicting lock is held")
 _LOCK_HOLDER_PID = re.compile(r"\(PID (\d+)\)")
+_LOCK_HOLDER_EXE = re.compile(r"Conflicting lock is held in (\S+) \(PID")
 
 _FILE_KINDS = (
     (stat.S_ISFIFO, "a named pipe"),
@@ -162,6 +163,45 @@ def is_lock_conflict(error: BaseException) -> bool:
     )
 
 
+def lock_holder(error: BaseException) -> str:
+    """Who holds the file, from DuckDB's lock error: `harlequin (pid 9711)` or `another process`.
+
+    The name is the holder's /proc command name, or the script or module a Python holder runs;
+    without /proc it is the executable DuckDB names.
+    """
+    text = str(error)
+    pid_match = _LOCK_HOLDER_PID.search(text)
+    if pid_match is None:
+        return "another process"
+    pid = pid_match.group(1)
+    name = _process_name(pid)
+    if name is None:
+        held_in = _LOCK_HOLDER_EXE.search(text)
+        name = Path(held_in.group(1)).name if held_in else "process"
+    return f"{name} (pid {pid})"
+
+
+def _process_name(pid: str) -> str | None:
+    """`harlequin`, `python3 -m ipykernel_launcher`, `python3 notebook.py`; None without /proc."""
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text(errors="replace").strip()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    args = [arg.decode(errors="replace") for arg in argv if arg]
+    if not comm.startswith("python") or len(args) < 2:
+        return comm or None
+    rest = args[1:]
+    for index, arg in enumerate(rest):
+        if arg == "-m" and index + 1 < len(rest):
+            return f"{comm} -m {rest[index + 1]}"
+        if arg == "-c":
+            return f"{comm} -c"
+        if not arg.startswith("-"):
+            return f"{comm} {Path(arg).name}" if Path(arg).name != comm else comm
+    return comm
+
+
 def store_is_writable(paths: StorePaths) -> bool:
     """Whether this process may write the database file and create files beside it (its WAL)."""
     return os.access(paths.db, os.W_OK) and os.access(paths.db.parent, os.W_OK)
@@ -233,11 +273,9 @@ def connect(
                 raise StoreOpenError(f"{paths.label}: cannot open: {first_line(error)}") from error
             remaining_s = deadline - time.monotonic()
             if remaining_s <= 0:
-                holder = _LOCK_HOLDER_PID.search(str(error))
-                held_by = f"process {holder.group(1)}" if holder else "another process"
                 raise StoreBusyError(
-                    f"{paths.label}: busy: {held_by} kept the file locked for over "
-                    f"{lock_timeout_s:g} s"
+                    f"{lock_holder(error)} holds {paths.label}; close it, or use "
+                    "'truva-console sql' to query the store"
                 ) from error
             time.sleep(min(remaining_s, random.uniform(pause_s, pause_s * 2)))
             pause_s = min(pause_s * 2, 0.02)

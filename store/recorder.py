@@ -162,8 +162,9 @@ class StoreRecorder:
             )
         if self.spooled_segments:
             why = self._ingest_problem or "the file stayed held by another process"
+            lead = why if label in why else f"{label}: {why}"
             return (
-                f"{label}: {why}; {self.spooled_segments} recorded segment(s) wait in "
+                f"{lead}; {self.spooled_segments} recorded segment(s) wait in "
                 f"{self.paths.segments} (run 'truva-console ls --db {label}' to ingest them)"
             )
         return None

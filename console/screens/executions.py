@@ -56,10 +56,11 @@ class ExecutionsScreen(Screen):
 
     @dataclass
     class LoadFailed(Message):
-        """The store could not be read; `problem` is one line."""
+        """The store could not be read; `problem` is one line; `held`: another process has it."""
 
         request: int
         problem: str
+        held: bool = False
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class ExecutionsScreen(Screen):
         self.page_offset = 0
         self.page: Page | None = None
         self.problem: str | None = None
+        self.held_notice: str | None = None
         self.filter_problem: str | None = None
         self._request = 0
         self._in_flight = False
@@ -152,7 +154,7 @@ class ExecutionsScreen(Screen):
         try:
             page = self.source.list_page(filters, limit=self.page_size, offset=offset)
         except StoreUnavailable as error:
-            self.post_message(self.LoadFailed(request, str(error)))
+            self.post_message(self.LoadFailed(request, str(error), held=error.held))
             return
         self.post_message(self.PageLoaded(request, page))
 
@@ -167,9 +169,9 @@ class ExecutionsScreen(Screen):
             self._update_twin()
             self.load_page()
             return
-        if page == self.page and self.problem is None:
+        if page == self.page and self.problem is None and self.held_notice is None:
             return
-        self.page, self.problem = page, None
+        self.page, self.problem, self.held_notice = page, None, None
         self._show_page()
 
     @on(LoadFailed)
@@ -177,6 +179,15 @@ class ExecutionsScreen(Screen):
         if message.request != self._request:
             return
         self._in_flight = False
+        if message.held and self.page is not None and self.problem is None:
+            # Another process has the file for now: keep the rows last read, say why they are.
+            message.stop()
+            if message.problem != self.held_notice:
+                self.notify(message.problem, title="Showing what was last read",
+                            severity="warning")
+            self.held_notice = message.problem
+            self.query_one("#executions-status", Static).update(self._status_text())
+            return
         if message.problem != self.problem:
             self.notify(message.problem, title="Cannot read the debug store", severity="error")
         self.problem = message.problem
@@ -284,7 +295,10 @@ class ExecutionsScreen(Screen):
         if self.filter_problem:
             status.append("  ·  ")
             status.append(self.filter_problem, style="bold red")
-        if self.refresh_interval_s:
+        if self.held_notice:
+            status.append("  ·  last read; ")
+            status.append(self.held_notice, style="bold yellow")
+        elif self.refresh_interval_s:
             status.append("  ·  live", style="green")
         return status
 

@@ -7,12 +7,19 @@ from pathlib import Path
 
 import duckdb
 
-from store.errors import StoreError
+from store.errors import StoreBusyError, StoreError
 from store.queries import ExecutionDetail, ExecutionFilter, Page, Store, open_store
 
 
 class StoreUnavailable(Exception):
-    """The store cannot be read right now; `str(error)` is one line for the user."""
+    """The store cannot be read right now; `str(error)` is one line for the user.
+
+    `held` is True when another process holds the file, which passes once it lets go.
+    """
+
+    def __init__(self, problem: str, *, held: bool = False) -> None:
+        super().__init__(problem)
+        self.held = held
 
 
 class StoreSource:
@@ -46,7 +53,7 @@ class StoreSource:
             return self._opened().list_executions(filters, limit=limit, offset=offset)
         except (StoreError, duckdb.Error, OSError) as error:
             self._forget()
-            raise StoreUnavailable(_one_line(error)) from error
+            raise _unavailable(error) from error
 
     def get_execution(self, execution_id: str) -> ExecutionDetail:
         """Everything recorded about one execution."""
@@ -54,7 +61,11 @@ class StoreSource:
             return self._opened().get_execution(execution_id)
         except (StoreError, duckdb.Error, OSError) as error:
             self._forget()
-            raise StoreUnavailable(_one_line(error)) from error
+            raise _unavailable(error) from error
+
+
+def _unavailable(error: BaseException) -> StoreUnavailable:
+    return StoreUnavailable(_one_line(error), held=isinstance(error, StoreBusyError))
 
 
 def _one_line(error: BaseException) -> str:

@@ -132,9 +132,9 @@ def test_a_run_whose_file_stays_held_leaves_its_segments_and_says_so(
     left = spool_files(db)
     assert left and all(name.endswith(".segment") for name in left)
     assert re.fullmatch(
-        rf"truva-console: {re.escape(str(db))}: busy: process {holder.pid} kept the file "
-        rf"locked for over 2 s; {len(left)} recorded segment\(s\) wait in "
-        rf"{re.escape(str(segments_dir))} \(run 'truva-console ls --db "
+        rf"truva-console: python -c \(pid {holder.pid}\) holds {re.escape(str(db))}; close it, "
+        rf"or use 'truva-console sql' to query the store; {len(left)} recorded segment\(s\) "
+        rf"wait in {re.escape(str(segments_dir))} \(run 'truva-console ls --db "
         rf"{re.escape(str(db))}' to ingest them\)\n",
         result.stderr,
     ), result.stderr

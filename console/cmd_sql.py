@@ -1,0 +1,235 @@
+"""`truva-console sql`: DuckDB SQL on the store, read-only, as a table, CSV, JSON or Parquet."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TextIO
+
+from console.exits import EXIT_CANCELLED, fail
+from console.printable import printable
+from console.words import counted, on_one_line
+from store.connection import resolve_db_path
+from store.errors import StoreError
+from store.sql import QueryResult, SqlError, SqlSession
+
+FORMATS = ("table", "csv", "json", "parquet")
+# Table cells longer than this are cut with `…`; csv and json keep every value whole.
+CELL_WIDTH = 60
+PROMPT, CONTINUATION = "sql> ", "...> "
+QUIT = "\\q"
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register `sql` on an argparse subparsers object."""
+    parser = subparsers.add_parser(
+        "sql",
+        help="run DuckDB SQL on the store (read-only)",
+        description="Run DuckDB SQL on the debug store, read-only, after ingesting its spool. "
+        "Without QUERY, read statements ending in ';' from a prompt (or stdin) until \\q or "
+        "end of input. Tables and columns: docs/store.md.",
+    )
+    parser.add_argument("query", nargs="?", metavar="QUERY", help="the SQL to run")
+    parser.add_argument(
+        "--format", choices=FORMATS, default="table", help="how to write rows (default table)"
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write rows to FILE (replaced) instead of stdout"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the query, or the prompt; 0 on success, 2 with one line on stderr for an error."""
+    if args.format == "parquet" and not args.output:
+        return fail("sql: --format parquet needs -o FILE (Parquet is not written to a terminal)")
+    if args.query is not None and not args.query.strip():
+        return fail("sql: QUERY is empty")
+    try:
+        sql = SqlSession(resolve_db_path(getattr(args, "db", None)))
+    except StoreError as error:
+        return fail(error)
+    try:
+        if args.query is not None:
+            return run_one(sql, args.query, args.format, args.output)
+        return run_prompt(sql, args.format, args.output, sys.stdin)
+    except KeyboardInterrupt:
+        print("truva-console: sql: interrupted", file=sys.stderr)
+        return EXIT_CANCELLED
+
+
+def run_one(sql: SqlSession, query: str, output_format: str, output: str | None) -> int:
+    """Run one query and write its rows; the exit code."""
+    try:
+        if output_format == "parquet":
+            assert output is not None
+            rows = sql.write_parquet(query, output)
+            print(f"wrote {counted(rows, 'row')} to {output}", file=sys.stderr)
+            return 0
+        result = sql.run(query)
+    except SqlError as error:
+        return fail(f"sql: {error}")
+    except StoreError as error:
+        return fail(error)
+    text = render(result, output_format)
+    if output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        write_text_file(Path(output), text)
+    except OSError as error:
+        return fail(f"sql: {output}: cannot write: {error.strerror}")
+    return 0
+
+
+def run_prompt(sql: SqlSession, output_format: str, output: str | None, stdin: TextIO) -> int:
+    """Read statements until `\\q` or end of input; exit code 2 if any of them failed."""
+    interactive = stdin.isatty()
+    if interactive:
+        print(f"truva-console sql on {sql.store.path}: end statements with ';', \\q quits",
+              file=sys.stderr)  # fmt: skip
+    failed = False
+    for statement in statements(stdin, prompt=interactive):
+        if run_one(sql, statement, output_format, output) != 0:
+            failed = True
+    return 2 if failed else 0
+
+
+def statements(stdin: TextIO, *, prompt: bool) -> Iterator[str]:
+    """Statements read line by line: each ends at a line ending with `;`; `\\q` or EOF stops.
+
+    What is left without a `;` at the end of input is run as a last statement.
+    """
+    pending: list[str] = []
+    while True:
+        if prompt:
+            sys.stderr.write(CONTINUATION if pending else PROMPT)
+            sys.stderr.flush()
+        line = stdin.readline()
+        if not line:
+            break
+        if not pending and line.strip() == QUIT:
+            return
+        if not pending and not line.strip():
+            continue
+        pending.append(line)
+        if line.rstrip().endswith(";"):
+            yield "".join(pending)
+            pending = []
+    if prompt:
+        sys.stderr.write("\n")
+    if "".join(pending).strip():
+        yield "".join(pending)
+
+
+def render(result: QueryResult | None, output_format: str) -> str:
+    """The rows as an aligned table, CSV with a header, or a JSON array of objects."""
+    if output_format == "csv":
+        return render_csv(result)
+    if output_format == "json":
+        return render_json(result)
+    return render_table(result)
+
+
+def render_table(result: QueryResult | None) -> str:
+    """An aligned table with a row count; long or multi-line cells on one cut line."""
+    if result is None:
+        return "ok\n"
+    header = list(result.columns)
+    rows = [[_cell(value) for value in row] for row in result.rows]
+    header = [printable(name) for name in header]
+    widths = [max(len(cells[i]) for cells in [header, *rows]) for i in range(len(header))]
+    out = io.StringIO()
+    for cells in [header, ["-" * width for width in widths], *rows]:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+        out.write(line.rstrip() + "\n")
+    out.write(f"({counted(len(result.rows), 'row')})\n")
+    return out.getvalue()
+
+
+def render_csv(result: QueryResult | None) -> str:
+    """CSV with a header row; NULL is an empty field, values are whole."""
+    out = io.StringIO()
+    if result is None:
+        return ""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(result.columns)
+    for row in result.rows:
+        writer.writerow(["" if value is None else _text(value) for value in row])
+    return out.getvalue()
+
+
+def render_json(result: QueryResult | None) -> str:
+    """A JSON array with one object per row, keyed by column name."""
+    if result is None:
+        return "[]\n"
+    rows = [
+        {name: _jsonable(value) for name, value in zip(result.columns, row, strict=True)}
+        for row in result.rows
+    ]
+    return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_text_file(target: Path, text: str) -> None:
+    """Write `text` beside `target` and rename it onto `target`, so nothing is half-written."""
+    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as partial:
+            partial.write(text)
+        os.replace(name, target)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    text = printable(on_one_line(_text(value)))
+    return text if len(text) <= CELL_WIDTH else text[: CELL_WIDTH - 1] + "…"
+
+
+def _text(value: Any) -> str:
+    """A value as text: bytes as UTF-8 (or `\\xNN` escapes, as DuckDB writes BLOBs), nested
+    values as JSON, times in ISO 8601."""
+    if isinstance(value, bytes):
+        return _bytes_text(value)
+    if isinstance(value, dict | list):
+        return json.dumps(_jsonable(value), ensure_ascii=False)
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    return str(value)
+
+
+def _bytes_text(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02x}" for b in value)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, bytes):
+        return _bytes_text(value)
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):  # NaN and infinities are not JSON
+        return str(value)
+    return value

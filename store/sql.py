@@ -1,0 +1,182 @@
+"""Read-only DuckDB SQL on the store, and its tables and views written out as Parquet files."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from store.connection import first_line, session
+from store.errors import StoreError
+from store.queries import Store, open_store
+
+
+class SqlError(StoreError):
+    """DuckDB refused or failed a statement; `str(error)` is DuckDB's first line."""
+
+
+class ParquetExportError(StoreError):
+    """The Parquet directory cannot be written; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """What a statement returned: column names, DuckDB type names, and the rows in order."""
+
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ParquetFile:
+    """One table or view written as `path`, with its row count."""
+
+    name: str
+    kind: str
+    path: Path
+    rows: int
+
+
+class SqlSession:
+    """Runs statements on the store at `db_path`, each in a short read-only connection.
+
+    Before each statement the spool is ingested (as every reader does), so a query sees what
+    recorders spooled while another process held the file. The connection is closed after each
+    statement, so recorders and readers in other processes get their turn in between.
+    """
+
+    def __init__(self, db_path: str | os.PathLike[str]) -> None:
+        self.store: Store = open_store(db_path)
+
+    def run(self, query: str) -> QueryResult | None:
+        """Run `query` (one or more statements; the last one's rows come back), or SqlError.
+
+        None when the statement returns no relation.
+        """
+        self.store.refresh()
+        with self._read_only() as conn:
+            try:
+                relation = conn.sql(query)
+                if relation is None:
+                    return None
+                table = relation.arrow().read_all()
+                types = tuple(str(kind) for kind in relation.types)
+            except duckdb.Error as error:
+                raise SqlError(first_line(error)) from error
+        columns = tuple(table.schema.names)
+        values = [table.column(index).to_pylist() for index in range(table.num_columns)]
+        return QueryResult(columns, types, tuple(zip(*values, strict=True)))
+
+    def write_parquet(self, query: str, target: str | os.PathLike[str]) -> int:
+        """Write what `query` returns to the Parquet file `target`; the number of rows.
+
+        The file is written beside `target` and renamed onto it, so a failed query leaves
+        nothing half-written.
+        """
+        target = Path(target)
+        self.store.refresh()
+        with self._read_only() as conn, _partial_file(target) as partial:
+            try:
+                relation = conn.sql(query)
+                if relation is None:
+                    raise SqlError("the statement returns no rows to write as Parquet")
+                relation.write_parquet(str(partial))
+                counted_rows = conn.execute(
+                    f"SELECT count(*) FROM read_parquet('{_quoted(partial)}')"
+                ).fetchone()
+                count = counted_rows[0] if counted_rows else 0
+            except duckdb.Error as error:
+                raise SqlError(first_line(error)) from error
+        return int(count)
+
+    @contextlib.contextmanager
+    def _read_only(self) -> Any:
+        with session(
+            self.store.paths, read_only=True, lock_timeout_s=self.store.lock_timeout_s
+        ) as conn:
+            yield conn
+
+
+def export_parquet(
+    db_path: str | os.PathLike[str], directory: str | os.PathLike[str], *, overwrite: bool = False
+) -> list[ParquetFile]:
+    """Write every table and view of the store as `DIRECTORY/<name>.parquet`, rows as stored.
+
+    The files are written into a temporary directory beside DIRECTORY and moved in when all of
+    them are done. Without `overwrite`, a DIRECTORY that already holds one of these files is
+    refused before anything is written.
+    """
+    target = Path(directory)
+    if target.exists() and not target.is_dir():
+        raise ParquetExportError(f"{target}: exists and is not a directory")
+    store = open_store(db_path)
+    with store.session() as conn:
+        names = conn.execute(
+            "SELECT table_name, 'table' FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND schema_name = 'main' "
+            "AND NOT internal AND NOT temporary "
+            "UNION ALL SELECT view_name, 'view' FROM duckdb_views() "
+            "WHERE database_name = current_database() AND schema_name = 'main' "
+            "AND NOT internal AND NOT temporary ORDER BY 2, 1"
+        ).fetchall()
+        if not overwrite:
+            clashing = [name for name, _ in names if (target / f"{name}.parquet").exists()]
+            if clashing:
+                raise ParquetExportError(
+                    f"{target}: already holds {clashing[0]}.parquet (pass --force to replace "
+                    "the files of this export)"
+                )
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        except OSError as error:
+            raise ParquetExportError(f"{target}: cannot write: {error.strerror}") from error
+        try:
+            written = []
+            for name, kind in names:
+                path = staging / f"{name}.parquet"
+                quoted = '"' + name.replace('"', '""') + '"'
+                conn.execute(f"COPY {quoted} TO '{_quoted(path)}' (FORMAT parquet)")
+                (rows,) = conn.execute(f"SELECT count(*) FROM {quoted}").fetchone() or (0,)
+                written.append(ParquetFile(name, kind, target / path.name, int(rows)))
+            try:
+                target.mkdir(exist_ok=True)
+                for done in written:
+                    os.replace(staging / done.path.name, done.path)
+            except OSError as error:
+                raise ParquetExportError(f"{target}: cannot write: {error.strerror}") from error
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return written
+
+
+@contextlib.contextmanager
+def _partial_file(target: Path) -> Any:
+    """A path beside `target` that is renamed onto it when the block succeeds, else removed."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as error:
+        raise SqlError(f"{target}: cannot write: {error.strerror}") from error
+    os.close(handle)
+    partial = Path(name)
+    partial.unlink()
+    try:
+        yield partial
+        try:
+            os.replace(partial, target)
+        except OSError as error:
+            raise SqlError(f"{target}: cannot write: {error.strerror}") from error
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
