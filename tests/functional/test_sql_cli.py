@@ -17,36 +17,15 @@ import pytest
 from store.queries import open_store
 from store.recorder import StoreRecorder
 from tests.support.events_factory import small_execution
+from tests.support.holder import hold_file, release
 from tests.support.plans import run_cli, run_subprocess
 
 EXECUTION_ID = "exec-sql-0001"
 SPOOLED_ID = "exec-sql-spooled"
 
 
-def hold_file(db: Path) -> subprocess.Popen[str]:
-    """A child python process keeping `duckdb.connect(db)` open until its stdin gets a line."""
-    code = (
-        "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
-        "print('locked', flush=True); sys.stdin.readline()"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-c", code, str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline().strip() == "locked"
-    return process
 
 
-def release(process: subprocess.Popen[str]) -> None:
-    assert process.stdin is not None
-    if process.poll() is not None:
-        return
-    process.stdin.write("\n")
-    process.stdin.flush()
-    process.wait()
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import pytest
 
 from console.demo.runner import DEMO_PLAN_NAMES
 from store.queries import open_store
+from tests.support.holder import hold_file
 from tests.support.plans import capability, plan, run_subprocess, step, write_plan
 from tests.support.tool_server import ReceivedRequest, ScriptedToolServer, ToolReply
 
@@ -92,21 +93,6 @@ def test_runs_of_several_plans_are_each_in_the_database_at_exit(
     assert spool_files(db) == []
 
 
-def hold_file(db: Path) -> subprocess.Popen[str]:
-    """Another process keeping the database open until its stdin gets a line."""
-    code = (
-        "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
-        "print('locked', flush=True); sys.stdin.readline()"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-c", code, str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline().strip() == "locked"
-    return process
 
 
 def test_a_run_whose_file_stays_held_leaves_its_segments_and_says_so(

@@ -12,6 +12,7 @@ import duckdb
 
 from store.errors import StoreBusyError
 from store.queries import open_store
+from tests.support.holder import hold_file
 
 FINISHED = ("succeeded", "partial", "failed", "cancelled")
 STEPS_PER_EXECUTION = 3
@@ -36,20 +37,6 @@ def read_line(process: subprocess.Popen[str]) -> str:
     return process.stdout.readline().strip()
 
 
-def hold_file(db: Path) -> subprocess.Popen[str]:
-    """Another process keeping the file open, so the recorder must spool."""
-    code = (
-        "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
-        "print('locked', flush=True); sys.stdin.readline()"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-c", code, str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert read_line(process) == "locked"
-    return process
 
 
 def assert_store_consistent(db: Path) -> dict[str, int]:

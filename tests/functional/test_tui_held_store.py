@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from console.screens.executions import ExecutionsScreen
-from tests.functional.test_sql_cli import hold_file, release
 from tests.functional.test_tui_executions import SIZE, listed_ids, settle, status_line
 from tests.functional.test_tui_stores import record_synthetic_store, tui_app
+from tests.support.holder import hold_file, release
 
 
 async def test_list_keeps_its_rows_and_says_why_when_a_refresh_meets_a_held_file(
