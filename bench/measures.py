@@ -357,8 +357,8 @@ def bundle_source(work: Path, quick: bool) -> tuple[Path, int]:
     db = work / "bundle-source.duckdb"
     executions = llm_executions(calls // 20, 20, 20_000)
     record_all(db, executions)
+    # Each prompt counted once: the request bytes hold it (the `messages` copy is not counted).
     text_bytes = sum(len(event.request_body) + len(event.response_body)
-                     + sum(len(m["content"]) for m in event.messages)
                      for events in executions for event in events if event.kind == "llm_call")
     return db, text_bytes
 
