@@ -205,18 +205,16 @@ def measure_run_memory(quick: bool, work: Path) -> dict[str, Figure]:
 # ---------------------------------------------------------------------------------------------
 
 
+_WORDS = ("the", "tool", "call", "failed", "with", "status", "retry", "after", "city",
+          "Paris", "amount", "currency", "contact", "invoice", "schema", "field")
+_PROSE = " ".join(_WORDS[(i * 2654435761) % len(_WORDS)] + str(i % 97) for i in range(40_000))
+
+
 def filler(size: int, seed: int) -> str:
     """`size` characters of JSON-safe text that compresses like prose, distinct per `seed`."""
-    words = ("the", "tool", "call", "failed", "with", "status", "retry", "after", "city",
-             "Paris", "amount", "currency", "contact", "invoice", "schema", "field")  # fmt: skip
-    out, i = [], seed
-    total = 0
-    while total < size:
-        word = words[(i * 2654435761) % len(words)] + str(i % 97)
-        out.append(word)
-        total += len(word) + 1
-        i += 1
-    return " ".join(out)[:size]
+    head = f"text {seed} "
+    offset = (seed * 7919) % 1000
+    return (head + _PROSE[offset:offset + size])[:size]
 
 
 def llm_executions(executions: int, calls_each: int, prompt_bytes: int) -> list[list[Any]]:
