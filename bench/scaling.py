@@ -3,7 +3,8 @@
 Usage: .venv/bin/python bench/scaling.py [--sizes 1000,10000,100000] [--parts executor,...]
 
 Parts: `executor` (ms/step of the bare httpx loop, the executor without a recorder, and the
-executor + DuckDB store, concurrency 1); `attempts` (attempt rows/s through StoreRecorder,
+executor + DuckDB store, concurrency 1); `executor-store` (the same without the no-recorder
+run); `attempts` (attempt rows/s through StoreRecorder,
 1 KB bodies); `search` (text search ms over a bench_store.py store of size/10 executions, i.e.
 `size` attempts). Per-unit figures should stay flat; anything growing with size is a bug.
 """
@@ -36,6 +37,16 @@ def executor_row(size: int, work: Path) -> list[str]:
     return [f"{seconds / size * 1e3:.3f}" for seconds in (bare, plain, stored)]
 
 
+def executor_store_row(size: int, work: Path) -> list[str]:
+    with measures._echo_server() as server:
+        url = f"{server.base_url}/capabilities/echo"
+        document = measures.plan_document(server.base_url, size)
+        asyncio.run(measures._bare_loop(url, 200, 1))
+        bare = measures._seconds(lambda: measures._bare_loop(url, size, 1))
+        stored = measures._executor_with_store(document, work / f"scale-{size}.duckdb")
+    return [f"{seconds / size * 1e3:.3f}" for seconds in (bare, stored)]
+
+
 def attempts_row(size: int, work: Path) -> list[str]:
     executions = measures.attempt_executions(max(size // 100, 1), min(size, 100), 1_000)
     seconds = measures.record_all(work / f"attempts-{size}.duckdb", executions)
@@ -60,6 +71,7 @@ def search_row(size: int, work: Path) -> list[str]:
 
 PARTS = {
     "executor": (executor_row, "ms/step: bare httpx | executor | executor + store"),
+    "executor-store": (executor_store_row, "ms/step: bare httpx | executor + store"),
     "attempts": (attempts_row, "attempt rows/s through StoreRecorder (1 KB bodies)"),
     "search": (search_row, "text search ms (size = attempts)"),
 }
