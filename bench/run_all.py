@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help=f"comma-separated groups: {', '.join(GROUPS)}")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     parser.add_argument("--profile", choices=GROUPS, help="cProfile one group, print the top")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per group")
+    parser.add_argument("--timeout", type=float, default=480.0, help="seconds per group")
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child", choices=GROUPS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
