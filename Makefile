@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint samples clean
+.PHONY: run test lint samples bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,14 @@ samples: $(STAMP)
 	$(BIN)/python -m console.demo.rerecord
 	$(BIN)/python -m pytest -q tests/snapshots/test_screens_replay.py --snapshot-update
 	$(BIN)/python -m pytest -q tests/functional/test_samples.py tests/functional/test_tui_replay.py tests/functional/test_tui_bundles.py
+
+# Every measure of issue 12's goals table beside its baseline, < 10 min on 2 cores
+# (docs/performance.md). Pass options through BENCH_ARGS, e.g. BENCH_ARGS="--only executor".
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
+
+bench-quick: $(STAMP)
+	$(BIN)/python bench/run_all.py --quick $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -30,7 +30,8 @@ SELECT
     make_timestamp(CAST(($start + i * 30) * 1000000 AS BIGINT)),
     make_timestamp(CAST(($start + i * 30 + 2.5) * 1000000 AS BIGINT)),
     'bench query number ' || i,
-    'plans/bench.json', NULL, [], (i % 2), (i % 2) * 150, '0.1.0', 1, 'bench', 'bench-writer'
+    'plans/bench.json', NULL, [], (i % 2), (i % 2) * 150, '0.1.0', 1, 'bench', 'bench-writer',
+    NULL AS rerun_of
 FROM range($executions) AS t(i)
 """
 
@@ -85,7 +86,8 @@ SELECT
     CASE WHEN action = 'retry_same' THEN 'backoff' END,
     make_timestamp(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2) * 1000000 AS BIGINT)),
     make_timestamp(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2 + 0.01) * 1000000 AS BIGINT)),
-    make_timestamp(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2 + 0.02) * 1000000 AS BIGINT))
+    make_timestamp(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2 + 0.02) * 1000000 AS BIGINT)),
+    NULL AS recovery, NULL AS impact
 FROM (
     SELECT k, status,
         CASE status WHEN 200 THEN 'success' WHEN 401 THEN 'stop_terminal'
