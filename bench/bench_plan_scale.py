@@ -21,39 +21,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from console.demo.server import DemoHTTPServer, DemoRequest, DemoResponse
-from executor.events import StepFinished
-from executor.plan import parse_plan
-from executor.runtime import PlanExecutor
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.measures import plan_document as _plan  # noqa: E402
+from console.demo.server import DemoHTTPServer, DemoRequest, DemoResponse  # noqa: E402
+from executor.events import StepFinished  # noqa: E402
+from executor.plan import parse_plan  # noqa: E402
+from executor.runtime import PlanExecutor  # noqa: E402
 
 
 def _ok(request: DemoRequest) -> DemoResponse:
     n = request.json.get("n", 0) if isinstance(request.json, dict) else 0
     return DemoResponse(200, {"success": True, "data": {"n": n}})
-
-
-def _plan(base_url: str, size: int, *, chain: bool, concurrency: int) -> dict[str, Any]:
-    steps = []
-    for i in range(size):
-        step: dict[str, Any] = {"id": f"step-{i}", "tool": "bench", "capability": "echo",
-                                "parameters": {"city": "Paris", "n": i}}
-        if chain and i:
-            step["depends_on"] = [f"step-{i - 1}"]
-            step["parameters"]["previous"] = f"{{{{step-{i - 1}.data.n}}}}"
-        steps.append(step)
-    return {
-        "query": "bench",
-        "tools": {"bench": {"base_url": base_url}},
-        "capabilities": {"bench.echo": {"path": "/capabilities/echo"}},
-        "steps": steps,
-        "config": {"max_concurrency": concurrency},
-    }
 
 
 class _Counter:
