@@ -22,6 +22,7 @@ __all__ = [
     "exact_bound_paths",
     "go_format_value",
     "guard_parameters",
+    "json_equal",
     "match_type_related_error",
     "resolve_bindings",
     "value_at_path",
@@ -737,19 +738,31 @@ def _value_family(value: Any) -> str:
     return json_type if json_type in ("object", "array", "null") else "scalar"
 
 
-def _json_equal(left: Any, right: Any) -> bool:
-    """JSON value equality: 1 equals 1.0, true does not equal 1, containers compare deeply."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return isinstance(left, bool) and isinstance(right, bool) and left == right
-    if isinstance(left, int | float) and isinstance(right, int | float):
-        return left == right
-    if isinstance(left, Mapping) and isinstance(right, Mapping):
-        return left.keys() == right.keys() and all(_json_equal(left[k], right[k]) for k in left)
-    if isinstance(left, list | tuple) and isinstance(right, list | tuple):
-        return len(left) == len(right) and all(map(_json_equal, left, right))
-    if type(left) is not type(right):
-        return False
-    return left == right
+def json_equal(left: Any, right: Any) -> bool:
+    """JSON value equality: 1 equals 1.0, true does not equal 1, containers compare deeply.
+
+    Iterative, so values nested at any depth compare without exhausting the recursion limit.
+    """
+    pending = [(left, right)]
+    while pending:
+        a, b = pending.pop()
+        if isinstance(a, bool) or isinstance(b, bool):
+            if not (isinstance(a, bool) and isinstance(b, bool) and a == b):
+                return False
+        elif isinstance(a, int | float) and isinstance(b, int | float):
+            if a != b:
+                return False
+        elif isinstance(a, Mapping) and isinstance(b, Mapping):
+            if a.keys() != b.keys():
+                return False
+            pending.extend((a[k], b[k]) for k in a)
+        elif isinstance(a, list | tuple) and isinstance(b, list | tuple):
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a, b, strict=True))
+        elif type(a) is not type(b) or a != b:
+            return False
+    return True
 
 
 def _unresolved_binding_violations(
@@ -825,7 +838,7 @@ def _check_value(
     violations = []
     enum_values = property_schema.get("enum")
     if isinstance(enum_values, list | tuple) and not any(
-        _json_equal(value, allowed) for allowed in enum_values
+        json_equal(value, allowed) for allowed in enum_values
     ):
         expected = json.dumps(list(enum_values), ensure_ascii=False)
         received = json.dumps(value, ensure_ascii=False)

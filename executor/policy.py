@@ -16,7 +16,7 @@ from typing import Any
 
 from executor.backoff import BackoffConfig
 from executor.faults import FAULT_MATRIX, FailureClass, Recovery, classify_failure
-from executor.params import coerce_parameters, guard_parameters, value_at_path
+from executor.params import coerce_parameters, guard_parameters, json_equal, value_at_path
 from executor.wire import RetryPolicy, is_success_status, is_terminal_status, is_transient_status
 
 
@@ -1043,12 +1043,14 @@ RESPONSE_RULES: tuple[Rule, ...] = (
 
 ALL_RULES: tuple[Rule, ...] = PREDISPATCH_RULES + RESPONSE_RULES
 
-# Stops that end the step because a task-level budget (not the tool) says so.
-TASK_BUDGET_RULE_IDS = frozenset(
-    {"budget.wall_clock", "budget.wall_clock.before_dispatch", "budget.wall_clock.wait",
-     "budget.total_tokens", "budget.llm_calls", "budget.repeated_error",
-     "budget.retries_per_tool"}
+# Task budget stops that end the whole task: steps not yet started are skipped.
+TASK_STOP_RULE_IDS = frozenset(
+    {"budget.wall_clock", "budget.wall_clock.before_dispatch", "budget.total_tokens",
+     "budget.llm_calls", "budget.repeated_error"}
 )
+# Stops that end the step because a task-level budget (not the tool) says so; a wait that
+# would outlast the wall clock, or one tool's resend budget, ends only that step.
+TASK_BUDGET_RULE_IDS = TASK_STOP_RULE_IDS | {"budget.wall_clock.wait", "budget.retries_per_tool"}
 
 
 def decide(inputs: DecisionInputs) -> Decision:
@@ -1290,16 +1292,16 @@ def assess_correction(
     changed = tuple(
         k for k in all_keys
         if k not in current_parameters or k not in sent
-        or not _same_json(current_parameters[k], sent[k])
+        or not json_equal(current_parameters[k], sent[k])
     )
     unchanged_after_coercion = tuple(
         k for k in all_keys
         if k in current_parameters and k in proposed and k not in changed
-        and not _same_json(current_parameters[k], proposed[k])
+        and not json_equal(current_parameters[k], proposed[k])
     )
     touched = tuple(
         path for path, path_segments in segments.items()
-        if not _same_json(value_at_path(current_parameters, path_segments),
+        if not json_equal(value_at_path(current_parameters, path_segments),
                           value_at_path(sent, path_segments))
     )
     violations = tuple(
@@ -1319,30 +1321,6 @@ def assess_correction(
         failure=failure,
         unchanged_after_coercion=unchanged_after_coercion,
     )
-
-
-def _same_json(left: Any, right: Any) -> bool:
-    """JSON equality: 1 == 1.0, but True is not 1; iterative, so any depth compares."""
-    pending = [(left, right)]
-    while pending:
-        a, b = pending.pop()
-        if isinstance(a, bool) or isinstance(b, bool):
-            if not (type(a) is type(b) and a == b):
-                return False
-        elif isinstance(a, dict) and isinstance(b, dict):
-            if a.keys() != b.keys():
-                return False
-            pending.extend((a[k], b[k]) for k in a)
-        elif isinstance(a, list) and isinstance(b, list):
-            if len(a) != len(b):
-                return False
-            pending.extend(zip(a, b, strict=True))
-        elif isinstance(a, int | float) and isinstance(b, int | float):
-            if a != b:
-                return False
-        elif not (type(a) is type(b) and a == b):
-            return False
-    return True
 
 
 def with_verdict(inputs: DecisionInputs, verdict: LayerVerdict, **updates: Any) -> DecisionInputs:

@@ -66,6 +66,7 @@ from executor.params import (
 )
 from executor.plan import CapabilitySpec, Plan, StepSpec, basic_authorization
 from executor.policy import (
+    TASK_STOP_RULE_IDS,
     Action,
     Decision,
     DecisionInputs,
@@ -92,10 +93,6 @@ STEP_FAILED = "failed"
 STEP_REJECTED = "rejected"
 STEP_SKIPPED = "skipped"
 
-TASK_BUDGET_RULES = frozenset(
-    {"budget.wall_clock", "budget.wall_clock.before_dispatch", "budget.total_tokens",
-     "budget.llm_calls", "budget.repeated_error"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -737,7 +734,7 @@ class PlanExecutor:
 
     def _note_task_stop(self, decision: Decision) -> None:
         """A task budget stop ends the task: steps not yet started will be skipped."""
-        if decision.rule_id in TASK_BUDGET_RULES and self._task_stop is None:
+        if decision.rule_id in TASK_STOP_RULE_IDS and self._task_stop is None:
             self._task_stop = f"{decision.rule_id}: {decision.reason}"
 
     async def _route(self, ctx: _StepContext, state: _StepState, outcome: HttpOutcome) -> Decision:
