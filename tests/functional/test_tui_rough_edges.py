@@ -222,3 +222,20 @@ async def test_execution_screen_shows_loading_not_empty_tables_until_the_data_ar
     assert summary == f"Loading execution {RATE_LIMITED}…"
     assert loaded == (False, False, False)
     assert rows == (1, 2)
+
+
+# ------------------------------------------------------------------------------ 80×24 room
+
+
+@pytest.mark.parametrize(("size", "short"), [((80, 24), True), ((120, 36), False)],
+                         ids=["80x24", "120x36"])  # fmt: skip
+async def test_a_short_terminal_leaves_the_decision_room(
+    sample_db: Path, tmp_path: Path, size: tuple[int, int], short: bool
+) -> None:
+    app = console_app(sample_db, tmp_path)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_execution(app, pilot, MISCLASSIFIED_503)
+        decision_rows = screen.query_one("#tab-decision .detail-scroll").size.height
+        has_short = screen.has_class("-short")
+    assert has_short is short
+    assert decision_rows >= 8

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -27,6 +27,8 @@ from store.queries import ExecutionDetail, StepRecord
 _TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events")
 # Panes that show a loading indicator, not empty tables, until the first answer from the store.
 _LOADING_PANES = ("#steps", "#attempts", "#attempt-detail")
+# Below this many rows the tables shrink (class -short) so the attempt detail keeps room.
+SHORT_SCREEN_ROWS = 30
 
 
 class ExecutionScreen(Screen):
@@ -115,6 +117,9 @@ class ExecutionScreen(Screen):
         self.load_execution()
         if self.refresh_interval_s:
             self.set_interval(self.refresh_interval_s, self.poll_store, name="poll-store")
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.height < SHORT_SCREEN_ROWS, "-short")
 
     def _show_loading(self, loading: bool) -> None:
         """Loading indicators over the panes until the store has answered once."""
