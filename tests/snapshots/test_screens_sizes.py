@@ -1,0 +1,33 @@
+"""SVG snapshots of the executions list and the execution screen at 80x24 and 200x50."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.functional.test_tui_stores import record_synthetic_store
+from tests.snapshots.test_screens import DB, _open_trip, _settle, console_app
+
+SIZES = [(80, 24), (200, 50)]
+IDS = ["80x24", "200x50"]
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("size", SIZES, ids=IDS)
+def test_executions_screen_at(snap_compare, in_tmp: Path, size: tuple[int, int]) -> None:
+    record_synthetic_store(in_tmp / DB)
+    assert snap_compare(console_app(), terminal_size=size, run_before=_settle)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=IDS)
+def test_execution_screen_failing_step_at(
+    snap_compare, in_tmp: Path, size: tuple[int, int]
+) -> None:
+    record_synthetic_store(in_tmp / DB)
+    assert snap_compare(console_app(), terminal_size=size, run_before=_open_trip("step-3", 1))
