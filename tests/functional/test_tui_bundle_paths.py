@@ -69,15 +69,20 @@ async def _type_and_accept(pilot, field: Input, typed: str) -> str:
     return field.value
 
 
+async def _open_dialog(pilot, key: str, kind: type, field_id: str) -> tuple[object, Input]:
+    """Press `key` on the list; the dialog of type `kind` and its path field."""
+    await screen_loaded(pilot)
+    await pilot.press(key)
+    dialog = pilot.app.screen
+    assert isinstance(dialog, kind)
+    return dialog, dialog.query_one(field_id, Input)
+
+
 async def test_export_path_completes_with_the_right_arrow(tree: Path) -> None:
     db = prepare_sample_store(tree / "samples.duckdb")
     app = tui_app(db, db_arg="samples.duckdb", live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        await screen_loaded(pilot)
-        await pilot.press("x")
-        dialog = app.screen
-        assert isinstance(dialog, ExportDialog)
-        field = dialog.query_one("#export-path", Input)
+        dialog, field = await _open_dialog(pilot, "x", ExportDialog, "#export-path")
         first = await _type_and_accept(pilot, field, "./tr")
         await pilot.press("a")
         await settle_until(pilot, lambda: bool(field._suggestion), "a bundle suggestion")
@@ -99,11 +104,7 @@ async def test_import_path_completes_and_a_conflict_names_the_replace_checkbox(
                      [EXPIRED_KEY])  # fmt: skip
     app = tui_app(db, db_arg="samples.duckdb", live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        await screen_loaded(pilot)
-        await pilot.press("i")
-        dialog = app.screen
-        assert isinstance(dialog, ImportDialog)
-        field = dialog.query_one("#import-path", Input)
+        dialog, field = await _open_dialog(pilot, "i", ImportDialog, "#import-path")
         completed = await _type_and_accept(pilot, field, "traces/e")
         await pilot.press("enter")
         await dialog_done(pilot, dialog)

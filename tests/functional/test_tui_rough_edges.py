@@ -22,7 +22,9 @@ from console.tui.widgets.attempt_detail import decision_renderable
 from console.tui.widgets.cells import action_text
 from console.tui.widgets.tables import AttemptTable, StepTable
 from store.queries import ExecutionDetail, open_store
-from tests.functional.test_tui_stores import screen_loaded, settle_until, tui_app
+from tests.functional.test_tui_execution import open_execution
+from tests.functional.test_tui_replay import console_app
+from tests.functional.test_tui_stores import screen_loaded, settle_until
 
 SIZE = (120, 36)
 RATE_LIMITED = sample_execution_ids()["scenario-b-rate-limit"]
@@ -32,19 +34,6 @@ MISCLASSIFIED_503 = sample_execution_ids()["scenario-d-misclassified-503"]
 @pytest.fixture(scope="module")
 def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prepare_sample_store(tmp_path_factory.mktemp("rough-edges") / "samples.duckdb")
-
-
-def console_app(db: Path, tmp_path: Path) -> TruvaConsoleApp:
-    return tui_app(db, db_arg=str(db), live_refresh=False,
-                   replay_files_dir=tmp_path / "replay-files")  # fmt: skip
-
-
-async def open_execution(app: TruvaConsoleApp, pilot, execution_id: str) -> ExecutionScreen:
-    await screen_loaded(pilot)
-    app.open_execution(execution_id)
-    await settle_until(pilot, lambda: isinstance(app.screen, ExecutionScreen), execution_id)
-    await screen_loaded(pilot)
-    return app.screen
 
 
 async def run_palette_command(pilot, title: str) -> None:
