@@ -15,7 +15,9 @@ from enum import StrEnum
 from typing import Any
 
 from executor.backoff import BackoffConfig
+from executor.config import CONFIG_FIELDS, ExecutorConfig
 from executor.faults import FAULT_MATRIX, FailureClass, Recovery, classify_failure
+from executor.jsonform import from_jsonable, to_jsonable
 from executor.params import coerce_parameters, guard_parameters, json_equal, value_at_path
 from executor.wire import RetryPolicy, is_success_status, is_terminal_status, is_transient_status
 
@@ -93,29 +95,26 @@ class LayerVerdict:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form for decision records (parameter values are JSON already: not copied
-        deeply, so a deeply nested correction cannot exhaust the recursion limit here)."""
-        data: dict[str, Any] = {}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            if isinstance(value, tuple):
-                value = list(value)
-            elif isinstance(value, Mapping):
-                value = dict(value)
-            data[name] = value
-        data["layer"] = str(self.layer)
-        return data
+        """JSON-able form for decision records, one key per field."""
+        return to_jsonable(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LayerVerdict:
+        """The verdict `to_dict` wrote; raises ValueError naming a bad field."""
+        return from_jsonable(cls, data)
 
 
 @dataclass(frozen=True, slots=True)
 class DecisionInputs:
-    """Everything a routing decision may read. Built by the step loop; never mutated."""
+    """Everything a routing decision may read. Built by the step loop; never mutated.
+
+    Fields are in the order `to_dict` records them (the order `explain` prints).
+    """
 
     dispatched: bool
     status: int | None = None
     transport_error: str | None = None
     retry_policy: RetryPolicy = RetryPolicy.UNSPECIFIED
-    error_text: str = ""
     guard_violations: tuple[str, ...] = ()
     attempt_number: int = 1
     max_attempts: int = 3
@@ -125,7 +124,6 @@ class DecisionInputs:
     orchestrator: bool = False
     side_effects: str = "none"
     protected_keys: Mapping[str, str] = field(default_factory=dict)
-    parameter_keys: tuple[str, ...] = ()
     has_dependencies: bool = False
     llm_configured: bool = False
     error_analyzer_enabled: bool = True
@@ -138,8 +136,6 @@ class DecisionInputs:
     circuit_open: bool = False
     retry_after_ms: float | None = None
     retry_after_source: str | None = None
-    retry_after_max_ms: float | None = None
-    backoff: BackoffConfig = field(default_factory=BackoffConfig)
     elapsed_s: float = 0.0
     max_wall_clock_s: float | None = None
     llm_tokens_used: int = 0
@@ -148,11 +144,15 @@ class DecisionInputs:
     max_llm_calls: int | None = None
     repeated_error_count: int = 0
     max_repeated_errors: int | None = None
-    tool: str = ""
+    retry_after_max_ms: float | None = None
     body_is_json_object: bool = True
     ended_by_deadline: bool = False
     tool_retries_used: int = 0
     max_retries_per_tool: int | None = None
+    tool: str = ""
+    error_text: str = ""
+    parameter_keys: tuple[str, ...] = ()
+    backoff: BackoffConfig = field(default_factory=BackoffConfig)
     analyzer: LayerVerdict | None = None
     resolver: LayerVerdict | None = None
     legacy: LayerVerdict | None = None
@@ -198,52 +198,14 @@ class DecisionInputs:
         return max(0.0, (self.max_wall_clock_s - self.elapsed_s) * 1000.0)
 
     def to_dict(self) -> dict[str, Any]:
-        """The inputs as recorded with a decision (JSON-able)."""
-        data: dict[str, Any] = {
-            "dispatched": self.dispatched,
-            "status": self.status,
-            "transport_error": self.transport_error,
-            "retry_policy": str(self.retry_policy),
-            "guard_violations": list(self.guard_violations),
-            "attempt_number": self.attempt_number,
-            "max_attempts": self.max_attempts,
-            "validation_retries": self.validation_retries,
-            "max_validation_retries": self.max_validation_retries,
-            "max_semantic_retries": self.max_semantic_retries,
-            "orchestrator": self.orchestrator,
-            "side_effects": self.side_effects,
-            "protected_keys": dict(self.protected_keys),
-            "has_dependencies": self.has_dependencies,
-            "llm_configured": self.llm_configured,
-            "error_analyzer_enabled": self.error_analyzer_enabled,
-            "semantic_retry_enabled": self.semantic_retry_enabled,
-            "semantic_retry_independent_steps": self.semantic_retry_independent_steps,
-            "validation_feedback_enabled": self.validation_feedback_enabled,
-            "legacy_callback_set": self.legacy_callback_set,
-            "legacy_pattern": self.legacy_pattern,
-            "cancelled": self.cancelled,
-            "circuit_open": self.circuit_open,
-            "retry_after_ms": self.retry_after_ms,
-            "retry_after_source": self.retry_after_source,
-            "elapsed_s": round(self.elapsed_s, 6),
-            "max_wall_clock_s": self.max_wall_clock_s,
-            "llm_tokens_used": self.llm_tokens_used,
-            "max_total_tokens": self.max_total_tokens,
-            "llm_calls_used": self.llm_calls_used,
-            "max_llm_calls": self.max_llm_calls,
-            "repeated_error_count": self.repeated_error_count,
-            "max_repeated_errors": self.max_repeated_errors,
-            "retry_after_max_ms": self.retry_after_max_ms,
-            "body_is_json_object": self.body_is_json_object,
-            "ended_by_deadline": self.ended_by_deadline,
-            "tool_retries_used": self.tool_retries_used,
-            "max_retries_per_tool": self.max_retries_per_tool,
-            "tool": self.tool,
-        }
-        for name in ("analyzer", "resolver", "legacy"):
-            verdict = getattr(self, name)
-            data[name] = verdict.to_dict() if verdict is not None else None
-        return data
+        """The inputs as recorded with a decision: every field, JSON-able."""
+        return to_jsonable(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DecisionInputs:
+        """The inputs `to_dict` recorded (absent fields take their defaults); raises ValueError
+        naming an unknown key or a value of the wrong type."""
+        return from_jsonable(cls, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +226,7 @@ class LayerNote:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form for decision records."""
-        return {"layer": str(self.layer), "consulted": self.consulted, "detail": self.detail}
+        return to_jsonable(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,24 +259,12 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form, as stored in the attempts table and printed by `explain --json`."""
-        return {
-            "action": str(self.action),
-            "rule_id": self.rule_id,
-            "reason": self.reason,
-            "inputs": dict(self.inputs),
-            "not_matched": [{"rule_id": m.rule_id, "reason": m.reason} for m in self.not_matched],
-            "delay_ms": self.delay_ms,
-            "delay_source": self.delay_source,
-            "layer": str(self.layer) if self.layer else None,
-            "corrected_parameters": (
-                dict(self.corrected_parameters) if self.corrected_parameters is not None else None
-            ),
-            "failure_class": str(self.failure_class) if self.failure_class else None,
-            "recovery": str(self.recovery) if self.recovery else None,
-            "impact": self.impact,
-            "layers": [note.to_dict() for note in self.layers],
-            "budgets": dict(self.budgets),
-        }
+        return to_jsonable(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Decision:
+        """The decision `to_dict` wrote (absent fields take their defaults); raises ValueError."""
+        return from_jsonable(cls, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1327,3 +1277,57 @@ def with_verdict(inputs: DecisionInputs, verdict: LayerVerdict, **updates: Any) 
     """Inputs with one layer's verdict added (and any counters updated) for the next `decide()`."""
     slot = {Layer.ANALYZER: "analyzer", Layer.RE_RESOLUTION: "resolver", Layer.LEGACY: "legacy"}
     return replace(inputs, **{slot[verdict.layer]: verdict}, **updates)
+
+
+# ---------------------------------------------------------------------------
+# Re-deciding recorded inputs under changed config (the base of a policy what-if).
+
+# Config keys (the plan's `config` block) that `decide()` reads through a same-named input.
+_CONFIG_INPUT_FIELDS = (
+    "max_attempts", "max_validation_retries", "max_semantic_retries", "semantic_retry_enabled",
+    "semantic_retry_independent_steps", "validation_feedback_enabled", "error_analyzer_enabled",
+    "max_total_tokens", "max_llm_calls", "max_wall_clock_s", "max_repeated_errors",
+    "retry_after_max_ms", "max_retries_per_tool",
+)
+# Config keys that `decide()` reads through the `backoff` input.
+_CONFIG_BACKOFF_FIELDS = ("initial_delay_ms", "max_delay_ms", "backoff_factor", "jitter")
+REDECIDE_KEYS = _CONFIG_INPUT_FIELDS + _CONFIG_BACKOFF_FIELDS
+
+
+def redecide(inputs: Mapping[str, Any], overrides: Mapping[str, Any]) -> Decision:
+    """`decide()` on recorded inputs (`DecisionInputs.to_dict()` form) with config overridden.
+
+    `overrides` maps plan `config` keys (`max_attempts`, `initial_delay_ms`, ...) to new values,
+    validated as a plan's config is. Raises ValueError naming an unknown key, a config key
+    `decide()` does not read (`timeout_s`), a bad value, or a bad recorded input.
+    """
+    for key in overrides:
+        if key in REDECIDE_KEYS:
+            continue
+        if key in CONFIG_FIELDS:
+            raise ValueError(
+                f"config key {key!r} does not change a decision (decide() reads only: "
+                f"{', '.join(REDECIDE_KEYS)})"
+            )
+        raise ValueError(
+            f"unknown config key {key!r} (expected one of: {', '.join(REDECIDE_KEYS)})"
+        )
+    recorded = DecisionInputs.from_dict(inputs)
+    config = ExecutorConfig(**dict(overrides))  # validates each value; ConfigError names it
+    updates: dict[str, Any] = {
+        key: getattr(config, key) for key in _CONFIG_INPUT_FIELDS if key in overrides
+    }
+    if any(key in overrides for key in _CONFIG_BACKOFF_FIELDS):
+        backoff = recorded.backoff
+        current = {
+            "initial_delay_ms": backoff.initial_delay_ns / 1_000_000,
+            "max_delay_ms": backoff.max_delay_ns / 1_000_000,
+            "backoff_factor": backoff.backoff_factor,
+            "jitter": backoff.jitter_enabled,
+        }
+        current.update({key: getattr(config, key) for key in overrides if key in current})
+        updates["backoff"] = BackoffConfig.from_ms(
+            current["initial_delay_ms"], current["max_delay_ms"], current["backoff_factor"],
+            current["jitter"],
+        )
+    return decide(replace(recorded, **updates))

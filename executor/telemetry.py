@@ -44,6 +44,7 @@ from executor.events import (
     StepStarted,
 )
 from executor.llm import SITE_CORRECTION, SITE_ERROR_ANALYSIS, SITE_SEMANTIC_RETRY
+from executor.policy import Decision
 from executor.redact import redact_json_value, redact_sensitive_text
 from executor.tracecontext import (  # noqa: F401 (re-exported: the ids spans get)
     attempt_traceparent,
@@ -166,9 +167,8 @@ def _body_text(body: bytes) -> str:
     return body.decode("utf-8", errors="replace")
 
 
-def _layer_name(decision: Mapping[str, Any]) -> str | None:
-    layer = decision.get("layer")
-    return layer if layer not in (None, "", "None") else None
+def _layer_name(decision: Decision) -> str | None:
+    return str(decision.layer) if decision.layer else None
 
 
 def _skip_classification(skip_reason: str) -> tuple[str, str, str | None]:
@@ -1009,10 +1009,10 @@ class TelemetryRecorder:
         if step is None:
             return
         decision = event.decision
-        action = str(decision.get("action"))
+        action = str(decision.action)
         attempt = step.attempts.get(event.n)
         if attempt is None:
-            inputs = decision.get("inputs") or {}
+            inputs = decision.inputs
             attempt = self._open_attempt(
                 step,
                 event.n,
@@ -1024,18 +1024,18 @@ class TelemetryRecorder:
             )
             if not event.dispatched:
                 attempt.span.set_attribute("error.type", action)
-        delay_ms = decision.get("delay_ms")
+        delay_ms = decision.delay_ms
         attempt.span.set_attributes(
             _attributes(
                 {
                     "truva.decision.action": action,
-                    "truva.decision.rule_id": decision.get("rule_id"),
-                    "truva.decision.reason": preview(decision.get("reason")),
+                    "truva.decision.rule_id": decision.rule_id,
+                    "truva.decision.reason": preview(decision.reason),
                     "truva.decision.layer": _layer_name(decision),
                     "truva.delay": round(delay_ms / 1000.0, 6)
                     if action == "retry_same" and isinstance(delay_ms, int | float)
                     else None,
-                    "truva.delay_source": decision.get("delay_source")
+                    "truva.delay_source": decision.delay_source
                     if action == "retry_same"
                     else None,
                 }
@@ -1043,10 +1043,10 @@ class TelemetryRecorder:
         )
         self._decision_events(step, attempt, event)
         if action != "success":
-            self._fail(attempt.span, preview(decision.get("reason")))
+            self._fail(attempt.span, preview(decision.reason))
         if action == "retry_corrected":
             step.corrections_applied += 1
-        self._count("truva.decisions", {"action": action, "rule_id": decision.get("rule_id")})
+        self._count("truva.decisions", {"action": action, "rule_id": decision.rule_id})
         if not attempt.ended:
             attempt.ended = True
             self._end(attempt.span, event.at, event.at)
@@ -1056,8 +1056,8 @@ class TelemetryRecorder:
     ) -> None:
         """The TruvaG3 span events and counters a final decision implies."""
         decision = event.decision
-        inputs = decision.get("inputs") or {}
-        action = str(decision.get("action"))
+        inputs = decision.inputs
+        action = str(decision.action)
         layer = _layer_name(decision)
         applied = action == "retry_corrected"
         at = event.at
@@ -1070,7 +1070,7 @@ class TelemetryRecorder:
             if status == 0
             else f"component returned status {status}"
         )
-        corrected = decision.get("corrected_parameters")
+        corrected = decision.corrected_parameters
 
         analyzer = inputs.get("analyzer")
         # A "cannot fix" answer was reported with the LLM call; here only yes-answers remain.
@@ -1100,7 +1100,7 @@ class TelemetryRecorder:
                 )
                 self._count("orchestration.error_analysis.retry", {**labels, "http_status": status})
             else:
-                self._analysis_no_retry(step, attempt.span, at, status, decision.get("reason"))
+                self._analysis_no_retry(step, attempt.span, at, status, decision.reason)
 
         if applied and layer == "re_resolution":
             resolver = inputs.get("resolver") or {}
