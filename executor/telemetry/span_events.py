@@ -182,7 +182,7 @@ DECISION_SPAN_EVENTS: tuple[SpanEventRow, ...] = (
                  "TruvaG3 layer 4: a re-resolution was applied",
                  lambda view: view.applied_by(Layer.RE_RESOLUTION), _semantic_retry_applied),
     SpanEventRow(None, "orchestration.semantic_retry.independent_step",
-                 "TruvaG3 layer 4: ... of a step with no dependencies",
+                 "TruvaG3 layer 4: a re-resolution applied to a step with no dependencies",
                  lambda view: view.applied_by(Layer.RE_RESOLUTION) and view.independent),
     SpanEventRow("validation_feedback_started", "orchestration.validation_feedback.attempts",
                  "TruvaG3 validation feedback: the legacy callback was consulted",
