@@ -469,22 +469,25 @@ def redact(level: RedactionLevel, place: Place, value: Any) -> Any:
 
 
 def redact_plan(plan: Any, level: RedactionLevel) -> Any:
-    """The plan snapshot as `level` keeps it.
+    """The plan snapshot as `level` keeps it: one rule set, each level adding to the one before.
 
     At rest: the tools' headers and base URLs, the capabilities' paths and the `llm` block.
-    On export: everything, except that capability schemas keep their keys (a property named
-    `password` describes a type, not a secret) and have only their strings redacted, so a
-    replay still validates parameters.
+    On export: the at-rest plan with everything else redacted too, except that capability
+    schemas keep their keys (a property named `password` describes a type, not a secret) and
+    have only their strings redacted, so a replay still validates parameters.
     """
     if not isinstance(plan, dict):
         return redact_json_value(plan) if level is RedactionLevel.EXPORT else plan
+    at_rest = _plan_credentials_redacted(plan)
     if level is RedactionLevel.AT_REST:
-        return _plan_credentials_redacted(plan)
-    if not isinstance(plan.get("capabilities"), dict):
-        return redact_json_value(plan)
-    redacted = redact_json_value({key: item for key, item in plan.items() if key != "capabilities"})
+        return at_rest
+    if not isinstance(at_rest.get("capabilities"), dict):
+        return redact_json_value(at_rest)
+    redacted = redact_json_value(
+        {key: item for key, item in at_rest.items() if key != "capabilities"}
+    )
     capabilities = {}
-    for name, capability in plan["capabilities"].items():
+    for name, capability in at_rest["capabilities"].items():
         if isinstance(capability, dict):
             capabilities[name] = {
                 **redact_json_value({k: v for k, v in capability.items() if k != "schema"}),
@@ -496,7 +499,7 @@ def redact_plan(plan: Any, level: RedactionLevel) -> Any:
             }
         else:
             capabilities[name] = redact_json_value(capability)
-    return {key: capabilities if key == "capabilities" else redacted[key] for key in plan}
+    return {key: capabilities if key == "capabilities" else redacted[key] for key in at_rest}
 
 
 def _plan_credentials_redacted(plan: dict[str, Any]) -> dict[str, Any]:

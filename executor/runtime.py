@@ -1170,7 +1170,7 @@ class PlanExecutor:
     ) -> None:
         self._emit(AttemptDecided(
             execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
-            dispatched=dispatched, parameters=dict(state.parameters), decision=decision.to_dict(),
+            dispatched=dispatched, parameters=dict(state.parameters), decision=decision,
         ))
         state.attempts.append(AttemptSummary(
             n=state.n,
