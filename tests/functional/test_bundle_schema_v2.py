@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from executor.events import AttemptDecided, ExecutionStarted
-from store.bundles import MANIFEST_MEMBER
+from store.bundle import MANIFEST_MEMBER
 from store.queries import open_store
 from store.recorder import StoreRecorder
 from store.schema import SCHEMA_VERSION

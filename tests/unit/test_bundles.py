@@ -9,7 +9,7 @@ import pytest
 
 from executor.events import ListRecorder
 from executor.redact import REDACTED
-from store.bundles import (
+from store.bundle import (
     REDACTED_COLUMNS,
     BundleValueError,
     ColumnSpec,
