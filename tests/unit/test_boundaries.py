@@ -13,6 +13,8 @@ CASES = [
     ("store", {"textual", "rich"}),
     ("store.recorder", {"textual", "rich"}),
     ("store.queries", {"textual", "rich"}),
+    ("store.ingest", {"textual", "rich", "console"}),
+    ("store.bundle", {"textual", "rich", "console"}),
 ]
 
 
