@@ -94,20 +94,12 @@ class ExecutionFilter:
 # ---------------------------------------------------------------------------------------------
 
 
-def _body_text(column: str) -> str:
-    """SQL for a BLOB column as lower-case text: UTF-8 when valid, else with \\xNN escapes."""
-    return f"lower(coalesce(try(decode({column})), CAST({column} AS VARCHAR)))"
-
-
-_TEXT_MATCH = f"""
+# Both tables keep a lower-cased decoded `search_text` (store.schema), so a search reads text.
+_TEXT_MATCH = """
 e.execution_id IN (
-    SELECT execution_id FROM attempts
-    WHERE contains({_body_text("request_body")}, $text)
-        OR contains({_body_text("response_body")}, $text)
+    SELECT execution_id FROM attempts WHERE contains(search_text, $text)
     UNION
-    SELECT execution_id FROM llm_calls
-    WHERE contains(lower(CAST(messages AS VARCHAR)), $text)
-        OR contains(lower(coalesce(raw_text, '')), $text)
+    SELECT execution_id FROM llm_calls WHERE contains(search_text, $text)
 )
 """
 
@@ -120,10 +112,10 @@ def _filter_sql(filters: ExecutionFilter) -> tuple[str, dict[str, Any]]:
         clauses.append("e.status = $status")
         params["status"] = filters.status
     if filters.since is not None:
-        clauses.append("e.started_at >= make_timestamp(CAST(round($since * 1000000) AS BIGINT))")
+        clauses.append("e.started_at >= make_timestamptz(CAST(round($since * 1000000) AS BIGINT))")
         params["since"] = float(filters.since)
     if filters.until is not None:
-        clauses.append("e.started_at < make_timestamp(CAST(round($until * 1000000) AS BIGINT))")
+        clauses.append("e.started_at < make_timestamptz(CAST(round($until * 1000000) AS BIGINT))")
         params["until"] = float(filters.until)
     step_conditions: list[str] = []
     if filters.tool:
@@ -142,7 +134,7 @@ def _filter_sql(filters: ExecutionFilter) -> tuple[str, dict[str, Any]]:
         attempt_conditions.append("a.rule_id = $rule_id")
         params["rule_id"] = filters.rule_id
     if filters.http_status is not None:
-        attempt_conditions.append("a.status = $http_status")
+        attempt_conditions.append("a.http_status = $http_status")
         params["http_status"] = int(filters.http_status)
     if attempt_conditions:
         join = "JOIN steps AS s USING (execution_id, step_id)" if step_conditions else ""
@@ -190,7 +182,9 @@ attempt_counts AS (
     GROUP BY execution_id
 ),
 llm_counts AS (
-    SELECT execution_id, count(*) AS llm_calls, sum(total_tokens) AS llm_total_tokens
+    SELECT
+        execution_id, count(*) AS llm_calls,
+        CAST(sum(total_tokens) AS BIGINT) AS llm_total_tokens
     FROM llm_calls
     WHERE execution_id IN (SELECT execution_id FROM page)
     GROUP BY execution_id
@@ -233,8 +227,20 @@ ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC
 # A step's counters arrive with step_finished; until then (a running or interrupted step) they
 # are counted from its recorded attempts, as the executor counts them: a refused connection
 # put nothing on the wire and is no dispatch.
+# `n` numbers a step's attempts; the policy's attempt counter is derived from them: it starts
+# at 1 and only a `retry_same` decision advances it (an accepted correction does not).
+_NUMBERED_ATTEMPTS = """
+numbered AS (
+    SELECT *, 1 + coalesce(sum(CASE WHEN action = 'retry_same' THEN 1 ELSE 0 END) OVER (
+        PARTITION BY step_id ORDER BY n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+    ), 0) AS attempt_number
+    FROM attempts
+    WHERE execution_id = $execution_id
+)
+"""
+
 _STEPS_SQL = """
-WITH so_far AS (
+WITH """ + _NUMBERED_ATTEMPTS + """, so_far AS (
     SELECT
         step_id,
         count(*) FILTER (
@@ -245,8 +251,7 @@ WITH so_far AS (
         count(*) FILTER (
             WHERE action = 'retry_corrected' AND decision_layer = 're_resolution'
         ) AS semantic_retries
-    FROM attempts
-    WHERE execution_id = $execution_id
+    FROM numbered
     GROUP BY step_id
 )
 SELECT
@@ -265,27 +270,31 @@ ORDER BY coalesce(started_at, finished_at) NULLS LAST, step_id
 """
 
 _ATTEMPTS_SQL = """
+WITH """ + _NUMBERED_ATTEMPTS + """
 SELECT
     step_id, n, attempt_number, dispatched, parameters, correction_layer, method, url,
-    request_headers, request_body, request_size, status, response_headers, response_body,
+    request_headers, request_body, request_size, http_status AS status, response_headers,
+    response_body,
     response_size, transport_error, transport_error_message, elapsed_ms, retry_policy, action,
     rule_id, reason, decision, decision_layer, corrected_parameters, delay_ms, delay_source,
     recovery, impact, epoch(started_at) AS started_at, epoch(responded_at) AS responded_at,
     epoch(decided_at) AS decided_at
-FROM attempts
-WHERE execution_id = $execution_id
+FROM numbered
 ORDER BY step_id, n
 """
 
+# The prompt messages are read from the request bytes (`llm_calls_text.messages`).
 _LLM_CALLS_SQL = """
 SELECT
-    call_id, step_id, n, site, model, base_url, temperature, max_tokens, messages, request_body,
-    request_size, response_status, response_body, response_size, raw_text, parsed, parse_error,
-    error, prompt_tokens, completion_tokens, total_tokens, latency_ms,
-    epoch(called_at) AS called_at
-FROM llm_calls
-WHERE execution_id = $execution_id
-ORDER BY called_at, call_id
+    l.call_id, l.step_id, l.n, l.site, l.model, l.base_url, l.temperature, l.max_tokens,
+    t.messages, l.request_body, l.request_size, l.response_status, l.response_body,
+    l.response_size, l.raw_text, l.parsed, l.parse_error, l.error, l.prompt_tokens,
+    l.completion_tokens, l.total_tokens, l.latency_ms, epoch(l.called_at) AS called_at,
+    l.response_headers
+FROM llm_calls AS l
+JOIN llm_calls_text AS t USING (call_id)
+WHERE l.execution_id = $execution_id
+ORDER BY l.called_at, l.call_id
 """
 
 _EVENTS_SQL = """
@@ -467,7 +476,7 @@ class Store:
             for key, column in (
                 ("attempts_by_action", "action"),
                 ("attempts_by_rule", "rule_id"),
-                ("attempts_by_http_status", "status"),
+                ("attempts_by_http_status", "http_status"),
             ):
                 counts[key] = dict(
                     conn.execute(
@@ -508,8 +517,10 @@ def _assemble_detail(
     llm_by_attempt: dict[tuple[Any, Any], list[LLMCallRecord]] = defaultdict(list)
     text_note = llm_text_not_recorded_note(snapshot.get("config"), snapshot.get("config_sources"))
     for row in llm_rows:
-        # Recorded calls always have a messages array; NULL means the text was left out.
-        call = LLMCallRecord(**row, text_note=text_note if row["messages"] is None else None)
+        # A recorded call always has its request bytes (empty when none was sent); NULL means
+        # the text was left out.
+        recorded = row["request_body"] is not None
+        call = LLMCallRecord(**row, text_note=None if recorded else text_note)
         llm_by_attempt[(call.step_id, call.n)].append(call)
     events_by_attempt: dict[tuple[Any, Any], list[EventRecord]] = defaultdict(list)
     for row in event_rows:

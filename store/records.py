@@ -88,6 +88,7 @@ class LLMCallRecord:
     total_tokens: int | None
     latency_ms: float | None
     called_at: float | None
+    response_headers: Any = None
     text_note: str | None = None
 
     @property
@@ -140,7 +141,11 @@ class BackoffRecord:
 
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
-    """One attempt: what was sent, what came back, and the decision with its inputs."""
+    """One attempt: what was sent, what came back, and the decision with its inputs.
+
+    `status` is the HTTP status (the `attempts.http_status` column); `attempt_number` the
+    policy's attempt counter, derived from the step's earlier `retry_same` decisions.
+    """
 
     step_id: str
     n: int

@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 
 from store.errors import StoreError
-from store.schema import MIGRATIONS, SCHEMA_VERSION, STORE_TABLES
+from store.schema import DERIVED_COLUMNS, MIGRATIONS, SCHEMA_VERSION, STORE_TABLES
 
 BUNDLE_FORMAT = "truva-bundle"
 BUNDLE_VERSION = 1
@@ -33,6 +33,7 @@ TABLES_FOLDER = "tables"
 MIB = 1024 * 1024
 
 
+TIMESTAMPTZ = "TIMESTAMP WITH TIME ZONE"  # as DuckDB names the type
 _TIMESTAMP_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?$")
 
 
@@ -102,7 +103,10 @@ class Bundle:
 
 @functools.cache
 def store_table_specs(version: int = SCHEMA_VERSION) -> tuple[TableSpec, ...]:
-    """The bundled tables of store schema `version`, from an in-memory copy of that schema."""
+    """The bundled tables of store schema `version`, from an in-memory copy of that schema.
+
+    Derived columns (`store.schema.DERIVED_COLUMNS`) are left out; import computes them.
+    """
     conn = duckdb.connect(":memory:")
     try:
         for migration in MIGRATIONS:
@@ -111,6 +115,7 @@ def store_table_specs(version: int = SCHEMA_VERSION) -> tuple[TableSpec, ...]:
                     conn.execute(statement)
         specs = []
         for table in STORE_TABLES:
+            derived = DERIVED_COLUMNS.get(table, {})
             columns = tuple(
                 ColumnSpec(name=name, type=data_type, nullable=bool(nullable))
                 for name, data_type, nullable in conn.execute(
@@ -119,6 +124,7 @@ def store_table_specs(version: int = SCHEMA_VERSION) -> tuple[TableSpec, ...]:
                     "ORDER BY column_index",
                     {"table": table},
                 ).fetchall()
+                if name not in derived
             )
             key_row = conn.execute(
                 "SELECT constraint_column_names FROM duckdb_constraints() "
@@ -148,6 +154,7 @@ ARROW_TYPES: dict[str, pa.DataType] = {
     "VARCHAR": pa.large_string(),
     "JSON": pa.large_string(),
     "TIMESTAMP": pa.large_string(),
+    TIMESTAMPTZ: pa.large_string(),
     "BLOB": pa.large_binary(),
     "INTEGER": pa.int32(),
     "BIGINT": pa.int64(),
@@ -161,6 +168,7 @@ COLUMN_ENCODINGS = {
     "BLOB": "base64",
     "JSON": "json_text",
     "TIMESTAMP": "utc_timestamp_text",
+    TIMESTAMPTZ: "utc_timestamp_text",
     "DOUBLE": "number_or_nonfinite_text",
 }
 
@@ -168,9 +176,34 @@ COLUMN_ENCODINGS = {
 def column_sql(column: ColumnSpec) -> str:
     """The SELECT expression that reads a column as its raw bundle value."""
     quoted = quote(column.name)
+    if column.type == TIMESTAMPTZ:
+        return f"CAST(timezone('UTC', {quoted}) AS VARCHAR) AS {quoted}"
     if column.type in ("JSON", "TIMESTAMP"):
         return f"CAST({quoted} AS VARCHAR) AS {quoted}"
     return quoted
+
+
+def insert_sql(column: ColumnSpec) -> str:
+    """The SELECT expression that turns a raw bundle value back into the column's type."""
+    quoted = quote(column.name)
+    if column.type == TIMESTAMPTZ:  # the text is UTC, whatever the session's time zone
+        return f"timezone('UTC', CAST({quoted} AS TIMESTAMP))"
+    return f"CAST({quoted} AS {column.type})"
+
+
+def upgrade_row(table: str, row: dict[str, Any], version: int) -> dict[str, Any]:
+    """A row of store schema `version` with the current schema's names for its values.
+
+    Before version 3, `attempts.status` was the HTTP status and an LLM call's prompt was kept
+    twice (`messages` beside the request bytes); `attempt_number` is now derived.
+    """
+    if version < 3 and table == "attempts":
+        row["http_status"] = row.pop("status", None)
+    if version < 3 and table == "llm_calls":
+        messages = row.pop("messages", None)
+        if not row.get("request_body"):
+            row["unsent_messages"] = messages
+    return row
 
 
 def quote(identifier: str) -> str:
@@ -258,7 +291,7 @@ def decode_value(column: ColumnSpec, value: Any) -> Any:
         except (ValueError, RecursionError) as error:
             raise BundleValueError(f"expected JSON text, got {describe(value)}") from error
         return text
-    if kind == "TIMESTAMP":
+    if kind in ("TIMESTAMP", TIMESTAMPTZ):
         text = _valid_text(value, "a timestamp 'YYYY-MM-DD HH:MM:SS[.ffffff]'")
         try:
             if not _TIMESTAMP_TEXT.match(text):

@@ -21,12 +21,14 @@ from store.bundle.format import (
     BundleError,
     TableSpec,
     column_sql,
+    insert_sql,
     quote,
     store_table_specs,
 )
 from store.bundle.validate import RowSets, Scan, row_digest, scan_bundle, table_rows
 from store.connection import DEFAULT_LOCK_TIMEOUT_S, first_line, store_paths
 from store.queries import Store
+from store.schema import DERIVED_COLUMNS
 
 # Import writes rows in batches of at most this many rows or bytes.
 _INSERT_ROWS = 2_000
@@ -138,8 +140,9 @@ def _insert_rows(
     schema = pa.schema([(column.name, ARROW_TYPES[column.type]) for column in spec.columns])
     staging = pa.Table.from_pylist([dict(row) for row in rows], schema=schema)
     view_name = f"bundle_{spec.name}"
-    columns = ", ".join(quote(column.name) for column in spec.columns)
-    casts = ", ".join(f"CAST({quote(column.name)} AS {column.type})" for column in spec.columns)
+    derived = DERIVED_COLUMNS.get(spec.name, {})
+    columns = ", ".join([*(quote(column.name) for column in spec.columns), *derived])
+    casts = ", ".join([*(insert_sql(column) for column in spec.columns), *derived.values()])
     conn.register(view_name, staging)
     try:
         conn.execute(f"INSERT INTO {quote(spec.name)} ({columns}) SELECT {casts} FROM {view_name}")

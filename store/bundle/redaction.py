@@ -39,9 +39,10 @@ REDACTED_COLUMNS: dict[str, dict[str, str]] = {
     },
     "llm_calls": {
         "base_url": "text",
-        "messages": "json",
         "request_body": "body",
         "response_body": "body",
+        "response_headers": "headers",
+        "unsent_messages": "json",
         "raw_text": "text",
         "parsed": "json",
         "parse_error": "text",

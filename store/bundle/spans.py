@@ -22,6 +22,7 @@ from executor.events import (
     StepFinished,
     StepStarted,
 )
+from executor.policy import Action
 from executor.wire import RetryPolicy
 from store.records import FINISHED_EXECUTION_STATUSES
 
@@ -164,13 +165,18 @@ def _step_events(step_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
 
 
 def _attempt_events(attempt_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
-    for row in attempt_rows:
+    ordered = sorted(attempt_rows, key=lambda row: (row["execution_id"], row["step_id"], row["n"]))
+    # The policy's attempt counter starts at 1 per step and only `retry_same` advances it.
+    attempt_number, step = 1, None
+    for row in ordered:
+        if (row["execution_id"], row["step_id"]) != step:
+            attempt_number, step = 1, (row["execution_id"], row["step_id"])
         where = {"execution_id": row["execution_id"], "step_id": row["step_id"], "n": row["n"]}
         started_at = _epoch(row["started_at"])
         if row["dispatched"] and started_at is not None:
             yield AttemptDispatched(
                 **where,
-                attempt_number=row["attempt_number"] or row["n"],
+                attempt_number=attempt_number,
                 at=started_at,
                 method=row["method"] or "",
                 url=row["url"] or "",
@@ -185,7 +191,7 @@ def _attempt_events(attempt_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event
                 **where,
                 at=responded_at,
                 elapsed_ms=row["elapsed_ms"] or 0.0,
-                status=row["status"] or 0,
+                status=row["http_status"] or 0,
                 response_headers=_loads(row["response_headers"]) or {},
                 response_body=row["response_body"] or b"",
                 transport_error=row["transport_error"],
@@ -202,6 +208,8 @@ def _attempt_events(attempt_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event
                 parameters=_loads(row["parameters"]) or {},
                 decision=decision,
             )
+        if row["action"] == Action.RETRY_SAME:
+            attempt_number += 1
 
 
 def _llm_events(llm_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
@@ -221,7 +229,7 @@ def _llm_events(llm_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
             model=row["model"] or "",
             temperature=row["temperature"] or 0.0,
             max_tokens=row["max_tokens"] or 0,
-            messages=tuple(_loads(row["messages"]) or ()),
+            messages=tuple(_prompt_messages(row)),
             request_body=row["request_body"] or b"",
             response_status=row["response_status"],
             response_body=row["response_body"] or b"",
@@ -232,8 +240,20 @@ def _llm_events(llm_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
             prompt_tokens=row["prompt_tokens"],
             completion_tokens=row["completion_tokens"],
             total_tokens=row["total_tokens"],
-            text_recorded=row["messages"] is not None,
+            text_recorded=row["request_body"] is not None,
+            response_headers=_loads(row["response_headers"]) or {},
         )
+
+
+def _prompt_messages(row: Mapping[str, Any]) -> list[Any]:
+    """The prompt of an LLM call row: from its request bytes, or the prompt never sent."""
+    try:
+        messages = json.loads(row["request_body"] or b"").get("messages")
+    except (ValueError, AttributeError):
+        messages = None
+    if not isinstance(messages, list):
+        messages = _loads(row["unsent_messages"])
+    return messages if isinstance(messages, list) else []
 
 
 def _other_events(event_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:

@@ -37,6 +37,7 @@ from store.bundle.format import (
     encode_row,
     reject_constant,
     store_table_specs,
+    upgrade_row,
 )
 from store.bundle.manifest import check_manifest, check_tables
 from store.records import FINISHED_EXECUTION_STATUSES
@@ -82,6 +83,7 @@ def _bundle_row(
 ) -> dict[str, Any]:
     """A row decoded with the bundle's columns, then given every current column (NULL if new)."""
     row = _decode_line(path, scan.bundle_spec(spec), number, line, execution_ids)
+    row = upgrade_row(spec.name, row, scan.manifest["schema_version"])
     return {name: row.get(name) for name in spec.column_names}
 
 

@@ -149,7 +149,6 @@ def _fold_attempt_dispatched(
     _merge(
         rows.attempt(data["execution_id"], data["step_id"], data["n"]),
         {
-            "attempt_number": data.get("attempt_number"),
             "dispatched": True,
             "parameters": json_text(data.get("parameters")),
             "correction_layer": data.get("correction_layer"),
@@ -170,7 +169,7 @@ def _fold_attempt_responded(
     _merge(
         rows.attempt(data["execution_id"], data["step_id"], data["n"]),
         {
-            "status": data.get("status"),
+            "http_status": data.get("status"),
             "response_headers": json_text(data.get("response_headers")),
             "response_body": body,
             "response_size": _size(body),
@@ -187,7 +186,6 @@ def _fold_attempt_decided(
     rows: FoldedRows, seq: int, data: dict[str, Any], writer: WriterIdentity | None
 ) -> None:
     decision = data.get("decision") or {}
-    inputs = decision.get("inputs") or {}
     dispatched = bool(data.get("dispatched"))
     row = rows.attempt(data["execution_id"], data["step_id"], data["n"])
     _merge(
@@ -196,7 +194,6 @@ def _fold_attempt_decided(
             "dispatched": dispatched,
             # A dispatched attempt keeps the parameters it was sent with.
             "parameters": None if dispatched else json_text(data.get("parameters")),
-            "attempt_number": None if dispatched else inputs.get("attempt_number"),
             "action": decision.get("action"),
             "rule_id": decision.get("rule_id"),
             "reason": decision.get("reason"),
@@ -238,7 +235,6 @@ def _fold_llm_call(
         "base_url": data.get("base_url"),
         "temperature": data.get("temperature"),
         "max_tokens": data.get("max_tokens"),
-        "messages": json_text(data.get("messages")) if text_recorded else None,
         "request_body": request_body,
         "request_size": _size(request_body),
         "response_status": data.get("response_status"),
@@ -253,6 +249,11 @@ def _fold_llm_call(
         "total_tokens": data.get("total_tokens"),
         "latency_ms": data.get("latency_ms"),
         "called_at": data.get("at"),
+        "response_headers": json_text(data.get("response_headers") or None),
+        # The prompt is stored once: as the request bytes, or here when none was sent.
+        "unsent_messages": json_text(data.get("messages"))
+        if text_recorded and not request_body
+        else None,
     }
 
 

@@ -18,10 +18,11 @@ import pyarrow as pa
 
 from store.ingest.fold import FoldedRows, fold_segments
 from store.ingest.segments import json_text
+from store.schema import DERIVED_COLUMNS, attempt_search_text_sql
 
 _JSON = pa.large_string()
 _TEXT = pa.string()
-_TIME = pa.float64()  # epoch seconds in staging; stored as TIMESTAMP (columns named *_at)
+_TIME = pa.float64()  # epoch seconds in staging; stored as TIMESTAMPTZ (columns named *_at)
 _BLOB = pa.large_binary()
 _TEXT_LIST = pa.list_(pa.string())
 
@@ -84,7 +85,6 @@ _ATTEMPTS = pa.schema(
         ("execution_id", _TEXT),
         ("step_id", _TEXT),
         ("n", pa.int32()),
-        ("attempt_number", pa.int32()),
         ("dispatched", pa.bool_()),
         ("parameters", _JSON),
         ("correction_layer", _TEXT),
@@ -93,7 +93,7 @@ _ATTEMPTS = pa.schema(
         ("request_headers", _JSON),
         ("request_body", _BLOB),
         ("request_size", pa.int64()),
-        ("status", pa.int32()),
+        ("http_status", pa.int32()),
         ("response_headers", _JSON),
         ("response_body", _BLOB),
         ("response_size", pa.int64()),
@@ -127,7 +127,6 @@ _LLM_CALLS = pa.schema(
         ("base_url", _TEXT),
         ("temperature", pa.float64()),
         ("max_tokens", pa.int32()),
-        ("messages", _JSON),
         ("request_body", _BLOB),
         ("request_size", pa.int64()),
         ("response_status", pa.int32()),
@@ -137,11 +136,13 @@ _LLM_CALLS = pa.schema(
         ("parsed", _JSON),
         ("parse_error", _TEXT),
         ("error", _TEXT),
-        ("prompt_tokens", pa.int32()),
-        ("completion_tokens", pa.int32()),
-        ("total_tokens", pa.int32()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("total_tokens", pa.int64()),
         ("latency_ms", pa.float64()),
         ("called_at", _TIME),
+        ("response_headers", _JSON),
+        ("unsent_messages", _JSON),
     ]
 )
 _EVENTS = pa.schema(
@@ -162,7 +163,7 @@ _EVENTS = pa.schema(
 
 def _select_expression(column: str) -> str:
     if column.endswith("_at"):
-        return f"make_timestamp(CAST(round({column} * 1000000) AS BIGINT)) AS {column}"
+        return f"make_timestamptz(CAST(round({column} * 1000000) AS BIGINT)) AS {column}"
     return column
 
 
@@ -187,15 +188,21 @@ def _stage_table(
     """The insert of `rows` into `table_name` as one statement; None for no rows.
 
     `on_conflict` is "" (plain insert), "ignore", or "merge" (non-null new values win).
+    The table's derived columns (`store.schema.DERIVED_COLUMNS`) are computed in the statement.
     """
     row_list = list(rows)
     if not row_list:
         return None
     staging = pa.Table.from_pylist(row_list, schema=schema)
-    columns = schema.names
+    derived = DERIVED_COLUMNS.get(table_name, {})
+    columns = [*schema.names, *derived]
+    selected = [
+        *(_select_expression(c) for c in schema.names),
+        *(f"{expression} AS {name}" for name, expression in derived.items()),
+    ]
     sql = (
         f"INSERT INTO {table_name} ({', '.join(columns)}) "
-        f"SELECT {', '.join(_select_expression(c) for c in columns)} FROM staging_{table_name}"
+        f"SELECT {', '.join(selected)} FROM staging_{table_name}"
     )
     if on_conflict == "ignore":
         sql += " ON CONFLICT DO NOTHING"
@@ -349,6 +356,13 @@ def stage_rows(rows: FoldedRows) -> StagedRows:
             rows.attempts.values(),
             key=("execution_id", "step_id", "n"),
             on_conflict="merge",
+            # The search text follows whichever bodies the row has once merged.
+            overrides={
+                "search_text": attempt_search_text_sql(
+                    "COALESCE(excluded.request_body, request_body)",
+                    "COALESCE(excluded.response_body, response_body)",
+                )
+            },
         ),
         _stage_table("llm_calls", _LLM_CALLS, rows.llm_calls.values(), on_conflict="ignore"),
         _stage_table("events", _EVENTS, rows.events),
@@ -395,7 +409,7 @@ def apply_segments(
         if segment_names:
             conn.execute(
                 "INSERT INTO ingested_segments "
-                "SELECT unnest($names), make_timestamp(CAST($now * 1000000 AS BIGINT))",
+                "SELECT unnest($names), make_timestamptz(CAST($now * 1000000 AS BIGINT))",
                 {"names": list(segment_names), "now": time.time()},
             )
         conn.execute("COMMIT")

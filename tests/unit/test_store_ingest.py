@@ -84,7 +84,7 @@ def test_an_attempt_spread_over_three_batches_is_one_complete_row(conn) -> None:
         apply_segments(conn, [encode_events(batch, 1, WRITER)])
 
     row = conn.execute(
-        "SELECT method, status, action, rule_id, request_size, response_size FROM attempts "
+        "SELECT method, http_status, action, rule_id, request_size, response_size FROM attempts "
         "WHERE execution_id = 'exec-split' AND n = 1"
     ).fetchone()
     assert row == ("POST", 503, "retry_same", "transient.retry_same", 8, 17)
