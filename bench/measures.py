@@ -383,7 +383,7 @@ def _raw_zip_seconds(db: Path, work: Path) -> float:
 
 def measure_bundle(quick: bool, work: Path) -> dict[str, Figure]:
     """Bundle export (redaction on) + import throughput, and the import's peak RSS."""
-    from store.bundles import export_bundle, import_bundle
+    from store.bundle import export_bundle, import_bundle
 
     db, text_bytes = bundle_source(work, quick)
     bundle = work / "bench-bundle.zip"

@@ -188,7 +188,8 @@ class LLMCall:
     exact HTTP bytes; `messages` what we sent; `raw_text` the assistant content; `parsed` the
     decoded answer or None; `parse_error` why decoding failed; `error` a transport/HTTP failure.
     `text_recorded` False (llm_debug_enabled off) means messages, bodies and raw text are left
-    empty on purpose: only the metadata and the parsed answer are kept.
+    empty on purpose: only the metadata and the parsed answer are kept. `response_headers` are
+    the endpoint's answer headers (request id, Retry-After, rate limits, cost), names lower-case.
     """
 
     execution_id: str
@@ -214,6 +215,7 @@ class LLMCall:
     completion_tokens: int | None
     total_tokens: int | None
     text_recorded: bool = True
+    response_headers: dict[str, str] = field(default_factory=dict)
     kind: str = "llm_call"
 
 

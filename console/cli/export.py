@@ -10,7 +10,7 @@ from typing import Any
 from console.exits import fail
 from console.printable import printable
 from console.words import counted
-from store.bundles import ExportResult, export_bundle
+from store.bundle import ExportResult, export_bundle
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.sql import export_parquet

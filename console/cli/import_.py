@@ -9,7 +9,7 @@ from typing import Any
 
 from console.exits import fail
 from console.printable import printable
-from store.bundles import BundleLimits, ImportResult, import_bundle
+from store.bundle import BundleLimits, ImportResult, import_bundle
 from store.connection import resolve_db_path
 from store.errors import StoreError
 

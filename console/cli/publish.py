@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     """Publish; 0 when every span was delivered, 1 when the endpoint did not take them,
     2 with one line on stderr for bad input (no endpoint, unknown execution, bad --since)."""
     from executor.telemetry import span_publisher_from_env
-    from store.bundles import events_from_rows, read_execution_rows
+    from store.bundle import events_from_rows, read_execution_rows
     from store.connection import resolve_db_path
     from store.errors import StoreError
     from store.queries import open_store

@@ -26,6 +26,8 @@ CASES = [
     ("console.replay.rerun", {"textual"}),
     ("console.demo.runner", {"textual"}),
     ("console.render.formats", {"textual"}),
+    ("store.ingest", {"textual", "console"}),
+    ("store.bundle", {"textual", "console"}),
 ]
 
 

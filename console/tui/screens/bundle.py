@@ -17,7 +17,7 @@ from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Stat
 from textual.worker import Worker, WorkerState
 
 from console.tui.widgets.cells import twin_command
-from store.bundles import ExportResult, ImportResult, export_bundle, import_bundle
+from store.bundle import ExportResult, ImportResult, export_bundle, import_bundle
 from store.errors import StoreError
 
 BUNDLE_SUFFIX = ".truva.zip"
