@@ -13,7 +13,7 @@ import enum
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, TypeVar
 
@@ -29,14 +29,62 @@ def field_types(cls: type) -> dict[str, Any]:
     return {item.name: hints[item.name] for item in dataclasses.fields(cls)}
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def to_jsonable(obj: Any) -> dict[str, Any]:
     """Every field of the dataclass instance `obj` as JSON-able values, in field order."""
-    return {
-        name: _encode(getattr(obj, name), hint) for name, hint in field_types(type(obj)).items()
-    }
+    out: dict[str, Any] = {}
+    for name, encode in _field_encoders(type(obj)):
+        value = getattr(obj, name)
+        out[name] = value if type(value) in _SCALARS else encode(value)
+    return out
 
 
-def _encode(value: Any, hint: Any) -> Any:
+@cache
+def _field_encoders(cls: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    """One encoder per field of `cls`, chosen once from its type hint (decisions are recorded
+    at every attempt and re-decided by the million: no per-value type dispatch)."""
+    return tuple((name, _encoder(hint)) for name, hint in field_types(cls).items())
+
+
+@cache
+def _encoder(hint: Any) -> Callable[[Any], Any]:
+    options = _options(hint)
+    if len(options) != 1:
+        return _encode_any
+    (kind,) = options
+    origin = typing.get_origin(kind) or kind
+    if isinstance(origin, type) and issubclass(origin, enum.Enum):
+        return _encode_enum
+    if isinstance(origin, type) and dataclasses.is_dataclass(origin):
+        return _encode_record
+    if origin in (tuple, list, frozenset, set):
+        item = _encoder(_item_hint(kind))
+        if origin in (frozenset, set):
+            return lambda value: None if value is None else [
+                item(member) for member in sorted(value, key=repr)
+            ]
+        return lambda value: None if value is None else [item(member) for member in value]
+    if origin in (bool, int, float, str):
+        return _encode_plain
+    return _encode_any
+
+
+def _encode_enum(value: Any) -> Any:
+    return None if value is None else value.value
+
+
+def _encode_record(value: Any) -> Any:
+    return None if value is None else to_jsonable(value)
+
+
+def _encode_plain(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _encode_any(value: Any) -> Any:
+    """Any value, dispatched on its runtime type (fields typed `Any` or with several types)."""
     if value is None:
         return None
     if isinstance(value, enum.Enum):
@@ -44,9 +92,8 @@ def _encode(value: Any, hint: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_jsonable(value)
     if isinstance(value, tuple | list | frozenset | set):
-        item_hint = _item_hint(hint)
         items = sorted(value, key=repr) if isinstance(value, frozenset | set) else value
-        return [_encode(item, item_hint) for item in items]
+        return [_encode_any(item) for item in items]
     if isinstance(value, Mapping):
         # Values are JSON already (parameters, headers): copied shallowly, so a deeply nested
         # value cannot exhaust the recursion limit here.
@@ -74,21 +121,57 @@ def from_jsonable(cls: type[T], data: Mapping[str, Any], *, where: str | None = 
     label = where or cls.__name__
     if not isinstance(data, Mapping):
         raise ValueError(f"{label}: expected a JSON object, got {_describe(data)}")
-    hints = field_types(cls)
-    unknown = [key for key in data if key not in hints]
-    if unknown:
-        raise ValueError(
-            f"{label}: unknown field {unknown[0]!r} (expected one of: {', '.join(hints)})"
-        )
-    values = {
-        name: _decode(data[name], hint, f"{label}.{name}")
-        for name, hint in hints.items()
-        if name in data
-    }
+    decoders = _field_decoders(cls)
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        entry = decoders.get(key)
+        if entry is None:
+            raise ValueError(
+                f"{label}: unknown field {key!r} (expected one of: {', '.join(decoders)})"
+            )
+        exact, decode = entry
+        values[key] = value if type(value) in exact else decode(value, f"{label}.{key}")
     try:
         return cls(**values)
     except TypeError as error:
         raise ValueError(f"{label}: {error}") from error
+
+
+@cache
+def _field_decoders(cls: type) -> dict[str, tuple[frozenset[type], Callable[[Any, str], Any]]]:
+    """Per field: the JSON types that need no conversion, and the decoder for the rest, chosen
+    once from the field's type hint."""
+    return {name: _decoder(hint) for name, hint in field_types(cls).items()}
+
+
+_NONE = type(None)
+
+
+@cache
+def _decoder(hint: Any) -> tuple[frozenset[type], Callable[[Any, str], Any]]:
+    def decode(value: Any, where: str) -> Any:
+        return _decode(value, hint, where)
+
+    options = _options(hint)
+    if len(options) != 1 or options[0] is Any:
+        return frozenset(), decode
+    origin = typing.get_origin(options[0]) or options[0]
+    exact: set[type] = {_NONE} if type(None) in typing.get_args(hint) else set()
+    if origin in (bool, str, int):
+        exact.add(origin)
+    elif origin is float:
+        exact.update((float, int))  # an integral JSON number is a valid float and stays an int
+    elif origin in (Mapping, dict):
+        return frozenset(exact), _decode_mapping
+    return frozenset(exact), decode
+
+
+def _decode_mapping(value: Any, where: str) -> Any:
+    if value is None:
+        raise ValueError(f"{where}: expected a JSON object, got null")
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: expected a JSON object, got {_describe(value)}")
+    return dict(value)
 
 
 def _decode(value: Any, hint: Any, where: str) -> Any:
