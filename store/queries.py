@@ -409,6 +409,32 @@ class Store:
             offset=offset,
         )
 
+    def matching_execution_ids(self, filters: ExecutionFilter | None = None) -> list[str]:
+        """Every execution id `list_executions` would list for `filters`, oldest first."""
+        where, params = _filter_sql(filters or ExecutionFilter())
+        with self.session() as conn:
+            rows = conn.execute(
+                f"SELECT e.execution_id FROM executions AS e WHERE {where} "
+                "ORDER BY e.started_at NULLS FIRST, e.execution_id",
+                params,
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def recorded_decisions(
+        self, execution_ids: list[str]
+    ) -> list[tuple[str, str, int, str | None, str | None, str | None]]:
+        """(execution id, step id, n, action, rule id, decision inputs as JSON text) of every
+        decided attempt of `execution_ids`, in execution, step and attempt order."""
+        with self.session() as conn:
+            return conn.execute(
+                "SELECT a.execution_id, a.step_id, a.n, a.action, a.rule_id, "
+                "CAST(json_extract(a.decision, '$.inputs') AS VARCHAR) "
+                "FROM attempts AS a JOIN executions AS e USING (execution_id) "
+                "WHERE a.execution_id IN (SELECT unnest($ids)) AND a.action IS NOT NULL "
+                "ORDER BY e.started_at NULLS FIRST, a.execution_id, a.step_id, a.n",
+                {"ids": execution_ids},
+            ).fetchall()
+
     def resolve_execution_id(self, conn: duckdb.DuckDBPyConnection, id_or_prefix: str) -> str:
         """The one execution id equal to, or else starting with, `id_or_prefix`."""
         matches = [

@@ -36,6 +36,16 @@ def add_parser(subparsers: Any) -> None:
         description="List recorded executions, newest first. Filters combine with AND; "
         "--tool/--capability/--action/--rule/--http-status must hold for the same attempt.",
     )
+    add_filter_arguments(parser)
+    parser.add_argument("--limit", type=int, default=50, help="rows per page (default 50)")
+    parser.add_argument("--offset", type=int, default=0, help="rows to skip (default 0)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(handler=run)
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """The execution filters of `ls` (read back by `filters_from_args`), for every command
+    that selects executions as `ls` lists them."""
     parser.add_argument("--status", choices=EXECUTION_STATUSES, help="execution status")
     parser.add_argument("--tool", help="a step used this tool")
     parser.add_argument("--capability", help="a step used this capability (NAME or TOOL.NAME)")
@@ -50,10 +60,6 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--until", metavar="TIME", help="started before TIME (same forms)")
     parser.add_argument("--text", help="text in request/response bodies, LLM prompts or answers")
-    parser.add_argument("--limit", type=int, default=50, help="rows per page (default 50)")
-    parser.add_argument("--offset", type=int, default=0, help="rows to skip (default 0)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

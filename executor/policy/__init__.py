@@ -26,7 +26,7 @@ from executor.policy.decision import (
 )
 from executor.policy.inputs import DecisionInputs, Layer, LayerVerdict
 from executor.policy.layers import assess_correction, with_verdict
-from executor.policy.redecide import REDECIDE_KEYS, redecide
+from executor.policy.redecide import REDECIDE_KEYS, redecide, redecider
 from executor.policy.rules_dispatch import PREDISPATCH_RULES
 from executor.policy.rules_response import RESPONSE_RULES, UNAVAILABLE_RULE_IDS
 from executor.policy.table import ALL_RULES, decide
@@ -53,5 +53,6 @@ __all__ = [
     "assess_correction",
     "decide",
     "redecide",
+    "redecider",
     "with_verdict",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -31,6 +31,12 @@ def redecide(inputs: Mapping[str, Any], overrides: Mapping[str, Any]) -> Decisio
     validated as a plan's config is. Raises ValueError naming an unknown key, a config key
     `decide()` does not read (`timeout_s`), a bad value, or a bad recorded input.
     """
+    return redecider(overrides)(inputs)
+
+
+def redecider(overrides: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], Decision]:
+    """`redecide` with `overrides` checked once: a function of the recorded inputs alone, for
+    re-deciding a whole store. Raises ValueError (or ConfigError) for a bad override."""
     for key in overrides:
         if key in REDECIDE_KEYS:
             continue
@@ -42,22 +48,32 @@ def redecide(inputs: Mapping[str, Any], overrides: Mapping[str, Any]) -> Decisio
         raise ValueError(
             f"unknown config key {key!r} (expected one of: {', '.join(REDECIDE_KEYS)})"
         )
-    recorded = DecisionInputs.from_dict(inputs)
     config = ExecutorConfig(**dict(overrides))  # validates each value; ConfigError names it
     updates: dict[str, Any] = {
         key: getattr(config, key) for key in _CONFIG_INPUT_FIELDS if key in overrides
     }
-    if any(key in overrides for key in _CONFIG_BACKOFF_FIELDS):
-        backoff = recorded.backoff
-        current = {
-            "initial_delay_ms": backoff.initial_delay_ns / 1_000_000,
-            "max_delay_ms": backoff.max_delay_ns / 1_000_000,
-            "backoff_factor": backoff.backoff_factor,
-            "jitter": backoff.jitter_enabled,
-        }
-        current.update({key: getattr(config, key) for key in overrides if key in current})
-        updates["backoff"] = BackoffConfig.from_ms(
-            current["initial_delay_ms"], current["max_delay_ms"], current["backoff_factor"],
-            current["jitter"],
-        )
-    return decide(replace(recorded, **updates))
+    backoff_overrides = {
+        key: getattr(config, key) for key in _CONFIG_BACKOFF_FIELDS if key in overrides
+    }
+
+    def apply(inputs: Mapping[str, Any]) -> Decision:
+        recorded = DecisionInputs.from_dict(inputs)
+        if not updates and not backoff_overrides:
+            return decide(recorded)
+        changed = dict(updates)
+        if backoff_overrides:
+            backoff = recorded.backoff
+            current = {
+                "initial_delay_ms": backoff.initial_delay_ns / 1_000_000,
+                "max_delay_ms": backoff.max_delay_ns / 1_000_000,
+                "backoff_factor": backoff.backoff_factor,
+                "jitter": backoff.jitter_enabled,
+                **backoff_overrides,
+            }
+            changed["backoff"] = BackoffConfig.from_ms(
+                current["initial_delay_ms"], current["max_delay_ms"], current["backoff_factor"],
+                current["jitter"],
+            )
+        return decide(replace(recorded, **changed))
+
+    return apply
