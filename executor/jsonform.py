@@ -15,7 +15,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 T = TypeVar("T")
 
@@ -232,3 +232,22 @@ def _hint_name(hint: Any) -> str:
 def _describe(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+class JsonRecord:
+    """`to_dict()` and `from_dict()` for a frozen dataclass, generated from its fields.
+
+    `from_dict` fills absent fields with their defaults and raises ValueError naming an unknown
+    key or a value of the wrong type.
+    """
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-able values (`to_jsonable`)."""
+        return to_jsonable(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """The record `to_dict` wrote (`from_jsonable`)."""
+        return from_jsonable(cls, data)

@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from executor.faults import FailureClass, Recovery
-from executor.jsonform import from_jsonable, to_jsonable
+from executor.jsonform import JsonRecord
 from executor.policy.inputs import DecisionInputs, Layer
 
 
@@ -50,20 +50,16 @@ class RuleMiss:
 
 
 @dataclass(frozen=True, slots=True)
-class LayerNote:
+class LayerNote(JsonRecord):
     """Whether one correction layer was consulted for a decision: its verdict, or why not."""
 
     layer: Layer
     consulted: bool
     detail: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form for decision records."""
-        return to_jsonable(self)
-
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(JsonRecord):
     """The outcome of `decide()`: what to do, which rule said so, and why.
 
     Final decisions also carry seed 003's fault-matrix cell (`failure_class`, `recovery`, a
@@ -89,15 +85,6 @@ class Decision:
     def final(self) -> bool:
         """False for intermediate actions (dispatch, ask a layer)."""
         return self.action not in INTERMEDIATE_ACTIONS
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form, as stored in the attempts table and printed by `explain --json`."""
-        return to_jsonable(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Decision:
-        """The decision `to_dict` wrote (absent fields take their defaults); raises ValueError."""
-        return from_jsonable(cls, data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from executor.backoff import BackoffConfig
-from executor.jsonform import from_jsonable, to_jsonable
+from executor.jsonform import JsonRecord
 from executor.wire import RetryPolicy
 
 
@@ -25,7 +25,7 @@ class Layer(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class LayerVerdict:
+class LayerVerdict(JsonRecord):
     """What one correction layer answered, assessed against the step's parameters.
 
     `answered` is False when the LLM failed or its answer was malformed (`failure` says how).
@@ -59,18 +59,9 @@ class LayerVerdict:
             and not self.guard_violations
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form for decision records, one key per field."""
-        return to_jsonable(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LayerVerdict:
-        """The verdict `to_dict` wrote; raises ValueError naming a bad field."""
-        return from_jsonable(cls, data)
-
 
 @dataclass(frozen=True, slots=True)
-class DecisionInputs:
+class DecisionInputs(JsonRecord):
     """Everything a routing decision may read. Built by the step loop; never mutated.
 
     Fields are in the order `to_dict` records them (the order `explain` prints).
@@ -162,12 +153,4 @@ class DecisionInputs:
             return None
         return max(0.0, (self.max_wall_clock_s - self.elapsed_s) * 1000.0)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The inputs as recorded with a decision: every field, JSON-able."""
-        return to_jsonable(self)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DecisionInputs:
-        """The inputs `to_dict` recorded (absent fields take their defaults); raises ValueError
-        naming an unknown key or a value of the wrong type."""
-        return from_jsonable(cls, data)

@@ -236,19 +236,34 @@ def layer_span_events(
     event: LLMCall, step: StepTrack, attempt: AttemptTrack | None, end_at: float
 ) -> list[Emission]:
     """TruvaG3's analyzer and re-resolver span events around one LLM call."""
+    call = _LayerCall(
+        event, step, end_at,
+        status=attempt.status if attempt is not None else None,
+        duration_ms=round(event.latency_ms, 3),
+        parsed=event.parsed if isinstance(event.parsed, Mapping) else {},
+    )  # fmt: skip
     if event.site == SITE_ERROR_ANALYSIS:
-        return _analyzer_events(event, step, attempt, end_at)
+        return _analyzer_events(call)
     if event.site == SITE_SEMANTIC_RETRY:
-        return _resolver_events(event, step, attempt, end_at)
+        return _resolver_events(call)
     return []
 
 
-def _analyzer_events(
-    event: LLMCall, step: StepTrack, attempt: AttemptTrack | None, end_at: float
-) -> list[Emission]:
-    status = attempt.status if attempt is not None else None
-    duration_ms = round(event.latency_ms, 3)
-    parsed = event.parsed if isinstance(event.parsed, Mapping) else {}
+@dataclass(frozen=True, slots=True)
+class _LayerCall:
+    """One layer's LLM call as its span events read it."""
+
+    event: LLMCall
+    step: StepTrack
+    end_at: float
+    status: int | None
+    duration_ms: float
+    parsed: Mapping[str, Any]
+
+
+def _analyzer_events(call: _LayerCall) -> list[Emission]:
+    event, step, end_at, status = call.event, call.step, call.end_at, call.status
+    duration_ms, parsed = call.duration_ms, call.parsed
     emitted = [
         Emission("error_analyzer.llm_call_start", event.at,
                  {"capability": step.capability, "http_status": status}),
@@ -275,12 +290,9 @@ def _analyzer_events(
     return emitted
 
 
-def _resolver_events(
-    event: LLMCall, step: StepTrack, attempt: AttemptTrack | None, end_at: float
-) -> list[Emission]:
-    status = attempt.status if attempt is not None else None
-    duration_ms = round(event.latency_ms, 3)
-    parsed = event.parsed if isinstance(event.parsed, Mapping) else {}
+def _resolver_events(call: _LayerCall) -> list[Emission]:
+    event, step, end_at, status = call.event, call.step, call.end_at, call.status
+    duration_ms, parsed = call.duration_ms, call.parsed
     emitted = [Emission("contextual_re_resolution.start", event.at, {
         "step_id": step.step_id,
         "capability": step.capability,
