@@ -366,8 +366,8 @@ def _raw_zip_seconds(db: Path, work: Path) -> float:
     import duckdb
 
     with duckdb.connect(str(db), read_only=True) as conn:
-        blobs = [row[0].encode() + row[1] + row[2] for row in conn.execute(
-            "SELECT CAST(messages AS VARCHAR), request_body, response_body FROM llm_calls"
+        blobs = [row[0] + row[1] for row in conn.execute(
+            "SELECT request_body, response_body FROM llm_calls"
         ).fetchall()]  # fmt: skip
     target = work / "raw.zip"
     started = time.perf_counter()
@@ -485,7 +485,7 @@ def measure_text_search(quick: bool, work: Path) -> dict[str, Figure]:
                OR contains(CAST(response_body AS VARCHAR), $t)
             UNION ALL
             SELECT execution_id FROM llm_calls
-            WHERE contains(CAST(messages AS VARCHAR), $t) OR contains(raw_text, $t))
+            WHERE contains(CAST(request_body AS VARCHAR), $t) OR contains(raw_text, $t))
     """
 
     def raw() -> None:

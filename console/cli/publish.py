@@ -47,7 +47,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """WHEN as a naive UTC datetime (the store's TIMESTAMP); ValueError names the value."""
+    """WHEN as a naive UTC datetime (compared in UTC); ValueError names the value."""
     value = text.strip()
     match = _DURATION.match(value.lower())
     if match:
@@ -152,7 +152,8 @@ def _choose(
         ordered = [
             row[0]
             for row in conn.execute(
-                "SELECT execution_id FROM executions WHERE $since IS NULL OR started_at >= $since "
+                "SELECT execution_id FROM executions "
+                "WHERE $since IS NULL OR started_at >= timezone('UTC', $since) "
                 "ORDER BY started_at NULLS LAST, execution_id",
                 {"since": since},
             ).fetchall()

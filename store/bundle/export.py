@@ -38,14 +38,14 @@ tool calls, with every attempt, routing decision, backoff wait and LLM call.
   manifest.json      what is inside: versions, execution ids, redaction, tables with their
                      columns, and the size and SHA-256 of every other member
   tables/*.jsonl     the debug store's rows for these executions, one JSON object per line;
-                     BLOB columns are base64, JSON columns are JSON text, TIMESTAMPs are UTC
+                     BLOB columns are base64, JSON columns are JSON text, times are UTC
                      text 'YYYY-MM-DD HH:MM:SS.ffffff'
   spans.otlp.json    the executions as OpenTelemetry spans (an OTLP/JSON
                      ExportTraceServiceRequest)
 
 Load it into a store with:  truva-console import BUNDLE
 Read it without truva-console:
-  unzip -p BUNDLE tables/attempts.jsonl | jq -r '[.step_id, .n, .status, .rule_id] | @tsv'
+  unzip -p BUNDLE tables/attempts.jsonl | jq -r '[.step_id, .n, .http_status, .rule_id] | @tsv'
 See docs/bundles.md in truva-console for every member and column.
 """
 

@@ -19,6 +19,8 @@ CASES = [
     ("store", {"textual"}),
     ("store.recorder", {"textual"}),
     ("store.queries", {"textual"}),
+    ("store.ingest", {"textual", "console"}),
+    ("store.bundle", {"textual", "console"}),
     ("console.cli.main", {"textual"}),
     ("console.entry", {"textual"}),
     ("console.session", {"textual"}),
@@ -26,8 +28,6 @@ CASES = [
     ("console.replay.rerun", {"textual"}),
     ("console.demo.runner", {"textual"}),
     ("console.render.formats", {"textual"}),
-    ("store.ingest", {"textual", "console"}),
-    ("store.bundle", {"textual", "console"}),
 ]
 
 
