@@ -11,17 +11,9 @@ from typing import Any
 from console.exits import EXIT_CANCELLED, EXIT_OK, fail, run_cancellable
 from console.printable import printable
 from console.render.replay_text import describe_comparison, describe_original, describe_replay
-from console.replay.engine import (
-    LLM_MODES,
-    LLM_RECORDED,
-    Replayer,
-    ReplayError,
-    ReplayResult,
-    ResponseSpecError,
-    load_edits,
-    parse_config_override,
-    prepare_replay,
-)
+from console.replay.edits import ReplayError, ResponseSpecError, load_edits, parse_config_override
+from console.replay.engine import Replayer, ReplayResult
+from console.replay.setup import LLM_MODES, LLM_RECORDED, prepare_replay
 from console.words import counted
 from store.connection import resolve_db_path
 from store.errors import StoreError
