@@ -1,12 +1,13 @@
-"""What a replay changes, read and checked before it starts: edited tool responses (SPEC §3.4)
-and config overrides. Every problem is one line naming the file or option, the path and the value.
+"""What a replay changes, read and checked before it starts: edited tool responses (SPEC §3.4),
+edited request parameters and config overrides. Every problem is one line naming the file or
+option, the path and the value.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,12 @@ __all__ = [
     "ReplayResponse",
     "ResponseSpecError",
     "load_edits",
+    "load_parameter_edits",
+    "load_params_file",
     "load_response_file",
     "load_responses_file",
     "parse_config_override",
+    "parse_param_option",
     "parse_response_option",
     "parse_response_spec",
 ]
@@ -258,22 +262,48 @@ def load_edits(
 
     A dispatch given twice, in either or both, is an error.
     """
-    edits: dict[int, ReplayResponse] = {}
-    given_by: dict[int, str] = {}
-    if responses_file is not None:
-        for index, response in enumerate(load_responses_file(responses_file), start=1):
-            if response is not None:
-                edits[index] = response
-                given_by[index] = f"--responses {responses_file} item {index}"
-    for option in response_options:
-        number, path = parse_response_option(option)
-        if number in given_by:
-            raise ResponseSpecError(
-                f"--response {option}: dispatch {number} is already given by {given_by[number]}"
-            )
-        edits[number] = load_response_file(path)
-        given_by[number] = f"--response {option}"
+
+    def given() -> Iterator[tuple[int, Callable[[], ReplayResponse], str]]:
+        if responses_file is not None:
+            for index, response in enumerate(load_responses_file(responses_file), start=1):
+                if response is not None:
+                    yield index, lambda r=response: r, f"--responses {responses_file} item {index}"
+        for option in response_options:
+            number, path = parse_response_option(option)
+            yield number, lambda p=path: load_response_file(p), f"--response {option}"
+
+    edits = _merged(given(), lambda number: f"dispatch {number}", ResponseSpecError)
     return dict(sorted(edits.items()))
+
+
+def _merged(
+    given: Iterable[tuple[Any, Callable[[], Any], str]],
+    name: Callable[[Any], str],
+    error: type[ValueError],
+) -> dict[Any, Any]:
+    """key → value from (key, read the value, where it was given) in order; a key given twice
+    raises `error` naming both places."""
+    merged: dict[Any, Any] = {}
+    given_by: dict[Any, str] = {}
+    for key, value_of, origin in given:
+        if key in given_by:
+            raise error(f"{origin}: {name(key)} is already given by {given_by[key]}")
+        merged[key] = value_of()
+        given_by[key] = origin
+    return merged
+
+
+def _key_value(option: str, text: str, example: str) -> tuple[str, Any]:
+    """`KEY=VALUE` → (key, value); VALUE is read as JSON (`5`, `true`, `null`), else as text."""
+    key, separator, raw_value = text.partition("=")
+    key = key.strip()
+    if not separator or not key:
+        raise ReplayError(f"{option} {text}: expected KEY=VALUE, e.g. {example}")
+    try:
+        value = json.loads(raw_value, parse_constant=_reject_constant)
+    except (ValueError, _NonStandardConstant, RecursionError):
+        value = raw_value
+    return key, value
 
 
 def parse_config_override(text: str) -> tuple[str, Any]:
@@ -281,14 +311,7 @@ def parse_config_override(text: str) -> tuple[str, Any]:
 
     The pair is validated like a plan's `config` block; ReplayError names the problem.
     """
-    key, separator, raw_value = text.partition("=")
-    key = key.strip()
-    if not separator or not key:
-        raise ReplayError(f"--config {text}: expected KEY=VALUE, e.g. max_attempts=5")
-    try:
-        value = json.loads(raw_value, parse_constant=_reject_constant)
-    except (ValueError, _NonStandardConstant):
-        value = raw_value
+    key, value = _key_value("--config", text, "max_attempts=5")
     try:
         resolve_config({key: value}, env={})
     except ConfigError as error:
@@ -296,3 +319,43 @@ def parse_config_override(text: str) -> tuple[str, Any]:
             f"--config {text}: expected {error.expected}, got {error.received}"
         ) from error
     return key, value
+
+
+def parse_param_option(text: str) -> tuple[str, Any]:
+    """`--param KEY=VALUE` → (key, value); VALUE is read as JSON (`2`, `"2"`, `[1]`), else as
+    text, so `city_code=PAR` sets the string "PAR"."""
+    return _key_value("--param", text, "city_code=PAR")
+
+
+def load_params_file(path: str) -> dict[str, Any]:
+    """The parameter edits in the JSON object at `path` (`--params FILE`): key → new value."""
+    try:
+        edits = _read_json(path)
+    except ResponseSpecError as error:
+        raise ReplayError(str(error)) from error
+    if not isinstance(edits, dict):
+        raise ReplayError(f"{path}: expected an object of parameter → value, got {_shown(edits)}")
+    for key in edits:
+        if not key.strip():
+            raise ReplayError(f"{path}: expected parameter names, got {_shown(key)}")
+    return edits
+
+
+def load_parameter_edits(
+    param_options: Sequence[str], params_file: str | None = None
+) -> dict[str, Any]:
+    """Parameter → new value for the replayed step, from `--params FILE` and `--param KEY=VALUE`.
+
+    A key given twice, in either or both, is an error. The keys are checked against the step
+    when the replay is prepared (`prepare_replay`).
+    """
+
+    def given() -> Iterator[tuple[str, Callable[[], Any], str]]:
+        if params_file is not None:
+            for key, value in load_params_file(params_file).items():
+                yield key, lambda v=value: v, f"--params {params_file}"
+        for option in param_options:
+            key, value = parse_param_option(option)
+            yield key, lambda v=value: v, f"--param {option}"
+
+    return _merged(given(), _shown, ReplayError)

@@ -39,6 +39,37 @@ class QuietThreadingHTTPServer(ThreadingHTTPServer):
         return None
 
 
+class ThreadedLoopbackServer:
+    """An HTTP server run by `serve_forever` on a daemon thread: where it listens, and `stop()`."""
+
+    _httpd: ThreadingHTTPServer
+
+    def serve_in_thread(self, httpd: ThreadingHTTPServer, thread_name: str) -> None:
+        """Start serving `httpd` on a daemon thread named `<thread_name>:<port>`."""
+        self._httpd = httpd
+        thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+            name=f"{thread_name}:{self.port}", daemon=True,
+        )  # fmt: skip
+        thread.start()
+
+    @property
+    def port(self) -> int:
+        """The TCP port it listens on."""
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """`http://127.0.0.1:PORT`, no trailing slash."""
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def stop(self) -> None:
+        """Stop serving and release the port (handler threads are daemons, never joined)."""
+        self._httpd.shutdown()
+        with contextlib.suppress(OSError):
+            self._httpd.server_close()
+
+
 class NoDelayHandler(BaseHTTPRequestHandler):
     """HTTP/1.1 handler that sends without Nagle's delay and never logs to stderr."""
 
@@ -132,7 +163,7 @@ def _wire_text(value: str) -> str:
         return value.encode("utf-8").decode("latin-1")
 
 
-class ReplayServer:
+class ReplayServer(ThreadedLoopbackServer):
     """Serves `answer(request)` on 127.0.0.1 from a daemon thread; None holds until `close()`."""
 
     def __init__(self, name: str, answer: Answer) -> None:
@@ -140,34 +171,20 @@ class ReplayServer:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
-        self._httpd = _QuietServer((LOOPBACK, 0), _Handler)
-        self._httpd.owner = self
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-            name=f"replay-{name}:{self.port}", daemon=True,
-        )  # fmt: skip
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        """The TCP port it listens on."""
-        return self._httpd.server_address[1]
-
-    @property
-    def base_url(self) -> str:
-        """`http://127.0.0.1:PORT`, no trailing slash."""
-        return f"http://127.0.0.1:{self.port}"
+        httpd = _QuietServer((LOOPBACK, 0), _Handler)
+        httpd.owner = self
+        self.serve_in_thread(httpd, f"replay-{name}")
 
     def answer(self, request: ReplayRequest) -> ReplayResponse | None:
-        """The response for `request`; a bug in the answer becomes a 500 naming it."""
+        """The response for `request`; a bug in the answer becomes a 404 naming it (not a 5xx,
+        which the executor would retry)."""
         try:
             return self._answer(request)
         except Exception as error:
             body = json.dumps({"success": False, "error": {
                 "code": "REPLAY_SERVER_BUG", "message": f"{type(error).__name__}: {error}",
                 "category": "SERVICE_ERROR", "retryable": False}}).encode()  # fmt: skip
-            # 404, not 5xx: a missing answer is not an outage, so the executor does not retry it.
-        return ReplayResponse(404, (("Content-Type", "application/json"),), body)
+            return ReplayResponse(404, (("Content-Type", "application/json"),), body)
 
     def wait_closed(self) -> None:
         """Block the calling handler thread until the server closes."""
@@ -186,9 +203,7 @@ class ReplayServer:
         if self._closed.is_set():
             return
         self._closed.set()
-        self._httpd.shutdown()
-        with contextlib.suppress(OSError):
-            self._httpd.server_close()
+        self.stop()
         with self._lock:
             connections = list(self._connections)
         for connection in connections:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.replay.edits import FRAMING_HEADERS, ReplayError, ReplayResponse
 from executor.config import CONFIG_FIELDS, ConfigError, ExecutorConfig, resolve_config
-from executor.plan import Plan, PlanError, parse_plan
+from executor.plan import Plan, PlanError, parse_plan, split_userinfo
 from store.errors import StepNotFoundError
 from store.queries import AttemptRecord, ExecutionDetail, LLMCallRecord, StepRecord
 
@@ -25,19 +25,24 @@ __all__ = [
     "LLM_RECORDED",
     "RecordedLLMAnswer",
     "ReplaySetup",
+    "live_endpoint",
     "prepare_replay",
     "recorded_config",
     "replay_plan_path",
+    "replayed_from",
 ]
 
 LLM_RECORDED = "recorded"
 LLM_LIVE = "live"
 LLM_OFF = "off"
 LLM_MODES = (LLM_RECORDED, LLM_LIVE, LLM_OFF)
+REPLAY_PATH_PREFIX = "replay of "
 
 # Not replayed from a recording: framing, hop-by-hop, and an encoding httpx already undid.
 _UNREPLAYED_HEADERS = FRAMING_HEADERS | {"connection", "keep-alive", "content-encoding"}
 _REDACTED = "[REDACTED]"
+_ENDPOINT_OPTIONS = {"base_url": "--llm-base-url", "model": "--llm-model"}
+_PARAMETER_PATH = re.compile(r"^steps\[\d+\]\.parameters\.?(.*)$")
 _URL_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@")
 
 
@@ -56,8 +61,9 @@ class ReplaySetup:
     `plan` holds the replayed step and the steps it depends on, in plan order. `recorded`
     holds the original run's responses in dispatch order (None where nothing was received).
     `dependency_responses` answers each dependency with its recorded successful response.
-    `llm` is the plan's `llm` block for `llm_mode` "live", the original model settings for
-    "recorded", and None when no LLM is used.
+    `llm` is the plan's `llm` block for `llm_mode` "live" (with the endpoint given for the
+    replay), the original model settings for "recorded", and None when no LLM is used.
+    `parameter_edits` are the replayed step's parameters that the replay changed (key → value).
     """
 
     execution_id: str
@@ -72,11 +78,19 @@ class ReplaySetup:
     llm: Mapping[str, Any] | None
     llm_answers: tuple[RecordedLLMAnswer, ...]
     notes: tuple[str, ...] = ()
+    parameter_edits: Mapping[str, Any] = field(default_factory=dict)
 
 
 def replay_plan_path(execution_id: str, step_id: str) -> str:
     """The `plan_path` a replay is recorded under, so `ls` and SQL can find it."""
-    return f"replay of {execution_id} {step_id}"
+    return f"{REPLAY_PATH_PREFIX}{execution_id} {step_id}"
+
+
+def replayed_from(plan_path: str | None) -> str | None:
+    """`<execution_id> <step_id>` when `plan_path` is one `replay_plan_path` wrote, else None."""
+    if plan_path is None or not plan_path.startswith(REPLAY_PATH_PREFIX):
+        return None
+    return plan_path.removeprefix(REPLAY_PATH_PREFIX)
 
 
 def prepare_replay(
@@ -86,14 +100,29 @@ def prepare_replay(
     edits: Mapping[int, ReplayResponse] | None = None,
     llm_mode: str = LLM_RECORDED,
     config_overrides: Mapping[str, Any] | None = None,
+    parameter_edits: Mapping[str, Any] | None = None,
+    llm_base_url: str | None = None,
+    llm_model: str | None = None,
 ) -> ReplaySetup:
     """Check that `step_id` of the recorded execution can be replayed and gather what it needs.
 
+    `parameter_edits` replace (or add) keys of the step's recorded parameters; the edited plan
+    is checked as a plan file is, and a key the capability's schema does not name is refused.
+    `llm_base_url` and `llm_model` (only with `llm_mode` "live") point the LLM layers at
+    another endpoint; the recorded API key is then not sent, OPENAI_API_KEY supplies one.
     Raises StepNotFoundError (unknown step) or ReplayError (no plan snapshot, a dependency that
-    did not succeed, an override the config refuses). Reads nothing but `detail`.
+    did not succeed, an override the config refuses, a bad edit). Reads nothing but `detail`.
     """
     if llm_mode not in LLM_MODES:
         raise ReplayError(f"--llm: expected one of {', '.join(LLM_MODES)}, got {llm_mode!r}")
+    endpoint = {
+        key: value for key, value in (("base_url", llm_base_url), ("model", llm_model))
+        if value is not None
+    }  # fmt: skip
+    if endpoint and llm_mode != LLM_LIVE:
+        given = " and ".join(_ENDPOINT_OPTIONS[key] for key in endpoint)
+        raise ReplayError(f"{given}: only with --llm live (the LLM mode is {llm_mode})")
+    parameter_edits = dict(parameter_edits or {})
     execution_id = detail.execution.execution_id
     original = detail.step(step_id)
     overrides = dict(config_overrides or {})
@@ -102,10 +131,9 @@ def prepare_replay(
         raise ReplayError(
             f"execution {execution_id} has no plan snapshot recorded; it cannot be replayed"
         )
+    snapshot = _replayable_plan(detail.plan)
     try:
-        plan = parse_plan(
-            _replayable_plan(detail.plan), source=f"execution {execution_id} plan snapshot"
-        )
+        plan = parse_plan(snapshot, source=f"execution {execution_id} plan snapshot")
     except PlanError as error:
         raise ReplayError(f"{error} (the recorded plan cannot be rebuilt)") from error
     if step_id not in plan.step_ids:
@@ -113,6 +141,10 @@ def prepare_replay(
             f"execution {execution_id}: step {step_id!r} is not in the recorded plan "
             f"(steps: {', '.join(plan.step_ids)})"
         )
+    if endpoint:
+        _check_endpoint(snapshot, endpoint)
+    if parameter_edits:
+        plan = _edited_plan(snapshot, plan, step_id, parameter_edits)
     needed = _with_dependencies(plan, step_id)
     dependency_responses = {
         dependency: _dependency_response(detail, step_id, dependency)
@@ -128,6 +160,10 @@ def prepare_replay(
     dispatched = [a for a in original.attempts if a.dispatched]
     recorded = tuple(_recorded_response(attempt) for attempt in dispatched)
     llm, answers = _llm_settings(detail, plan, original, llm_mode, notes)
+    if llm is not None and endpoint:
+        if "base_url" in endpoint:
+            llm.pop("api_key", None)  # the recorded key is for the recorded endpoint
+        llm.update(endpoint)
     return ReplaySetup(
         execution_id=execution_id,
         step_id=step_id,
@@ -141,7 +177,60 @@ def prepare_replay(
         llm=llm,
         llm_answers=answers,
         notes=tuple(notes),
+        parameter_edits=parameter_edits,
     )
+
+
+def live_endpoint(setup: ReplaySetup) -> dict[str, str | None]:
+    """For `--llm live`: the `base_url` (without userinfo) and `model` the plan gives, None where
+    the environment supplies them (OPENAI_BASE_URL, TRUVAG3_LLM_MODEL)."""
+    block = setup.llm or {}
+    base_url = block.get("base_url")
+    return {
+        "base_url": split_userinfo(str(base_url))[0] if base_url else None,
+        "model": str(block["model"]) if block.get("model") else None,
+    }
+
+
+def _check_endpoint(snapshot: dict[str, Any], endpoint: Mapping[str, str]) -> None:
+    """Refuse an `--llm-base-url` or `--llm-model` a plan's `llm` block would refuse."""
+    llm = snapshot.get("llm") if isinstance(snapshot.get("llm"), dict) else {}
+    try:
+        parse_plan({**snapshot, "llm": {**llm, **endpoint}}, source="replay")
+    except PlanError as error:
+        field_name = error.path.removeprefix("llm.")
+        if field_name not in endpoint:
+            raise ReplayError(f"{error} (the recorded plan cannot be rebuilt)") from error
+        option = _ENDPOINT_OPTIONS[field_name]
+        raise ReplayError(f"{option} {endpoint[field_name]!r}: {error.problem}") from error
+
+
+def _edited_plan(
+    snapshot: dict[str, Any], plan: Plan, step_id: str, edits: Mapping[str, Any]
+) -> Plan:
+    """The recorded plan with the replayed step's parameters edited, checked as a plan file is."""
+    step = plan.step(step_id)
+    capability = plan.capabilities[f"{step.tool}.{step.capability}"]
+    schema = capability.schema if isinstance(capability.schema, dict) else {}
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    for key in edits:
+        if properties and key not in properties and key not in step.parameters:
+            raise ReplayError(
+                f"parameter {key!r}: {step_id} ({capability.key}) has no such parameter "
+                f"(its schema names: {', '.join(properties)})"
+            )
+    steps = [
+        {**item, "parameters": {**item.get("parameters", {}), **edits}}
+        if isinstance(item, dict) and item.get("id") == step_id else item
+        for item in snapshot.get("steps", [])
+    ]  # fmt: skip
+    try:
+        return parse_plan({**snapshot, "steps": steps}, source="replay")
+    except PlanError as error:
+        match = _PARAMETER_PATH.match(error.path)
+        if match is None:
+            raise ReplayError(f"{error} (the edited plan cannot be rebuilt)") from error
+        raise ReplayError(f"parameter {match.group(1)}: {error.problem}") from error
 
 
 def _replayable_plan(plan: dict[str, Any]) -> dict[str, Any]:
