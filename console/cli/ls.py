@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any, TextIO
 
+from console.cli.common import add_command, add_json_option, print_json, store_path
 from console.exits import fail
 from console.printable import printable
-from console.render.formats import ArgumentProblem, format_duration, format_time, parse_time
-from store.connection import resolve_db_path
+from console.render.formats import (
+    ArgumentProblem,
+    format_duration,
+    format_time,
+    lineage_marker,
+    parse_time,
+)
 from store.errors import StoreError
 from store.queries import (
     ACTIONS,
@@ -30,17 +35,16 @@ _MAX_ROWS = 2**63 - 1
 
 def add_parser(subparsers: Any) -> None:
     """Register `ls` on an argparse subparsers object."""
-    parser = subparsers.add_parser(
-        "ls",
+    parser = add_command(
+        subparsers, "ls", run,
         help="list recorded executions",
         description="List recorded executions, newest first. Filters combine with AND; "
         "--tool/--capability/--action/--rule/--http-status must hold for the same attempt.",
-    )
+    )  # fmt: skip
     add_filter_arguments(parser)
     parser.add_argument("--limit", type=int, default=50, help="rows per page (default 50)")
     parser.add_argument("--offset", type=int, default=0, help="rows to skip (default 0)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.set_defaults(handler=run)
+    add_json_option(parser, "print JSON instead of a table")
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ArgumentProblem(
                     f"{option} must be at least {lowest} and at most {_MAX_ROWS}, got {value}"
                 )
-        store = open_store(resolve_db_path(getattr(args, "db", None)))
+        store = open_store(store_path(args))
         page = store.list_executions(filters, limit=args.limit, offset=args.offset)
     except (StoreError, ArgumentProblem) as error:
         return fail(error)
@@ -82,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
             "limit": page.limit,
             "offset": page.offset,
         }
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(document, ensure_ascii=True)
     else:
         write_table(page, sys.stdout, filtered=filters != ExecutionFilter(), db_path=store.path)
     return 0
@@ -121,11 +124,6 @@ def _steps_cell(row: ExecutionRow) -> str:
     return cell + (f" ({', '.join(problems)})" if problems else "")
 
 
-def _rerun_marker(row: ExecutionRow) -> str:
-    """`↻ rerun of <id>  ` before the query of a re-run, else nothing."""
-    return f"↻ rerun of {row.rerun_of}  " if row.rerun_of else ""
-
-
 def _one_line(text: str | None, width: int) -> str:
     flat = " ".join(printable(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
@@ -156,7 +154,7 @@ def write_table(
             str(row.llm_calls),
             str(row.llm_total_tokens),
             row.last_failing_rule or "-",
-            _rerun_marker(row) + _one_line(row.query, _QUERY_WIDTH),
+            lineage_marker(row.rerun_of, row.plan_path) + _one_line(row.query, _QUERY_WIDTH),
         )
         for row in page.executions
     ]

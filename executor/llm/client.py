@@ -152,7 +152,7 @@ class LLMExchange:
     `request_body`/`response_body` are the exact HTTP bytes (b"" when none was sent or received);
     `raw_text` the assistant message content; `error` a transport, HTTP, timeout or response-shape
     failure, None when the endpoint answered a usable completion, and `error_kind` which of
-    those it was (`FAILURE_*`). `response_headers` are those of an HTTP error answer.
+    those it was (`FAILURE_*`). `response_headers` are those of the answer, when one came.
     """
 
     site: str
@@ -275,8 +275,9 @@ def _response_bytes(response: Any) -> bytes:
 
 
 def _response_headers(response: Any) -> dict[str, str]:
+    """An answer's headers (request id, Retry-After, rate limits, cost), names lower-case."""
     try:
-        return {str(name): str(value) for name, value in response.headers.items()}
+        return {str(name).lower(): str(value) for name, value in response.headers.items()}
     except Exception:
         return {}
 
@@ -411,6 +412,7 @@ class LLMClient:
             request_body = _request_bytes(raw.http_request)
             response_status = raw.status_code
             response_body = _response_bytes(raw)
+            response_headers = _response_headers(raw)
             fields = _completion_fields(response_body)
         latency_ms = (self._monotonic() - started) * 1000.0
         return LLMExchange(

@@ -249,5 +249,5 @@ class LayerConsultation:
             parsed=result.parsed, parse_error=result.parse_error,
             error=exchange.error, prompt_tokens=exchange.prompt_tokens,
             completion_tokens=exchange.completion_tokens, total_tokens=exchange.total_tokens,
-            text_recorded=text,
+            text_recorded=text, response_headers=dict(exchange.response_headers),
         ))

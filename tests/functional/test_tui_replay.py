@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static, TextArea
 
-from console.replay.engine import Replayer, ResponseSpecError
+from console.replay.edits import ResponseSpecError
+from console.replay.engine import Replayer
 from console.samples import prepare_sample_store, sample_execution_ids
 from console.tui.app import TruvaConsoleApp
 from console.tui.screens.execution import ExecutionScreen

@@ -27,18 +27,9 @@ from textual.widgets import Footer, Header, Input, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
 from console.render.replay_text import describe_original
-from console.replay.engine import (
-    LLM_MODES,
-    LLM_RECORDED,
-    Replayer,
-    ReplayError,
-    ReplayResult,
-    ReplaySetup,
-    ResponseSpecError,
-    load_edits,
-    parse_config_override,
-    prepare_replay,
-)
+from console.replay.edits import ReplayError, ResponseSpecError, load_edits, parse_config_override
+from console.replay.engine import Replayer, ReplayResult
+from console.replay.setup import LLM_MODES, LLM_RECORDED, ReplaySetup, prepare_replay
 from console.tui.screens.palette import PaletteCommand
 from console.tui.widgets.cells import inline_json, twin_command
 from console.tui.widgets.replay_view import (

@@ -15,13 +15,13 @@ from textual.widgets import DataTable
 
 from console.printable import printable
 from console.render.replay_text import describe_comparison, describe_original, describe_replay
-from console.replay.engine import (
+from console.replay.edits import (
     RESPONSE_KEYWORDS,
     ReplayResponse,
-    ReplayResult,
     ResponseSpecError,
     parse_response_spec,
 )
+from console.replay.engine import ReplayResult
 from console.tui.widgets.cells import action_text
 from console.tui.widgets.tables import NavigableTable
 from store.queries import AttemptRecord

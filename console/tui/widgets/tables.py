@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.printable import printable
-from console.render.formats import format_duration, format_time
+from console.render.formats import format_duration, format_time, lineage_marker
 from console.tui.widgets.cells import (
     action_text,
     delay_text,
@@ -127,8 +127,7 @@ class ExecutionTable(NavigableTable):
                 Text(str(row.attempts), justify="right"),
                 Text(str(row.llm_calls), justify="right"),
                 Text(str(row.llm_total_tokens), justify="right"),
-                (f"↻ rerun of {row.rerun_of}  " if row.rerun_of else "")
-                + one_line(row.query, _QUERY_WIDTH),
+                lineage_marker(row.rerun_of, row.plan_path) + one_line(row.query, _QUERY_WIDTH),
                 key=row.execution_id,
             )
         self.move_to_key(kept)
