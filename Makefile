@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint samples bench bench-quick clean
+.PHONY: run test lint samples screenshot bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ samples: $(STAMP)
 	$(BIN)/python -m console.demo.rerecord
 	$(BIN)/python -m pytest -q tests/snapshots/test_screens_replay.py --snapshot-update
 	$(BIN)/python -m pytest -q tests/functional/test_samples.py tests/functional/test_tui_replay.py tests/functional/test_tui_bundles.py
+
+# Redraw the README screenshot (docs/screenshots/execution-failing-step.svg) from the samples.
+screenshot: $(STAMP)
+	$(BIN)/python scripts/readme_screenshot.py
 
 # Every measure of issue 12's goals table beside its baseline, < 10 min on 2 cores
 # (docs/performance.md). Pass options through BENCH_ARGS, e.g. BENCH_ARGS="--only executor".

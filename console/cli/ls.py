@@ -10,19 +10,20 @@ from typing import Any, TextIO
 from console.cli.common import add_command, add_json_option, print_json, store_path
 from console.exits import fail
 from console.printable import printable
-from console.render.formats import (
-    ArgumentProblem,
-    format_duration,
-    format_time,
-    lineage_marker,
-    parse_time,
+from console.render.execution_columns import (
+    DEFAULT_PAGE_SIZE,
+    EXECUTION_COLUMNS,
+    RowOrder,
+    parse_sort,
+    query_cell,
+    sort_rows,
 )
+from console.render.formats import ArgumentProblem, parse_time
 from store.errors import StoreError
 from store.queries import (
     ACTIONS,
     EXECUTION_STATUSES,
     ExecutionFilter,
-    ExecutionRow,
     Page,
     open_store,
     to_jsonable,
@@ -42,7 +43,12 @@ def add_parser(subparsers: Any) -> None:
         "--tool/--capability/--action/--rule/--http-status must hold for the same attempt.",
     )  # fmt: skip
     add_filter_arguments(parser)
-    parser.add_argument("--limit", type=int, default=50, help="rows per page (default 50)")
+    parser.add_argument("--limit", type=int, default=DEFAULT_PAGE_SIZE,
+                        help=f"rows per page (default {DEFAULT_PAGE_SIZE}, as the list screen)")
+    parser.add_argument("--sort", metavar="COLUMN[:asc|:desc]",
+                        help="order the page by a column (" + ", ".join(
+                            column.key for column in EXECUTION_COLUMNS)
+                        + "); numbers and times largest first unless :asc; default newest first")
     parser.add_argument("--offset", type=int, default=0, help="rows to skip (default 0)")
     add_json_option(parser, "print JSON instead of a table")
 
@@ -75,10 +81,13 @@ def run(args: argparse.Namespace) -> int:
                 raise ArgumentProblem(
                     f"{option} must be at least {lowest} and at most {_MAX_ROWS}, got {value}"
                 )
+        order = parse_sort(args.sort) if args.sort else RowOrder()
         store = open_store(store_path(args))
         page = store.list_executions(filters, limit=args.limit, offset=args.offset)
     except (StoreError, ArgumentProblem) as error:
         return fail(error)
+    page = Page(executions=sort_rows(page.executions, order), total=page.total,
+                limit=page.limit, offset=page.offset)  # fmt: skip
     if args.json:
         document = {
             "executions": [to_jsonable(row) for row in page.executions],
@@ -108,27 +117,6 @@ def filters_from_args(args: argparse.Namespace, *, now: float | None = None) -> 
     )
 
 
-def _steps_cell(row: ExecutionRow) -> str:
-    planned = max(row.steps_planned, row.steps_total)
-    cell = f"{row.steps_succeeded}/{planned} ok"
-    problems = [
-        f"{count} {label}"
-        for count, label in (
-            (row.steps_failed, "failed"),
-            (row.steps_rejected, "rejected"),
-            (row.steps_skipped, "skipped"),
-            (row.steps_unfinished, "unfinished"),
-        )
-        if count
-    ]
-    return cell + (f" ({', '.join(problems)})" if problems else "")
-
-
-def _one_line(text: str | None, width: int) -> str:
-    flat = " ".join(printable(text).split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 def write_table(
     page: Page, out: TextIO, *, filtered: bool = False, db_path: str | None = None
 ) -> None:
@@ -141,20 +129,11 @@ def write_table(
         else:
             out.write(f"no executions recorded{f' in {db_path}' if db_path else ''}\n")
         return
-    header = ("EXECUTION", "STATUS", "STARTED (UTC)", "DURATION", "STEPS", "ATTEMPTS", "LLM",
-              "TOKENS", "LAST FAILING RULE", "QUERY")  # fmt: skip
+    header = tuple(column.header for column in EXECUTION_COLUMNS)
     rows = [
-        (
-            row.execution_id,
-            row.status,
-            format_time(row.started_at),
-            format_duration(row.duration_ms) if row.status != "running" else "running",
-            _steps_cell(row),
-            str(row.attempts),
-            str(row.llm_calls),
-            str(row.llm_total_tokens),
-            row.last_failing_rule or "-",
-            lineage_marker(row.rerun_of, row.plan_path) + _one_line(row.query, _QUERY_WIDTH),
+        tuple(
+            query_cell(row, _QUERY_WIDTH) if column.key == "query" else column.cell(row)
+            for column in EXECUTION_COLUMNS
         )
         for row in page.executions
     ]

@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
+import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -15,6 +18,10 @@ from console.exits import fail
 
 PACKAGES = ("console", "executor", "store")
 Handler = Callable[[argparse.Namespace], int]
+# What a shell reports for a process ended by SIGPIPE (128 + 13), as `cat` is under `head`.
+EXIT_STDOUT_CLOSED = 141
+# The commands that take `--samples`: they read the store, or (replay) record into the copy.
+SAMPLES_COMMANDS = ("ls", "explain", "sql", "export", "replay")
 DB_HELP = "debug store file (default: $TRUVA_DB or ./.truva/debug.duckdb)"
 
 
@@ -78,7 +85,45 @@ def main(argv: Sequence[str] | None = None, *, default_handler: Handler) -> int:
     from executor.telemetry import TelemetryConfigError
 
     try:
-        return int(args.handler(args) or 0)
+        if args.samples and args.handler is not default_handler:
+            code = run_on_samples(args)
+        else:
+            code = int(args.handler(args) or 0)
+        sys.stdout.flush()
     except TelemetryConfigError as exc:  # a bad OTEL_* value, found before anything ran
         return fail(str(exc))
+    except BrokenPipeError:
+        return stdout_closed()
+    return code
+
+
+def run_on_samples(args: argparse.Namespace) -> int:
+    """Run a command on a temporary store of the bundled sample traces, deleted afterwards."""
+    from console.samples import SampleStoreError, prepare_sample_store
+
+    command = args.handler.__module__.rsplit(".", 1)[-1].rstrip("_")
+    if command not in SAMPLES_COMMANDS:
+        return fail(f"--samples works with {', '.join(SAMPLES_COMMANDS)}, not with {command!r}: "
+                    "the sample store is a temporary copy, deleted when the command ends; "
+                    "use --db PATH")  # fmt: skip
+    if getattr(args, "db", None):
+        return fail("--samples and --db name two stores; give one of them")
+    with tempfile.TemporaryDirectory(prefix="truva-samples-") as directory:
+        try:
+            args.db = str(prepare_sample_store(Path(directory) / "samples.duckdb"))
+        except SampleStoreError as error:
+            return fail(error)
+        return int(args.handler(args) or 0)
+
+
+def stdout_closed() -> int:
+    """The reader of stdout went away (`ls --json | head`): exit quietly, as `cat` would.
+
+    Later writes and the interpreter's final flush go to /dev/null instead of raising again;
+    the exit code is the shell's for a process ended by SIGPIPE (141).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_STDOUT_CLOSED
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import ClassVar
 
 from textual import on
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.screen import Screen
 
 from console.tui.screens.bundle import ImportDialog
 from console.tui.screens.execution import ExecutionScreen
@@ -21,6 +24,15 @@ from console.tui.widgets.tables import ExecutionTable
 from store.queries import ExecutionDetail
 
 REFRESH_INTERVAL_S = 1.0
+
+
+def screenshot_directory() -> Path:
+    """Where the palette's Screenshot goes: `$XDG_DOWNLOAD_DIR`, else `~/Downloads`, when it is
+    a directory; otherwise the current directory."""
+    for candidate in (os.environ.get("XDG_DOWNLOAD_DIR"), Path.home() / "Downloads"):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return Path.cwd()
 
 
 class TruvaConsoleApp(App[int]):
@@ -93,6 +105,30 @@ class TruvaConsoleApp(App[int]):
                 files_dir=self.replay_files_dir(),
             )
         )
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's commands, with a Screenshot that says where it saved the file."""
+        for command in super().get_system_commands(screen):
+            if command.title == "Screenshot":
+                yield SystemCommand(
+                    "Screenshot",
+                    f"Save an SVG of the current screen in {screenshot_directory()}",
+                    lambda: self.call_after_refresh(self.save_screenshot_here),
+                )
+            else:
+                yield command
+
+    def save_screenshot_here(self) -> Path | None:
+        """Save an SVG of the screen in `screenshot_directory()` and say where it went."""
+        directory = screenshot_directory()
+        try:
+            saved = Path(self.save_screenshot(path=str(directory)))
+        except OSError as error:
+            self.notify(f"{directory}: {error.strerror or error}", title="Screenshot not saved",
+                        severity="error")  # fmt: skip
+            return None
+        self.notify(str(saved), title="Screenshot saved")
+        return saved
 
     @on(ReplayScreen.ReplayFinished)
     @on(ImportDialog.ImportFinished)

@@ -103,7 +103,8 @@ async def test_export_all_listed_without_redaction_and_an_existing_file(
         await pilot.press("enter")
         await dialog_done(pilot, dialog)
         refused = shown(dialog, "#export-result")
-        assert refused == "executions.truva.zip: already exists (pass --force to overwrite it)"
+        assert refused == ("executions.truva.zip: already exists "
+                           "(tick “Overwrite an existing file” to overwrite it)")
         assert (in_tmp / "executions.truva.zip").read_bytes() == b"keep me"
         dialog.query_one("#export-overwrite", Checkbox).value = True
         await pilot.pause()

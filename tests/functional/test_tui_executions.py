@@ -72,7 +72,7 @@ def message_panel(app: TruvaConsoleApp, width: int = 116) -> str:
 
 async def test_lists_recorded_executions_newest_first(real_store: RealStore) -> None:
     app = tui_app(real_store.db, db_arg="debug.duckdb", live_refresh=False)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(200, 40)) as pilot:  # wide enough for every column
         await settle(app, pilot)
         assert listed_ids(app) == [real_store.refused, real_store.corrected,
                                    real_store.rate_limited]  # fmt: skip
@@ -82,7 +82,7 @@ async def test_lists_recorded_executions_newest_first(real_store: RealStore) -> 
         assert cell(app, real_store.corrected, "llm") == "1"
         assert cell(app, real_store.rate_limited, "attempts") == "2"
         assert "1–3 of 3 executions" in status_line(app)
-        assert app.screen.sub_title == "CLI: truva-console --db debug.duckdb ls --limit 200"
+        assert app.screen.sub_title == "CLI: truva-console --db debug.duckdb ls"
         preview = shown_text(app.screen.query_one("#execution-preview").content)
         assert "Book a flight from LHR" in preview
 
@@ -112,7 +112,7 @@ async def test_filter_narrows_the_list(
         await apply_filter(app, pilot, typed)
         assert listed_ids(app) == [getattr(real_store, name) for name in expected]
         assert isinstance(app.focused, ExecutionTable)
-        twin = f"truva-console --db debug.duckdb ls {ls_args} --limit 200"
+        twin = f"truva-console --db debug.duckdb ls {ls_args}"
         assert app.screen.sub_title == f"CLI: {twin}"
         applied = sent(messages, FilterBar.FilterApplied)
         assert [m.parsed.text for m in applied] == [typed]

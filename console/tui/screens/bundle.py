@@ -17,14 +17,31 @@ from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Stat
 from textual.worker import Worker, WorkerState
 
 from console.tui.widgets.cells import twin_command
+from console.tui.widgets.path_suggester import PathSuggester
 from store.bundle import ExportResult, ImportResult, export_bundle, import_bundle
 from store.errors import StoreError
 
 BUNDLE_SUFFIX = ".truva.zip"
+OVERWRITE_LABEL = "Overwrite an existing file"
+REPLACE_LABEL = "Replace executions the store holds with different rows"
+# The store's remedies name CLI flags; in a dialog they name the dialog's checkboxes.
+_CONTROL_WORDS = (
+    ("pass --force to overwrite it", f"tick “{OVERWRITE_LABEL}” to overwrite it"),
+    ("pass --replace to overwrite", f"tick “{REPLACE_LABEL}” to overwrite it"),
+    ("so --replace leaves it alone", "so Replace leaves it alone"),
+)
+PATH_HINT = "→ completes the path"
 
 
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
+
+
+def in_dialog_words(problem: str) -> str:
+    """`problem` with the CLI flags it suggests replaced by the dialog's controls."""
+    for cli_words, dialog_words in _CONTROL_WORDS:
+        problem = problem.replace(cli_words, dialog_words)
+    return problem
 
 
 def _plural(count: int, word: str) -> str:
@@ -138,10 +155,11 @@ class ExportDialog(ModalScreen[None]):
                     value=self.all_listed,
                     id="scope-listed",
                 )
-            yield Input(value=default_bundle_path(self.execution_ids), id="export-path")
+            yield Input(value=default_bundle_path(self.execution_ids), id="export-path",
+                        suggester=PathSuggester(suffix=BUNDLE_SUFFIX))  # fmt: skip
             with Horizontal(classes="bundle-flags"):
                 yield Checkbox("Redact secrets", value=True, id="export-redact")
-                yield Checkbox("Overwrite an existing file", value=False, id="export-overwrite")
+                yield Checkbox(OVERWRITE_LABEL, value=False, id="export-overwrite")
             yield Static(id="export-result", classes="bundle-result")
             yield Static(id="export-twin", classes="bundle-twin")
             with Horizontal(classes="bundle-buttons"):
@@ -189,7 +207,8 @@ class ExportDialog(ModalScreen[None]):
         elif self.result is not None:
             shown.update(export_summary(self.result))
         else:
-            shown.update(Text("enter or Export writes the file; esc closes", style="dim"))
+            shown.update(Text(f"enter or Export writes the file; {PATH_HINT}; esc closes",
+                              style="dim"))  # fmt: skip
 
     @on(RadioSet.Changed, "#export-scope")
     def _scope_chosen(self, event: RadioSet.Changed) -> None:
@@ -242,7 +261,7 @@ class ExportDialog(ModalScreen[None]):
                 self.db_path, output, execution_ids, redact=redact, overwrite=overwrite
             )
         except (StoreError, OSError) as error:
-            self.post_message(self.ExportFailed(request, _one_line(error)))
+            self.post_message(self.ExportFailed(request, in_dialog_words(_one_line(error))))
             return
         self.post_message(self.ExportFinished(request, result))
 
@@ -304,10 +323,10 @@ class ImportDialog(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="import-box", classes="bundle-box"):
-            yield Input(placeholder=f"path/to/bundle{BUNDLE_SUFFIX}", id="import-path")
+            yield Input(placeholder=f"path/to/bundle{BUNDLE_SUFFIX}", id="import-path",
+                        suggester=PathSuggester(suffix=BUNDLE_SUFFIX))  # fmt: skip
             with Horizontal(classes="bundle-flags"):
-                yield Checkbox("Replace executions the store holds with different rows",
-                               value=False, id="import-replace")  # fmt: skip
+                yield Checkbox(REPLACE_LABEL, value=False, id="import-replace")
             yield Static(id="import-result", classes="bundle-result")
             yield Static(id="import-twin", classes="bundle-twin")
             with Horizontal(classes="bundle-buttons"):
@@ -343,7 +362,8 @@ class ImportDialog(ModalScreen[None]):
         elif self.result is not None:
             shown.update(import_summary(self.result))
         else:
-            hint = f"into {self.db_path}  ·  enter or Import loads the file; esc closes"
+            hint = (f"into {self.db_path}  ·  enter or Import loads the file; {PATH_HINT}; "
+                    "esc closes")  # fmt: skip
             shown.update(Text(hint, style="dim"))
 
     @on(Input.Changed, "#import-path")
@@ -374,7 +394,7 @@ class ImportDialog(ModalScreen[None]):
         try:
             result = import_bundle(self.db_path, bundle, replace=replace)
         except (StoreError, OSError) as error:
-            self.post_message(self.ImportFailed(request, _one_line(error)))
+            self.post_message(self.ImportFailed(request, in_dialog_words(_one_line(error))))
             return
         self.post_message(self.ImportFinished(request, result))
 

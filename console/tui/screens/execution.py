@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -25,6 +25,10 @@ from console.words import counted, sent_parameters
 from store.queries import ExecutionDetail, StepRecord
 
 _TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events")
+# Panes that show a loading indicator, not empty tables, until the first answer from the store.
+_LOADING_PANES = ("#steps", "#attempts", "#attempt-detail")
+# Below this many rows the tables shrink (class -short) so the attempt detail keeps room.
+SHORT_SCREEN_ROWS = 30
 
 
 class ExecutionScreen(Screen):
@@ -98,7 +102,7 @@ class ExecutionScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("Loading…", id="execution-summary")
+        yield Static(f"Loading execution {printable(self.execution_id)}…", id="execution-summary")
         yield StepTable(id="steps")
         yield Static(id="step-summary")
         yield AttemptTable(id="attempts")
@@ -109,9 +113,18 @@ class ExecutionScreen(Screen):
         self.title = "truva-console"
         self._update_twin()
         self.query_one(StepTable).focus()
+        self._show_loading(True)
         self.load_execution()
         if self.refresh_interval_s:
             self.set_interval(self.refresh_interval_s, self.poll_store, name="poll-store")
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.height < SHORT_SCREEN_ROWS, "-short")
+
+    def _show_loading(self, loading: bool) -> None:
+        """Loading indicators over the panes until the store has answered once."""
+        for selector in _LOADING_PANES:
+            self.query_one(selector).loading = loading
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Offer replay once a step of a finished execution is selected."""
@@ -171,6 +184,7 @@ class ExecutionScreen(Screen):
         if message.request != self._request:
             return
         self._in_flight = False
+        self._show_loading(False)
         if message.detail == self.detail:
             return
         self.detail, self.problem = message.detail, None
@@ -182,6 +196,7 @@ class ExecutionScreen(Screen):
         if message.request != self._request:
             return
         self._in_flight = False
+        self._show_loading(False)
         if message.problem != self.problem:
             self.notify(message.problem, title="Cannot read the execution", severity="error")
         self.problem = message.problem
@@ -194,6 +209,7 @@ class ExecutionScreen(Screen):
     def _worker_failed(self, event: Worker.StateChanged) -> None:
         if event.worker.group == "execution-detail" and event.state == WorkerState.ERROR:
             self._in_flight = False
+            self._show_loading(False)
             self.notify(f"unexpected error: {event.worker.error}", severity="error")
         if event.worker.group == "rerun" and event.state == WorkerState.ERROR:
             self.rerunning = False

@@ -15,6 +15,7 @@ from textual.widgets import ContentSwitcher, Footer, Header, Static
 from textual.worker import Worker, WorkerState
 
 from console.printable import printable
+from console.render.execution_columns import DEFAULT_PAGE_SIZE
 from console.tui.screens.bundle import ExportDialog, ImportDialog
 from console.tui.screens.palette import PaletteCommand
 from console.tui.screens.store_source import StoreSource, StoreUnavailable
@@ -24,7 +25,7 @@ from console.tui.widgets.tables import ExecutionTable
 from console.words import counted
 from store.queries import ExecutionFilter, Page
 
-DEFAULT_PAGE_SIZE = 200
+__all__ = ["DEFAULT_PAGE_SIZE", "ExecutionsScreen"]
 
 
 class ExecutionsScreen(Screen):
@@ -120,10 +121,14 @@ class ExecutionsScreen(Screen):
     def twin_command(self) -> str:
         """The `truva-console ls` command that lists the same page."""
         args = ["ls", *self.parsed_filter.ls_args]
-        if self.page_size != 50:
+        if self.page_size != DEFAULT_PAGE_SIZE:
             args += ["--limit", str(self.page_size)]
         if self.page_offset:
             args += ["--offset", str(self.page_offset)]
+        tables = self.query(ExecutionTable)
+        sort = tables.first().order.argument if tables else None
+        if sort:
+            args += ["--sort", sort]
         return twin_command(self.db_arg, *args)
 
     def _update_twin(self) -> None:
@@ -239,6 +244,11 @@ class ExecutionsScreen(Screen):
             text.append(f"  ·  recording by pid {row.writer_pid} on {row.writer_host or '?'}")
         preview.update(text)
 
+    @on(ExecutionTable.SortChanged)
+    def _sort_changed(self) -> None:
+        self._update_twin()
+        self.query_one("#executions-status", Static).update(self._status_text())
+
     @on(ExecutionTable.ExecutionHighlighted)
     def _execution_highlighted(self, message: ExecutionTable.ExecutionHighlighted) -> None:
         self._show_preview(message.execution_id)
@@ -282,7 +292,10 @@ class ExecutionsScreen(Screen):
         elif page is not None and page.executions:
             first, last = page.offset + 1, page.offset + len(page.executions)
             status.append(f"{first}–{last} of {counted(page.total, 'execution')}", style="bold")
-            status.append(", newest first")
+            order = self.query_one(ExecutionTable).order
+            status.append(f", {order.label()}" if order.key is None else
+                          f", sorted by {order.label()}"
+                          + (" within this page" if len(page.executions) < page.total else ""))
             if last < page.total:
                 status.append("  ·  n: next page")
             if page.offset:

@@ -16,6 +16,7 @@ from textual.widgets import ContentSwitcher, Static, TabbedContent, TabPane, Tex
 from console.printable import printable
 from console.render.formats import format_duration, format_time
 from console.tui.widgets.cells import action_text, inline_json
+from console.tui.widgets.read_only import ReadOnlyTextArea
 from console.words import reached_wire, received_text
 from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRecord, StepRecord
 
@@ -119,7 +120,7 @@ def decision_renderable(attempt: AttemptRecord) -> RenderableType:
     parts.append(_heading("Why not: earlier rules that did not match (first match wins)"))
     if not_matched:
         misses = Table.grid(padding=(0, 2))
-        misses.add_column(style="yellow", no_wrap=True)
+        misses.add_column(style="bold", no_wrap=True)  # rule ids; yellow means retry_same
         misses.add_column(overflow="fold")
         for miss in not_matched:
             misses.add_row(printable(str(miss.get("rule_id"))), printable(str(miss.get("reason"))))
@@ -130,7 +131,7 @@ def decision_renderable(attempt: AttemptRecord) -> RenderableType:
     if layers:
         parts.append(_heading("Correction layers: consulted, or why not"))
         notes = Table.grid(padding=(0, 2))
-        notes.add_column(style="yellow", no_wrap=True)
+        notes.add_column(style="bold", no_wrap=True)
         notes.add_column(no_wrap=True)
         notes.add_column(overflow="fold")
         for note in layers:
@@ -300,14 +301,14 @@ class AttemptDetail(Vertical):
                     yield Static(id="decision-body")
                 with TabPane("Request", id="tab-request"):
                     yield Static(id="request-head", classes="detail-head")
-                    yield TextArea.code_editor(read_only=True, id="request-body",
-                                               classes="detail-body")  # fmt: skip
+                    yield ReadOnlyTextArea.code_editor(read_only=True, id="request-body",
+                                                       classes="detail-body")  # fmt: skip
                 with TabPane("Response", id="tab-response"):
                     yield Static(id="response-head", classes="detail-head")
-                    yield TextArea.code_editor(read_only=True, id="response-body",
-                                               classes="detail-body")  # fmt: skip
+                    yield ReadOnlyTextArea.code_editor(read_only=True, id="response-body",
+                                                       classes="detail-body")  # fmt: skip
                 with TabPane("LLM", id="tab-llm"):
-                    yield TextArea(read_only=True, soft_wrap=True, id="llm-text")
+                    yield ReadOnlyTextArea(read_only=True, soft_wrap=True, id="llm-text")
                 with (
                     TabPane("Backoff & events", id="tab-events"),
                     VerticalScroll(classes="detail-scroll"),

@@ -71,18 +71,6 @@ def duration_text(row: ExecutionRow) -> str:
     return "running" if row.status == "running" else format_duration(row.duration_ms)
 
 
-def steps_text(row: ExecutionRow) -> str:
-    """Steps `ok/failed/skipped` of the plan; rejected steps count as failed."""
-    failed = row.steps_failed + row.steps_rejected
-    return f"{row.steps_succeeded}/{failed}/{row.steps_skipped}"
-
-
-def one_line(text: str | None, width: int) -> str:
-    """Control characters made visible, whitespace collapsed, cut to `width` with an ellipsis."""
-    flat = " ".join(printable(text).split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 def inline_json(value: Any) -> str:
     """A value as compact one-line JSON; strings as they are; control characters visible."""
     if isinstance(value, str):

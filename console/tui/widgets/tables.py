@@ -12,19 +12,20 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.printable import printable
-from console.render.formats import format_duration, format_time, lineage_marker
-from console.tui.widgets.cells import (
-    action_text,
-    delay_text,
-    duration_text,
-    http_text,
-    one_line,
-    status_text,
-    steps_text,
+from console.render.execution_columns import (
+    COLUMNS_BY_KEY,
+    EXECUTION_COLUMNS,
+    QUERY_MIN_WIDTH,
+    ExecutionColumn,
+    RowOrder,
+    default_descending,
+    fitting_columns,
+    query_cell,
+    sort_rows,
 )
+from console.render.formats import format_duration
+from console.tui.widgets.cells import action_text, delay_text, http_text, status_text
 from store.queries import AttemptRecord, ExecutionRow, StepRecord
-
-_QUERY_WIDTH = 40
 
 
 class NavigableTable(DataTable):
@@ -80,7 +81,19 @@ class NavigableTable(DataTable):
 
 
 class ExecutionTable(NavigableTable):
-    """One page of executions, newest first; the row key is the execution id."""
+    """One page of executions, newest first unless sorted; the row key is the execution id.
+
+    The columns are `ls`'s (console/render/execution_columns.py); on a narrow terminal the
+    least needed ones are left out so that the query stays visible, and the query takes the
+    width that is left.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "sort_next", "Sort", id="sort-column",
+                tooltip="Sort this page by the next column (again: the one after)"),
+        Binding("S", "sort_reverse", "Reverse", id="sort-reverse", key_display="S",
+                tooltip="Reverse the sort order of this page"),
+    ]  # fmt: skip
 
     @dataclass
     class ExecutionHighlighted(Message):
@@ -94,44 +107,101 @@ class ExecutionTable(NavigableTable):
 
         execution_id: str
 
-    COLUMNS = (
-        ("EXECUTION", "execution"),
-        ("STATUS", "status"),
-        ("STARTED (UTC)", "started"),
-        ("DURATION", "duration"),
-        ("LAST FAILING RULE", "rule"),
-        ("OK/FAIL/SKIP", "steps"),
-        ("ATT", "attempts"),
-        ("LLM", "llm"),
-        ("TOKENS", "tokens"),
-        ("QUERY", "query"),
-    )
+    @dataclass
+    class SortChanged(Message):
+        """The rows are now in `order`."""
 
-    def on_mount(self) -> None:
-        for label, key in self.COLUMNS:
-            self.add_column(label, key=key)
+        order: RowOrder
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.order = RowOrder()
+        self.shown_columns: tuple[str, ...] = ()
+        self._rows: tuple[ExecutionRow, ...] = ()
+        self._header_signature: tuple[object, ...] = ()
 
     def show_rows(self, rows: tuple[ExecutionRow, ...]) -> None:
         """Replace the rows, keeping the cursor on the same execution when it is still listed."""
+        self._rows = tuple(rows)
+        self._draw()
+
+    def sort_by(self, order: RowOrder) -> None:
+        """Put the page in `order` (the store's order when `order.key` is None)."""
+        if order != self.order:
+            self.order = order
+            self._draw()
+            self.post_message(self.SortChanged(order))
+
+    def action_sort_next(self) -> None:
+        """Sort by the column after the one sorted by now (the first after the default)."""
+        keys = [column.key for column in EXECUTION_COLUMNS if column.key in self.shown_columns]
+        if not keys:
+            return
+        after = keys.index(self.order.key) + 1 if self.order.key in keys else 0
+        if after >= len(keys):
+            self.sort_by(RowOrder())
+        else:
+            self.sort_by(RowOrder(keys[after], default_descending(keys[after])))
+
+    def action_sort_reverse(self) -> None:
+        """Reverse the order of the column sorted by (the default order has none to reverse)."""
+        if self.order.key is not None:
+            self.sort_by(RowOrder(self.order.key, not self.order.descending))
+
+    def on_resize(self) -> None:
+        if self._rows:
+            self._draw()
+
+    @on(DataTable.HeaderSelected)
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        key = event.column_key.value
+        if key == self.order.key:
+            self.action_sort_reverse()
+        elif key in COLUMNS_BY_KEY:
+            self.sort_by(RowOrder(key, default_descending(key)))
+
+    def _draw(self) -> None:
         kept = self.highlighted_key()
-        self.clear()
+        rows = sort_rows(self._rows, self.order)
+        widths = {
+            column.key: max([len(column.header) + (2 if column.key == self.order.key else 0),
+                             *(len(column.cell(row)) for row in rows)])
+            for column in EXECUTION_COLUMNS
+        }  # fmt: skip
+        available = (self.size.width or self.app.size.width) - self.styles.scrollbar_size_vertical
+        columns = fitting_columns(widths, available)
+        used = sum(widths[column.key] + 2 for column in columns if column.key != "query")
+        query_width = max(QUERY_MIN_WIDTH, available - used - 2)
+        signature = (tuple(column.key for column in columns), self.order)
+        if signature != self._header_signature:
+            self.clear(columns=True)
+            for column in columns:
+                arrow = (" ↓" if self.order.descending else " ↑") if column.key == self.order.key \
+                    else ""
+                self.add_column(column.header + arrow, key=column.key)
+            self._header_signature = signature
+            self.shown_columns = signature[0]
+        else:
+            self.clear()
         for row in rows:
-            self.add_row(
-                printable(row.execution_id),
-                status_text(row.status),
-                format_time(row.started_at),
-                duration_text(row),
-                Text(printable(row.last_failing_rule) or "-",
-                     style="" if row.last_failing_rule else "dim"),
-                steps_text(row),
-                Text(str(row.attempts), justify="right"),
-                Text(str(row.llm_calls), justify="right"),
-                Text(str(row.llm_total_tokens), justify="right"),
-                lineage_marker(row.rerun_of, row.plan_path) + one_line(row.query, _QUERY_WIDTH),
-                key=row.execution_id,
-            )
+            self.add_row(*(self._styled(column, row, query_width) for column in columns),
+                         key=row.execution_id)  # fmt: skip
         self.move_to_key(kept)
         self.refresh_bindings()
+
+    @staticmethod
+    def _styled(column: ExecutionColumn, row: ExecutionRow, query_width: int) -> Text | str:
+        if column.key == "status":
+            return status_text(row.status)
+        if column.key == "query":
+            return query_cell(row, query_width)
+        text = column.cell(row)
+        if column.numeric:
+            return Text(text, justify="right")
+        if column.key == "rule" and not row.last_failing_rule:
+            return Text(text, style="dim")
+        return text
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -1,0 +1,58 @@
+"""What the README says about `make test`, `make lint` and `make screenshot` is true."""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def svg_text(svg: str) -> str:
+    """The characters an SVG exported by Textual shows, without markup."""
+    return html.unescape(" ".join(re.findall(r"<text [^>]*>(.*?)</text>", svg))).replace(
+        "\xa0", " "
+    )
+
+
+def test_screenshot_script_draws_the_failing_step_and_its_decision(tmp_path: Path) -> None:
+    out = tmp_path / "shot.svg"
+    child = subprocess.run([sys.executable, str(REPO / "scripts" / "readme_screenshot.py"),
+                            str(out)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert child.returncode == 0, child.stderr
+    shown = svg_text(out.read_text(encoding="utf-8"))
+    for expected in ("stop_budget", "by rule budget.attempts",
+                     "HTTP 503 is transient but all 3 attempts are used",
+                     "Why not: earlier rules that did not match"):  # fmt: skip
+        assert expected in shown
+
+
+def test_readme_shows_the_committed_screenshot() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "](docs/screenshots/execution-failing-step.svg)" in readme
+    assert (REPO / "docs" / "screenshots" / "execution-failing-step.svg").is_file()
+
+
+def _make_rule(target: str) -> tuple[list[str], list[str]]:
+    """The prerequisites and recipe lines of `target` in the Makefile."""
+    lines = (REPO / "Makefile").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    recipe = []
+    for line in lines[start + 1:]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip())
+    return lines[start].split(":", 1)[1].split(), recipe
+
+
+def test_make_test_runs_lint_first_as_the_readme_says() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "runs make lint, then the whole test suite" in readme
+    prerequisites, recipe = _make_rule("test")
+    assert "lint" in prerequisites and recipe == ["$(BIN)/python -m pytest -q"]
+    _, lint = _make_rule("lint")
+    assert lint == ["$(BIN)/ruff check .", "$(BIN)/lint-imports --no-cache"]
+    assert "`make lint` runs ruff and `lint-imports`" in readme
