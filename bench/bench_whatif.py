@@ -37,16 +37,16 @@ def build_store(directory: Path, decisions: int) -> Path:
         conn.execute("CREATE TEMP TABLE copies AS SELECT range AS k FROM range(1, $n)",
                      {"n": copies})
         conn.execute(
-            "INSERT INTO executions SELECT executions.* REPLACE (execution_id || '-' || k AS execution_id) "
-            "FROM executions, copies"
+            "INSERT INTO executions SELECT executions.* "
+            "REPLACE (execution_id || '-' || k AS execution_id) FROM executions, copies"
         )
         conn.execute(
-            "INSERT INTO steps SELECT steps.* REPLACE (execution_id || '-' || k AS execution_id) "
-            "FROM steps, copies"
+            "INSERT INTO steps SELECT steps.* "
+            "REPLACE (execution_id || '-' || k AS execution_id) FROM steps, copies"
         )
         conn.execute(
-            "INSERT INTO attempts SELECT attempts.* REPLACE (execution_id || '-' || k AS execution_id) "
-            "FROM attempts, copies"
+            "INSERT INTO attempts SELECT attempts.* "
+            "REPLACE (execution_id || '-' || k AS execution_id) FROM attempts, copies"
         )
     return db
 
