@@ -11,7 +11,7 @@ from console.cli.ls import add_filter_arguments, filters_from_args
 from console.exits import fail
 from console.printable import printable
 from console.render.formats import ArgumentProblem
-from console.replay.engine import ReplayError, parse_config_override
+from console.replay.edits import ReplayError, parse_config_override
 from console.whatif import WhatIfReport, what_if
 from console.words import counted, on_one_line
 from executor.config import ConfigError
