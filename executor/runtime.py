@@ -115,6 +115,7 @@ class AttemptSummary:
     recovery: str | None = None
     impact: str | None = None
     budgets: dict[str, int | None] = field(default_factory=dict)
+    decision: Decision | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """SPEC §3.2 attempt shape plus a few explanatory fields."""
@@ -341,7 +342,7 @@ class PlanExecutor:
     `rerun.result_reused` notice), and their dependents bind to that data. `skip_steps` maps
     step ids to the reason each is not run; they are reported skipped, and so are their
     dependents. `rerun_of` names the earlier execution in `ExecutionStarted` and the reasons
-    (`reuse_results` requires it).
+    (`reuse_results` requires it). `labels` tag the execution (`ExecutionStarted.labels`).
     """
 
     def __init__(
@@ -361,8 +362,10 @@ class PlanExecutor:
         reuse_results: Mapping[str, Any] | None = None,
         skip_steps: Mapping[str, str] | None = None,
         rerun_of: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.plan = plan
+        self.labels = dict(labels or {})
         self.reuse_results = dict(reuse_results or {})
         self.skip_steps = dict(skip_steps or {})
         self.rerun_of = rerun_of
@@ -435,6 +438,7 @@ class PlanExecutor:
             llm=self._llm_description(),
             tool_version=__version__,
             rerun_of=self.rerun_of,
+            labels=dict(self.labels),
         ))
         self._note_missing_llm_key()
         self._seed_results()
@@ -1189,6 +1193,7 @@ class PlanExecutor:
             recovery=str(decision.recovery) if decision.recovery else None,
             impact=decision.impact,
             budgets=dict(decision.budgets),
+            decision=decision,
         ))
 
     def _warn_contract(self, step: StepSpec, state: _StepState, outcome: HttpOutcome,
