@@ -62,7 +62,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--until", metavar="TIME", help="started before TIME (same forms)")
     parser.add_argument("--text", help="text in request/response bodies, LLM prompts or answers")
     parser.add_argument("--test", metavar="NODEID",
-                        help="recorded by this pytest test: part of its node id (pytest --truva-db)")
+                        help="recorded by a pytest test whose node id contains NODEID")
     parser.add_argument("--limit", type=int, default=50, help="rows per page (default 50)")
     parser.add_argument("--offset", type=int, default=0, help="rows to skip (default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

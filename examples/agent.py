@@ -63,7 +63,7 @@ async def agent(db_path: str, tools_base_urls: dict[str, str], llm_base_url: str
 def main(argv: Sequence[str] | None = None) -> int:
     """`python examples/agent.py --db PATH`."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default=".truva/agent.duckdb", help="the debug store to record into")
+    parser.add_argument("--db", default=".truva/agent.duckdb", help="the store to record into")
     args = parser.parse_args(argv)
     with start_demo_services() as services:
         return asyncio.run(agent(args.db, services.tools_base_urls, services.llm_base_url))
