@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from console.widgets.filter_bar import parse_filter
+from console.tui.widgets.filter_bar import parse_filter
 from executor import api
 from store.queries import open_store
 from tests.support.plans import run_cli

@@ -1,54 +1,22 @@
-"""The `truva-console` command: the TUI by default, and its headless CLI twins as subcommands."""
+"""`truva-console run PLAN`: run a plan file, record it, print the outcome."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import importlib
-import importlib.util
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from console.exits import EXIT_CANCELLED, EXIT_OK, fail, run_cancellable
+from console.exits import EXIT_CANCELLED, EXIT_OK, fail
 from console.printable import printable
+from console.session import run_recorded
 from console.words import compact_json, counted, on_one_line, reached_wire, received_text
 
-PACKAGES = ("console", "executor", "store")
-DB_HELP = "debug store file (default: $TRUVA_DB or ./.truva/debug.duckdb)"
 
-
-class ShadowedPackageError(RuntimeError):
-    """Another distribution's package of the same name is imported instead of ours."""
-
-
-def check_package_origins() -> None:
-    """Fail when `executor` or `store` do not come from the same installation as `console`.
-
-    PyPI has unrelated distributions that install top-level packages named `executor`, `store`
-    and `console`; installed beside ours, they shadow it (SPEC §4).
-    """
-    here = Path(__file__).resolve().parent.parent
-    for name in PACKAGES:
-        spec = importlib.util.find_spec(name)
-        origin = Path(spec.origin).resolve() if spec and spec.origin else None
-        if origin is None or origin.parent.parent != here:
-            where = str(origin) if origin else "nowhere (not importable)"
-            raise ShadowedPackageError(
-                f"package {name!r} is imported from {where}, not from this truva-console "
-                f"installation ({here}); another distribution named {name!r} shadows it — "
-                f"uninstall it (pip uninstall {name}) or use a separate virtualenv"
-            )
-
-
-# ------------------------------------------------------------------------ run
-
-
-def add_run_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Any) -> None:
     """Register `truva-console run PLAN`."""
     parser = subparsers.add_parser(
         "run", help="run a plan file and record it",
@@ -58,10 +26,10 @@ def add_run_parser(subparsers: Any) -> None:
     parser.add_argument("plan", help="path to the plan JSON file")
     parser.add_argument("--json", action="store_true", help="print the SPEC §3.2 JSON document")
     parser.add_argument("--no-store", action="store_true", help="do not record to the store")
-    parser.set_defaults(handler=run_command)
+    parser.set_defaults(handler=run)
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Load the plan, run it with the store recorder, and print the outcome."""
     from executor.plan import PlanError, load_plan
     from executor.runtime import PlanExecutor
@@ -78,30 +46,6 @@ def run_command(args: argparse.Namespace) -> int:
     return run_and_report(
         lambda recorder: PlanExecutor(plan, recorder=recorder), db_path, as_json=args.json
     )
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRun:
-    """How a run ended, and the store recorder that recorded it (None with --no-store)."""
-
-    outcome: Any
-    recorder: Any
-    executor: Any = None
-
-
-def run_recorded(build: Callable[[Any], Any], db_path: Path | None) -> RecordedRun:
-    """Run the executor `build(recorder)` returns, recorded into `db_path` and telemetry.
-
-    The store recorder (when `db_path` is given) and the OpenTelemetry exporter (when
-    configured) are opened first and closed after the run, even when it fails. Raises
-    StoreError when the store cannot be opened for recording. Ctrl-C cancels the run.
-    """
-    from store.recording import Recording
-
-    with Recording(db_path) as recording:
-        executor = build(recording)
-        outcome = asyncio.run(run_cancellable(executor))
-    return RecordedRun(outcome, recording.store_recorder, executor)
 
 
 def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json: bool) -> int:
@@ -168,60 +112,3 @@ def render_outcome(outcome: Any) -> str:
             if attempt.impact and attempt.action not in ("success", "retry_same"):
                 lines.append(f"       recovery: {attempt.recovery} — {on_one_line(attempt.impact)}")
     return "\n".join(lines)
-
-
-# ------------------------------------------------------------------- the TUI
-
-
-def tui_command(args: argparse.Namespace) -> int:
-    """Open the Textual console on the store (or the bundled sample traces)."""
-    from console.app import run_app
-
-    return run_app(db=args.db, samples=args.samples)
-
-
-# ---------------------------------------------------------------------- main
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
-        prog="truva-console",
-        description="Debugging console for AI-agent tool calls: see why each error was retried, "
-                    "corrected or stopped.",
-    )
-    parser.add_argument("--db", help=DB_HELP)
-    parser.add_argument("--samples", action="store_true",
-                        help="open the bundled sample traces (read-only copy)")
-    parser.set_defaults(handler=tui_command)
-    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
-    add_run_parser(subparsers)
-    importlib.import_module("console.cmd_publish").add_parser(subparsers)
-    for module_name in ("console.cmd_ls", "console.cmd_explain", "console.cmd_demo",
-                        "console.cmd_replay", "console.cmd_export", "console.cmd_import",
-                        "console.cmd_rerun", "console.cmd_sql"):
-        importlib.import_module(module_name).add_parser(subparsers)
-    for subparser in subparsers.choices.values():
-        if not any("--db" in action.option_strings for action in subparser._actions):
-            subparser.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `truva-console` script."""
-    try:
-        check_package_origins()
-    except ShadowedPackageError as exc:
-        return fail(str(exc))
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from executor.telemetry import TelemetryConfigError
-
-    try:
-        return int(args.handler(args) or 0)
-    except TelemetryConfigError as exc:  # a bad OTEL_* value, found before anything ran
-        return fail(str(exc))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
