@@ -9,8 +9,9 @@ importing a submodule stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from executor.lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -93,10 +94,4 @@ if TYPE_CHECKING:
     from executor.runtime import AttemptSummary, ExecutionOutcome, StepOutcome
 
 
-def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module 'executor' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes("executor", _PUBLIC, globals())

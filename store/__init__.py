@@ -6,8 +6,9 @@ stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from executor.lazy import lazy_attributes
 
 # Public name -> the module that defines it. tests/unit/test_public_api.py pins this list.
 _PUBLIC = {
@@ -57,10 +58,4 @@ if TYPE_CHECKING:
     from store.recording import Recording
 
 
-def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module 'store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes("store", _PUBLIC, globals())

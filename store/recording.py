@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any, Self
 
 from store.queries import ExecutionDetail, ExecutionRow, open_store
@@ -108,21 +107,11 @@ class Recording:
     def __enter__(self) -> Self:
         return self.open()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     async def __aenter__(self) -> Self:
         return await asyncio.to_thread(self.open)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await asyncio.to_thread(self.close)

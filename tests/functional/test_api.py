@@ -45,6 +45,11 @@ def weather(server: ScriptedToolServer) -> Tool:
     return Tool("weather", server.base_url)
 
 
+def fails_then_succeeds(server: ScriptedToolServer, failure: ToolReply, data: Any) -> None:
+    """`weather.forecast` answers `failure` once, then success with `data`."""
+    server.script("/capabilities/forecast", failure, ToolReply.ok(data))
+
+
 class DispatchWatcher:
     """A recorder that sets `cancel` when the first request is about to leave."""
 
@@ -59,9 +64,8 @@ class DispatchWatcher:
 async def test_run_plan_records_into_the_store_and_returns_typed_records(
     tmp_path: Path, tool_server: ScriptedToolServer
 ) -> None:
-    tool_server.script("/capabilities/forecast",
-                       ToolReply.error(429, "RATE_LIMITED", "slow down", retryable=True),
-                       ToolReply.ok({"temp": 14}))  # fmt: skip
+    fails_then_succeeds(tool_server, ToolReply.error(429, "RATE_LIMITED", "slow down",
+                                                     retryable=True), {"temp": 14})
     forecast = weather(tool_server).capability("forecast", schema=CITY_SCHEMA)
     plan = Plan([Step("step-1", forecast, {"city": "Paris"})], query="weather in Paris",
                 config=FAST)  # fmt: skip
@@ -146,9 +150,8 @@ async def test_call_tool_raises_rejected_when_the_guard_refuses(
 async def test_call_tool_is_corrected_by_layer_3_through_the_llm_option(
     tool_server: ScriptedToolServer, llm_server: ScriptedLLMServer
 ) -> None:
-    tool_server.script("/capabilities/forecast",
-                       ToolReply.error(400, "INVALID_CITY", "unknown city Tokio", retryable=True),
-                       ToolReply.ok({"temp": 18}))  # fmt: skip
+    fails_then_succeeds(tool_server, ToolReply.error(400, "INVALID_CITY", "unknown city Tokio",
+                                                     retryable=True), {"temp": 18})
     llm_server.script(ANALYZER_ANSWER)
     recorder = ListRecorder()
     result = await call_tool(
