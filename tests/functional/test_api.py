@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +225,56 @@ async def test_the_llm_option_replaces_the_plans_endpoint(
     (started,) = recorder.of_kind("execution_started")
     assert (started.llm["base_url"], started.llm["model"]) == (llm_server.base_url, "new")
     assert started.plan["llm"]["model"] == "new"
+
+
+def one_step_plan(server: ScriptedToolServer) -> Plan:
+    return Plan([Step("step-1", weather(server).capability("forecast"), {"city": "Rome"})])
+
+
+async def test_the_telemetry_option_exports_spans_as_otel_env_says(
+    tool_server: ScriptedToolServer,
+) -> None:
+    from tests.support.otlp_receiver import OTLPReceiver
+
+    tool_server.script("/capabilities/forecast", ToolReply.ok({}))
+    with OTLPReceiver() as receiver:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}  # fmt: skip
+        await run_plan(one_step_plan(tool_server), env=env, telemetry=True)
+        exported = receiver.span_names()
+        await run_plan(one_step_plan(tool_server), env=env)
+        assert receiver.span_names() == exported
+    assert "orchestrator.execution" in exported
+
+
+def test_runs_in_any_thread_reach_record_runs_with_run_labels(
+    tool_server: ScriptedToolServer,
+) -> None:
+    from executor.api import record_runs, run_labels
+
+    tool_server.script("/capabilities/forecast", ToolReply.ok({}))
+    recorder, outcomes = ListRecorder(), []
+    worker = threading.Thread(target=lambda: outcomes.append(
+        run_plan_sync(one_step_plan(tool_server), labels={"run": "mine"})))  # fmt: skip
+    with record_runs(recorder), run_labels({"test": "node-1", "run": "ambient"}):
+        worker.start()
+        worker.join()
+    run_plan_sync(one_step_plan(tool_server))  # outside: not recorded
+    (started,) = recorder.of_kind("execution_started")
+    assert started.execution_id == outcomes[0].execution_id
+    assert started.labels == {"test": "node-1", "run": "mine"}
+
+
+class InterruptOnDispatch:
+    """A recorder that sends this process SIGINT (Ctrl-C) when the request is about to leave."""
+
+    def record(self, event: Any) -> None:
+        if event.kind == "attempt_dispatched":
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_cancels_run_plan_sync_as_it_cancels_run(tool_server: ScriptedToolServer) -> None:
+    tool_server.script("/capabilities/forecast", ToolReply.ok({}, delay_s=30))
+    outcome = run_plan_sync(one_step_plan(tool_server), recorder=InterruptOnDispatch())
+    assert (outcome.status, outcome.stop_reason) == ("cancelled", "cancelled")
+    assert outcome.steps[0].attempts[-1].decision.action == Action.STOP_CANCELLED
