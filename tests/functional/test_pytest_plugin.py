@@ -105,3 +105,15 @@ def test_a_store_that_cannot_be_opened_is_a_usage_error(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: --truva-db: {not_a_store}: *"])
     assert not_a_store.read_text() == "these are my notes\n"
+
+
+def test_the_test_labels_travel_in_a_bundle(inner: pytest.Pytester, tmp_path: Path) -> None:
+    db, bundle, target = tmp_path / "ci.duckdb", tmp_path / "ci.zip", tmp_path / "copy.duckdb"
+    inner.runpytest("--truva-db", str(db), *QUIET).assert_outcomes(passed=4)
+    exported = run_cli("export", "--db", str(db), "--all", "-o", str(bundle))
+    assert exported.code == 0, exported.stderr
+    imported = run_cli("import", "--db", str(target), str(bundle))
+    assert imported.code == 0, imported.stderr
+    listed = run_cli("ls", "--db", str(target), "--test", "test_one", "--json")
+    assert [row["labels"] for row in listed.json()["executions"]] == [
+        {"test": "test_inner.py::test_one"}]
