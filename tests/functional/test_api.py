@@ -278,3 +278,25 @@ def test_ctrl_c_cancels_run_plan_sync_as_it_cancels_run(tool_server: ScriptedToo
     outcome = run_plan_sync(one_step_plan(tool_server), recorder=InterruptOnDispatch())
     assert (outcome.status, outcome.stop_reason) == ("cancelled", "cancelled")
     assert outcome.steps[0].attempts[-1].decision.action == Action.STOP_CANCELLED
+
+
+async def test_runs_share_one_tls_context(
+    tool_server: ScriptedToolServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ssl
+
+    from executor.runtime import default_tls_context
+
+    built: list[object] = []
+    create = ssl.create_default_context
+
+    def counting(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        built.append(args)
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    default_tls_context.cache_clear()
+    tool_server.script("/capabilities/forecast", ToolReply.ok({}))
+    for _ in range(3):
+        await call_tool(weather(tool_server), "forecast", {"city": "Rome"})
+    assert len(built) == 1  # loading the CA bundle costs ~100 ms; once per process, not per call
