@@ -1,7 +1,8 @@
 """One way to record: open the store recorder and telemetry, run, close both, give the notice.
 
-`recording()` is used by `run`, `rerun`, `replay`, `demo record` and the TUI's rerun; no Textual
-here.
+`recording()` is used by `run`, `rerun`, `replay`, `demo record` and the TUI's rerun; it is
+`store.recording.Recording` (the same wiring code using the Python API records through) in the
+shape the commands want. No Textual here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from console.exits import Cancellable, run_cancellable
-from executor.events import NullRecorder, Recorder
+from executor.events import Recorder
 
 __all__ = ["RecordedRun", "RecordingSession", "recording", "run_recorded"]
 
@@ -51,25 +52,15 @@ def recording(
     block fails, the telemetry is shut down (exporting what remains) and the store recorder is
     closed; then `exit_notice` is set.
     """
-    store = None
-    if db is not None:
-        from store.recorder import StoreRecorder
+    from store.recording import Recording
 
-        store = StoreRecorder(db)
-    session = RecordingSession(store if store is not None else NullRecorder(), store)
+    rec = Recording(db, telemetry=telemetry, env=env).open()
+    session = RecordingSession(rec, rec.store_recorder)
     try:
-        if telemetry:
-            from executor.telemetry import with_telemetry
-
-            with with_telemetry(store, env=os.environ if env is None else env) as recorders:
-                session.recorder = recorders
-                yield session
-        else:
-            yield session
+        yield session
     finally:
-        if store is not None:
-            store.close()
-            session.exit_notice = store.exit_notice()
+        rec.close()
+        session.exit_notice = rec.exit_notice()
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ class ExecutionRow:
     writer_pid: int | None
     writer_host: str | None
     rerun_of: str | None = None
+    labels: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

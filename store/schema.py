@@ -242,8 +242,10 @@ _TIMESTAMP_COLUMNS = (
 # and kept in `decision.inputs`); times are TIMESTAMPTZ; token counts BIGINT; each prompt is
 # stored once, as the request bytes (`unsent_messages` only for a prompt never sent); LLM
 # response headers are kept; a lower-cased decoded `search_text` serves text search; the
-# `*_text` views decode bodies. Every ALTER runs before the UPDATEs of the same transaction.
+# `*_text` views decode bodies; `executions.labels` holds free key → text labels, e.g.
+# {"test": "<pytest node id>"}. Every ALTER runs before the UPDATEs of the same transaction.
 _SCHEMA_V3 = (
+    "ALTER TABLE executions ADD COLUMN labels JSON",
     "ALTER TABLE attempts RENAME COLUMN status TO http_status",
     "ALTER TABLE attempts DROP COLUMN attempt_number",
     *(
@@ -292,7 +294,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         3,
         "attempts.http_status, one attempt number, TIMESTAMPTZ, BIGINT tokens, prompts stored "
-        "once, LLM response headers, search_text, the attempts_text and llm_calls_text views",
+        "once, LLM response headers, search_text, the attempts_text and llm_calls_text views, "
+        "executions.labels",
         _SCHEMA_V3,
     ),
 )

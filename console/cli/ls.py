@@ -70,6 +70,8 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--until", metavar="TIME", help="started before TIME (same forms)")
     parser.add_argument("--text", help="text in request/response bodies, LLM prompts or answers")
+    parser.add_argument("--test", metavar="NODEID",
+                        help="recorded by a pytest test whose node id contains NODEID")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,6 +116,7 @@ def filters_from_args(args: argparse.Namespace, *, now: float | None = None) -> 
         since=None if args.since is None else parse_time("--since", args.since, now=now),
         until=None if args.until is None else parse_time("--until", args.until, now=now),
         text=args.text or None,
+        test=getattr(args, "test", None) or None,
     )
 
 

@@ -82,3 +82,9 @@ def lineage_marker(rerun_of: str | None, plan_path: str | None) -> str:
         return f"↻ rerun of {rerun_of}  "
     replayed = replayed_from(plan_path)
     return f"↻ replay of {replayed}  " if replayed else ""
+
+
+def labels_marker(labels: dict[str, str] | None) -> str:
+    """`[test=<node id>]  ` before the query of a labelled execution, else nothing."""
+    text = " ".join(f"{key}={value}" for key, value in sorted((labels or {}).items()))
+    return f"[{text}]  " if text else ""

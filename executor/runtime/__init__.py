@@ -16,6 +16,7 @@ from executor.runtime.outcomes import (
     Sleep,
     StepOutcome,
     classify_transport_error,
+    default_tls_context,
     encode_json_body,
     new_execution_id,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "Sleep",
     "StepOutcome",
     "classify_transport_error",
+    "default_tls_context",
     "encode_json_body",
     "new_execution_id",
     "run_plan",

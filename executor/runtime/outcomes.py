@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -21,6 +23,9 @@ from executor.wire import (
     WireEnvelope,
     parse_envelope,
 )
+
+if TYPE_CHECKING:
+    from executor.policy import Decision
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -51,6 +56,7 @@ class AttemptSummary:
     recovery: str | None = None
     impact: str | None = None
     budgets: dict[str, int | None] = field(default_factory=dict)
+    decision: Decision | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """SPEC §3.2 attempt shape plus a few explanatory fields."""
@@ -212,6 +218,12 @@ class StepState:
     correction_layer: str | None = None
     previous_errors: list[str] = field(default_factory=list)
     attempts: list[AttemptSummary] = field(default_factory=list)
+
+
+@functools.cache
+def default_tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context, built once: loading the CA bundle took ~100 ms per run."""
+    return httpx.create_ssl_context()
 
 
 def new_execution_id(now: float | None = None) -> str:

@@ -44,6 +44,7 @@ from executor.runtime.outcomes import (
     Sleep,
     StepOutcome,
     StepState,
+    default_tls_context,
     new_execution_id,
 )
 from executor.runtime.scheduling import StepScheduling
@@ -61,7 +62,7 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
     `rerun.result_reused` notice), and their dependents bind to that data. `skip_steps` maps
     step ids to the reason each is not run; they are reported skipped, and so are their
     dependents. `rerun_of` names the earlier execution in `ExecutionStarted` and the reasons
-    (`reuse_results` requires it).
+    (`reuse_results` requires it). `labels` tag the execution (`ExecutionStarted.labels`).
     """
 
     def __init__(
@@ -81,11 +82,13 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
         reuse_results: Mapping[str, Any] | None = None,
         skip_steps: Mapping[str, str] | None = None,
         rerun_of: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.plan = plan
         self.reuse_results = dict(reuse_results or {})
         self.skip_steps = dict(skip_steps or {})
         self.rerun_of = rerun_of
+        self.labels = dict(labels or {})
         unknown = sorted((set(self.reuse_results) | set(self.skip_steps)) - set(plan.step_ids))
         if unknown:
             raise ValueError(f"reuse_results/skip_steps name steps not in the plan: {unknown}")
@@ -138,7 +141,8 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
         self._started = self.monotonic()
         if self._http is None:
             self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.config.timeout_s), follow_redirects=False
+                timeout=httpx.Timeout(self.config.timeout_s), follow_redirects=False,
+                verify=default_tls_context(),
             )
         if self._llm is None and self.llm_settings is not None:
             self._llm = LLMClient(self.llm_settings, clock=self.clock)
@@ -153,6 +157,7 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
             llm=self._llm_description(),
             tool_version=__version__,
             rerun_of=self.rerun_of,
+            labels=dict(self.labels),
         ))
         self._note_missing_llm_key()
         self._seed_results()
@@ -192,6 +197,7 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
             recovery=str(decision.recovery) if decision.recovery else None,
             impact=decision.impact,
             budgets=dict(decision.budgets),
+            decision=decision,
         ))
 
     def _warn_contract(self, step: StepSpec, state: StepState, outcome: HttpOutcome,

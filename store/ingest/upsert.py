@@ -43,6 +43,7 @@ _EXECUTIONS = pa.schema(
         ("writer_host", _TEXT),
         ("writer_token", _TEXT),
         ("rerun_of", _TEXT),
+        ("labels", _JSON),
     ]
 )
 _SNAPSHOTS = pa.schema(

@@ -27,6 +27,8 @@ from tests.support.plans import run_cli
 
 ORIGINAL, RERUN = "exec-original-0001", "exec-rerun-0002"
 V2_COLUMNS = {"executions": ("rerun_of",), "attempts": ("recovery", "impact")}
+# Columns of later versions, which a v1 bundle does not have either.
+AFTER_V1_COLUMNS = {"executions": ("rerun_of", "labels"), "attempts": ("recovery", "impact")}
 
 
 def _rerun_events() -> list:
