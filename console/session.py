@@ -13,10 +13,13 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from console.exits import Cancellable, run_cancellable
-from executor.events import Recorder
+from console.exits import run_cancellable
+
+if TYPE_CHECKING:
+    from executor.cancellation import Cancellable
+    from executor.events import Recorder
 
 __all__ = ["RecordedRun", "RecordingSession", "recording", "run_recorded"]
 

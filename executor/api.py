@@ -22,7 +22,7 @@ from executor.cancellation import run_cancellable
 from executor.events import FanoutRecorder, NullRecorder, Recorder
 from executor.plan import CapabilitySpec, PlanError, ToolSpec, load_plan, parse_plan
 from executor.plan import Plan as PlanSpec
-from executor.plan import _PlanParser as _Validator
+from executor.plan.validation import PlanParser as _Validator
 from executor.policy import Decision
 from executor.runtime import (
     STEP_REJECTED,
