@@ -1,10 +1,11 @@
 """truva-console executor: a faithful Python port of the TruvaG3 error-handling policy.
 
-Headless: it imports no Textual, Rich or DuckDB. Submodules: `wire` (envelope, classification),
-`redact`, `backoff`, `config`, `params` (coercion, bindings, guard), `policy` (`decide()`),
-`llm` (layers 3 and 4), `plan`, `runtime` (the step loop), `resilience`, `events`, and `api`,
-whose names are the public API below (docs/library.md); they are imported on first use, so
-importing a submodule stays cheap.
+Headless: it imports no Textual, Rich or DuckDB. Modules and packages: `wire` (envelope,
+classification), `redact` (the levels), `backoff`, `config`, `params` (coercion, bindings,
+guard), `policy` (`decide()`, `redecide()`), `llm` (layers 3 and 4), `plan`, `runtime` (the
+step loop), `resilience`, `events`, `eventlog` (the event codec), `jsonform`, `telemetry`, and
+`api`, whose names are the public API below (docs/library.md); they are imported on first use,
+so importing a submodule stays cheap.
 """
 
 from __future__ import annotations
