@@ -324,3 +324,17 @@ def test_text_report_says_where_the_replay_first_diverged(tmp_path, busy_run):
         "rule transient.retry_same → success.2xx, delay_ms "
     )
     assert line.endswith(" → -")
+
+
+def test_param_outside_the_schema_enum_is_rejected_by_the_guard_before_any_request(tmp_path):
+    from console.samples import prepare_sample_store, sample_execution_ids
+
+    db = prepare_sample_store(tmp_path / "samples.duckdb")
+    misclassified = sample_execution_ids()["scenario-d-misclassified-503"]
+    replay = replay_json(db, misclassified, "step-1", "--param", "units=kelvin")
+    [attempt] = replay["replay"]["attempts"]
+    assert attempt["dispatched"] is False
+    assert attempt["action"] == "reject_predispatch"
+    assert attempt["rule"].startswith("guard.")
+    assert "kelvin" in attempt["reason"]
+    assert replay["replay"]["dispatches"] == []
