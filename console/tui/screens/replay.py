@@ -51,6 +51,11 @@ from store.errors import StoreError
 from store.queries import ExecutionDetail, StepRecord
 
 _UNSAFE_FILE_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]")
+# Each text field of the screen → the attribute that keeps its text.
+_FIELD_TEXTS = {
+    "config-overrides": "config_text", "param-edits": "params_text",
+    "llm-endpoint": "endpoint_text",
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,19 +407,9 @@ class ReplayScreen(Screen):
         self.llm_mode = str(event.pressed.label)
         self._update_twin()
 
-    @on(Input.Changed, "#config-overrides")
-    def _overrides_edited(self, event: Input.Changed) -> None:
-        self.config_text = event.value
-        self._update_twin()
-
-    @on(Input.Changed, "#param-edits")
-    def _params_edited(self, event: Input.Changed) -> None:
-        self.params_text = event.value
-        self._update_twin()
-
-    @on(Input.Changed, "#llm-endpoint")
-    def _endpoint_edited(self, event: Input.Changed) -> None:
-        self.endpoint_text = event.value
+    @on(Input.Changed, "#config-overrides, #param-edits, #llm-endpoint")
+    def _field_edited(self, event: Input.Changed) -> None:
+        setattr(self, _FIELD_TEXTS[event.input.id or ""], event.value)
         self._update_twin()
 
     @on(Input.Submitted, "#config-overrides, #param-edits, #llm-endpoint")
