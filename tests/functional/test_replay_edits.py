@@ -111,7 +111,7 @@ def test_param_edit_is_shown_in_the_text_report(paris_stopped):
 
 BAD_PARAMS = [
     ("unknown_key_names_the_schema", ["--param", "citycode=PAR"],
-     "truva-console: parameter 'citycode': step-1 (demo.search_hotels) has no such parameter "
+     'truva-console: parameter "citycode": step-1 (demo.search_hotels) has no such parameter '
      "(its schema names: city_code, nights)"),
     ("no_equals_sign", ["--param", "city_code"],
      "truva-console: --param city_code: expected KEY=VALUE, e.g. city_code=PAR"),
