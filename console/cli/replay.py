@@ -15,7 +15,12 @@ from console.cli.common import (
     print_exit_notice,
 )
 from console.exits import EXIT_CANCELLED, EXIT_OK, fail
-from console.render.replay_text import describe_comparison, describe_original, describe_replay
+from console.render.replay_text import (
+    describe_comparison,
+    describe_divergence,
+    describe_original,
+    describe_replay,
+)
 from console.replay.edits import (
     ReplayError,
     ResponseSpecError,
@@ -158,6 +163,7 @@ def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
 def replay_document(result: ReplayResult, *, stored: bool) -> dict[str, Any]:
     """The `replay --json` document: both steps, whether the outcome changed, what was served."""
     setup = result.setup
+    divergence = result.first_divergence
     replayed = result.step.to_dict() if result.step is not None else None
     if replayed is not None:
         replayed["execution_status"] = result.outcome.status
@@ -169,6 +175,7 @@ def replay_document(result: ReplayResult, *, stored: bool) -> dict[str, Any]:
         "original_execution_id": setup.execution_id,
         "step_id": setup.step_id,
         "changed": result.changed,
+        "first_divergence": None if divergence is None else divergence.to_dict(),
         "ran_out": result.ran_out,
         "summary": {
             "original": describe_original(setup.original),
@@ -281,6 +288,9 @@ def render_replay(result: ReplayResult, *, stored: bool) -> str:
     lines.append(f"original: {describe_original(setup.original)}")
     lines.append(f"replay:   {describe_replay(result)}")
     lines.append(describe_comparison(result))
+    divergence = describe_divergence(result)
+    if divergence is not None:
+        lines.append(divergence)
     if result.notes:
         lines.append("notes:")
         lines.extend(f"  - {note}" for note in result.notes)

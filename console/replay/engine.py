@@ -33,7 +33,7 @@ from executor.events import FanoutRecorder, ListRecorder, LLMCall, NullRecorder,
 from executor.runtime import ExecutionOutcome, PlanExecutor, StepOutcome
 from store.queries import AttemptRecord
 
-__all__ = ["ReplayResult", "Replayer", "ServedDispatch"]
+__all__ = ["SIGNATURE_FIELDS", "Divergence", "ReplayResult", "Replayer", "ServedDispatch"]
 
 _LIVE_LLM_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "TRUVAG3_LLM_MODEL")
 
@@ -99,10 +99,63 @@ class ReplayResult:
     @property
     def changed(self) -> bool:
         """Whether an attempt (sent, status, action, rule, delay, parameters) or the end differs."""
-        original = [_signature_of_record(a) for a in self.setup.original.attempts]
-        replayed = [_signature_of_summary(a) for a in (self.step.attempts if self.step else ())]
+        original, replayed = self._signatures()
         status = self.step.status if self.step else None
         return original != replayed or status != self.setup.original.status
+
+    @property
+    def first_divergence(self) -> Divergence | None:
+        """The first attempt in which the replay differs from the original, None when none does."""
+        original, replayed = self._signatures()
+        for index in range(max(len(original), len(replayed))):
+            left = original[index] if index < len(original) else None
+            right = replayed[index] if index < len(replayed) else None
+            if left == right:
+                continue
+            if left is None or right is None:
+                return Divergence(index + 1, (), missing="original" if left is None else "replay")
+            fields = tuple(
+                (name, _shown_field(name, was), _shown_field(name, now))
+                for name, was, now in zip(SIGNATURE_FIELDS, left, right, strict=True)
+                if was != now
+            )
+            return Divergence(index + 1, fields)
+        return None
+
+    def _signatures(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        original = [_signature_of_record(a) for a in self.setup.original.attempts]
+        replayed = [_signature_of_summary(a) for a in (self.step.attempts if self.step else ())]
+        return original, replayed
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Where a replay first differs from the original: attempt `attempt` (1 = first), each
+    differing field as (name, original value, replayed value), or the side that `missing` the
+    attempt altogether ("original" or "replay")."""
+
+    attempt: int
+    fields: tuple[tuple[str, Any, Any], ...]
+    missing: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form: `{"attempt", "missing", "fields": {name: {"original", "replay"}}}`."""
+        return {
+            "attempt": self.attempt,
+            "missing": self.missing,
+            "fields": {name: {"original": was, "replay": now} for name, was, now in self.fields},
+        }
+
+
+# The attempt fields a replay is compared on, in the order of the signatures below.
+SIGNATURE_FIELDS = (
+    "sent", "status", "transport_error", "action", "rule", "delay_ms", "parameters",
+)  # fmt: skip
+
+
+def _shown_field(name: str, value: Any) -> Any:
+    """A signature value as reported: parameters decoded back from their sorted JSON."""
+    return json.loads(value) if name == "parameters" else value
 
 
 def _rounded(delay_ms: float | None) -> float | None:

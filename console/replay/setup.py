@@ -7,6 +7,7 @@ refuses, with one line, a replay that cannot be faithful (docs/replay.md).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -216,7 +217,7 @@ def _edited_plan(
     for key in edits:
         if properties and key not in properties and key not in step.parameters:
             raise ReplayError(
-                f"parameter {key!r}: {step_id} ({capability.key}) has no such parameter "
+                f"parameter {json.dumps(key)}: {step_id} ({capability.key}) has no such parameter "
                 f"(its schema names: {', '.join(properties)})"
             )
     steps = [

@@ -111,7 +111,7 @@ def test_param_edit_is_shown_in_the_text_report(paris_stopped):
 
 BAD_PARAMS = [
     ("unknown_key_names_the_schema", ["--param", "citycode=PAR"],
-     "truva-console: parameter 'citycode': step-1 (demo.search_hotels) has no such parameter "
+     'truva-console: parameter "citycode": step-1 (demo.search_hotels) has no such parameter '
      "(its schema names: city_code, nights)"),
     ("no_equals_sign", ["--param", "city_code"],
      "truva-console: --param city_code: expected KEY=VALUE, e.g. city_code=PAR"),
@@ -257,3 +257,84 @@ async def test_the_tui_list_marks_a_replay_execution_as_ls_does(replayed):
         await screen_loaded(pilot)
         query = app.screen.query_one(ExecutionTable).get_cell(replay["execution_id"], "query")
     assert query == f"↻ replay of {doc['execution_id']} step-1  Find hotels in Paris"
+
+
+# ---------------------------------------------------------------- the first divergence
+
+
+@pytest.fixture
+def busy_run(tmp_path, tool_server):
+    """A recorded step that got 503 three times and stopped on the attempts budget."""
+    tool_server.script("/capabilities/weather",
+                       ToolReply.error(503, "BUSY", "try later", "SERVICE_ERROR"))  # fmt: skip
+    db, doc = record(tmp_path, plan(
+        tool_server.base_url, {"weather": capability("weather")},
+        [step("step-1", "weather", {"location": "Flower Mound"})], query="Weather",
+    ))  # fmt: skip
+    assert [a["rule"] for a in doc["steps"][0]["attempts"]] == [
+        "transient.retry_same", "transient.retry_same", "budget.attempts",
+    ]  # fmt: skip
+    return db, doc
+
+
+def test_first_divergence_names_the_attempt_and_each_field_that_differs(tmp_path, busy_run):
+    db, doc = busy_run
+    ok = write_json(tmp_path, "ok.json", {"status": 200, "body": {"success": True, "data": {}}})
+    replay = replay_json(db, doc["execution_id"], "step-1", "--response", f"2={ok}")
+    original_delay = doc["steps"][0]["attempts"][1]["delay_ms"]
+    assert replay["first_divergence"] == {
+        "attempt": 2,
+        "missing": None,
+        "fields": {
+            "status": {"original": 503, "replay": 200},
+            "action": {"original": "retry_same", "replay": "success"},
+            "rule": {"original": "transient.retry_same", "replay": "success.2xx"},
+            "delay_ms": {"original": round(original_delay, 3), "replay": None},
+        },
+    }
+
+
+def test_first_divergence_of_a_parameter_edit_is_the_parameters(paris_stopped):
+    db, doc = paris_stopped
+    replay = replay_json(db, doc["execution_id"], "step-1", "--param", "nights=5")
+    assert replay["first_divergence"] == {
+        "attempt": 1,
+        "missing": None,
+        "fields": {"parameters": {"original": {"city_code": "PARIS", "nights": 2},
+                                  "replay": {"city_code": "PARIS", "nights": 5}}},
+    }  # fmt: skip
+
+
+def test_an_unchanged_replay_has_no_divergence(busy_run):
+    db, doc = busy_run
+    replay = replay_json(db, doc["execution_id"], "step-1")
+    assert replay["first_divergence"] is None
+    text = replay_cli(db, doc["execution_id"], "step-1")
+    assert not any(line.startswith("first divergence") for line in text.stdout.splitlines())
+
+
+def test_text_report_says_where_the_replay_first_diverged(tmp_path, busy_run):
+    db, doc = busy_run
+    ok = write_json(tmp_path, "ok.json", {"status": 200, "body": {"success": True, "data": {}}})
+    result = replay_cli(db, doc["execution_id"], "step-1", "--response", f"2={ok}")
+    assert result.code == 0, result.stderr
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("first divergence")]
+    assert line.startswith(
+        "first divergence: attempt 2: status 503 → 200, action retry_same → success, "
+        "rule transient.retry_same → success.2xx, delay_ms "
+    )
+    assert line.endswith(" → -")
+
+
+def test_param_outside_the_schema_enum_is_rejected_by_the_guard_before_any_request(tmp_path):
+    from console.samples import prepare_sample_store, sample_execution_ids
+
+    db = prepare_sample_store(tmp_path / "samples.duckdb")
+    misclassified = sample_execution_ids()["scenario-d-misclassified-503"]
+    replay = replay_json(db, misclassified, "step-1", "--param", "units=kelvin")
+    [attempt] = replay["replay"]["attempts"]
+    assert attempt["dispatched"] is False
+    assert attempt["action"] == "reject_predispatch"
+    assert attempt["rule"].startswith("guard.")
+    assert "kelvin" in attempt["reason"]
+    assert replay["replay"]["dispatches"] == []
