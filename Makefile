@@ -20,6 +20,7 @@ test: $(STAMP) lint
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 # Re-record sample_traces/ from the demo plans, then redraw the snapshots that show sample ids
 # and times (tests/snapshots/test_screens_replay.py); read `git diff` of both before committing.

@@ -84,7 +84,7 @@ def peak_rss_kib():
 def import_peak(bundle: Path, db: Path) -> tuple[int, str, float]:
     """Exit code, first stderr line and peak RSS (MiB) of importing `bundle` in a child."""
     code = (
-        "import sys; from console.cli import main; rc = main(sys.argv[1:]); "
+        "import sys; from console.entry import main; rc = main(sys.argv[1:]); "
         "print(peak_rss_kib(), file=sys.stderr); raise SystemExit(rc)"
     )
     code = PEAK_RSS_SOURCE + code

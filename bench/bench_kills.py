@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.tool_server import ScriptedToolServer, ToolReply  # noqa: E402
 
-CHILD = "import sys; from console.cli import main; raise SystemExit(main(sys.argv[1:]))"
+CHILD = "import sys; from console.entry import main; raise SystemExit(main(sys.argv[1:]))"
 
 
 class TimedToolServer(ScriptedToolServer):

@@ -25,7 +25,7 @@ from tests.support.tool_server import ScriptedToolServer, ToolReply  # noqa: E40
 
 CHILD = """
 import sys
-from console.cli import main
+from console.entry import main
 rc = main(sys.argv[1:])
 hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))
 print('PEAK', int(hwm.split()[1]) // 1024, file=sys.stderr)
@@ -69,7 +69,7 @@ def measure(
     stored = -1
     if db.exists():
         subprocess.run(
-            [sys.executable, "-c", "import sys; from console.cli import main; "
+            [sys.executable, "-c", "import sys; from console.entry import main; "
              "raise SystemExit(main(['ls', '--db', sys.argv[1]]))", str(db)],
             capture_output=True, env=env, cwd=work,
         )  # fmt: skip

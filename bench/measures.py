@@ -164,7 +164,7 @@ def measure_plan_scale(quick: bool, work: Path) -> dict[str, Figure]:
 # at fork, which Linux carries over exec.
 _PEAK_CHILD = """
 import resource, sys
-from console.cli import main
+from console.entry import main
 rc = main(sys.argv[1:])
 hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))
 print('PEAK_KIB', int(hwm.split()[1]), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
@@ -437,8 +437,8 @@ def _median_ms(run: Callable[[], Any], repeat: int) -> float:
 
 
 async def _launch_to_painted_ms(db: Path) -> float:
-    from console.app import TruvaConsoleApp
-    from console.screens.executions import ExecutionsScreen
+    from console.tui.app import TruvaConsoleApp
+    from console.tui.screens.executions import ExecutionsScreen
 
     started = time.perf_counter()
     app = TruvaConsoleApp(db, live_refresh=False)
@@ -537,9 +537,9 @@ def execution_with_many_attempts(db: Path) -> str:
 
 
 async def _open_execution_ms(db: Path, execution_id: str) -> float:
-    from console.app import TruvaConsoleApp
-    from console.screens.execution import ExecutionScreen
-    from console.screens.executions import ExecutionsScreen
+    from console.tui.app import TruvaConsoleApp
+    from console.tui.screens.execution import ExecutionScreen
+    from console.tui.screens.executions import ExecutionsScreen
 
     app = TruvaConsoleApp(db, live_refresh=False)
     app.animation_level = "none"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-from console.loopback import LOOPBACK, NoDelayHandler, QuietThreadingHTTPServer
+from console.replay.loopback import LOOPBACK, NoDelayHandler, QuietThreadingHTTPServer
 
 
 @dataclass(frozen=True, slots=True)

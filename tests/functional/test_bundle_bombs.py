@@ -76,7 +76,7 @@ def import_in_child(bundle: Path, db: Path) -> tuple[int, str, int]:
     """Exit code, stderr and peak RSS (MiB, VmHWM) of `truva-console import` in a child."""
     code = (
         "import sys\n"
-        "from console.cli import main\n"
+        "from console.entry import main\n"
         "rc = main(sys.argv[1:])\n"
         "hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
         "print('PEAK', int(hwm.split()[1]) // 1024, file=sys.stderr)\n"

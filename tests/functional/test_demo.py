@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from console import cmd_demo
+from console.cli import demo as cmd_demo
 from console.demo import DEMO_PLAN_NAMES, demo_plans, record_demo, start_demo_services
 from console.demo.llm import DEMO_MODEL, UNKNOWN_PROMPT_ANSWER, answer
 from console.demo.runner import (
@@ -538,7 +538,7 @@ def test_cli_record_into_a_file_that_is_not_a_store_is_bad_input(tmp_path):
 
 SERVE = """
 import argparse, sys
-from console import cmd_demo
+from console.cli import demo as cmd_demo
 parser = argparse.ArgumentParser(prog="truva-console")
 parser.add_argument("--db")
 cmd_demo.add_parser(parser.add_subparsers())

@@ -428,7 +428,7 @@ async def test_tui_llm_tab_says_the_text_was_not_recorded_and_why(
         run_plan_json, tmp_path, hotel_plan(tool_server, llm_server, instruction=None))
     app = tui_app(tmp_path / "store" / "debug.duckdb", live_refresh=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        from console.screens.execution import ExecutionScreen
+        from console.tui.screens.execution import ExecutionScreen
 
         await screen_loaded(pilot)
         app.open_execution(doc["execution_id"])

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from console.cmd_publish import parse_since
+from console.cli.publish import parse_since
 from tests.support.otlp_receiver import OTLPReceiver, attributes_of
 from tests.support.plans import capability, plan, run_cli, step, write_plan
 from tests.support.tool_server import ToolReply

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from console.replay import Replayer, prepare_replay
+from console.replay.engine import Replayer, prepare_replay
 from store.queries import open_store
 from tests.support.plans import CliResult, capability, plan, run_cli, step, write_plan
 from tests.support.tool_server import ToolReply

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from console import cmd_explain, cmd_ls
+from console.cli import explain as cmd_explain
+from console.cli import ls as cmd_ls
+from console.render.formats import parse_time
 from store.recorder import StoreRecorder
 from tests.support.events_factory import (
     NON_UTF8_BODY,
@@ -155,7 +157,7 @@ def test_ls_bad_option_value_exits_2(db: Path, capsys, options: list[str], messa
     ids=["minutes-ago", "hours-ago", "epoch-seconds", "date-is-utc", "iso-with-offset"],
 )
 def test_parse_time(text: str, now: float, expected: float) -> None:
-    assert cmd_ls.parse_time("--since", text, now=now) == expected
+    assert parse_time("--since", text, now=now) == expected
 
 
 def test_explain_text_attempt_by_attempt(db: Path, capsys) -> None:

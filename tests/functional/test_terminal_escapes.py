@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from console.printable import printable, printable_line
-from console.screens.execution import ExecutionScreen
-from console.widgets.attempt_detail import AttemptDetail
-from console.widgets.tables import ExecutionTable
+from console.tui.screens.execution import ExecutionScreen
+from console.tui.widgets.attempt_detail import AttemptDetail
+from console.tui.widgets.tables import ExecutionTable
 from tests.functional.test_tui_stores import screen_loaded, shown_text, tui_app
 from tests.support.plans import capability, plan, run_subprocess, step, write_plan
 from tests.support.tool_server import ToolReply

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from textual.widgets import Checkbox, Input, RadioButton, Static
 
-from console.app import TruvaConsoleApp
 from console.samples import prepare_sample_store, sample_execution_ids
-from console.screens.bundle import ExportDialog, ImportDialog
-from console.screens.executions import ExecutionsScreen
-from console.widgets.tables import ExecutionTable
+from console.tui.app import TruvaConsoleApp
+from console.tui.screens.bundle import ExportDialog, ImportDialog
+from console.tui.screens.executions import ExecutionsScreen
+from console.tui.widgets.tables import ExecutionTable
 from store.bundles import read_bundle
 from store.queries import open_store
 from tests.functional.test_tui_stores import screen_loaded, settle_until, shown_text, tui_app

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static, TabbedContent, TextArea
 
-from console.app import TruvaConsoleApp
-from console.screens.execution import ExecutionScreen
-from console.screens.executions import ExecutionsScreen
-from console.widgets.attempt_detail import AttemptDetail
-from console.widgets.tables import AttemptTable, StepTable
+from console.tui.app import TruvaConsoleApp
+from console.tui.screens.execution import ExecutionScreen
+from console.tui.screens.executions import ExecutionsScreen
+from console.tui.widgets.attempt_detail import AttemptDetail
+from console.tui.widgets.tables import AttemptTable, StepTable
 from store.recorder import StoreRecorder
 from tests.functional.test_tui_stores import (
     ANALYZER_ANSWER,

@@ -7,11 +7,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from console.app import TruvaConsoleApp
-from console.screens.execution import ExecutionScreen
-from console.screens.executions import ExecutionsScreen
-from console.widgets.filter_bar import FilterBar
-from console.widgets.tables import ExecutionTable
+from console.tui.app import TruvaConsoleApp
+from console.tui.screens.execution import ExecutionScreen
+from console.tui.screens.executions import ExecutionsScreen
+from console.tui.widgets.filter_bar import FilterBar
+from console.tui.widgets.tables import ExecutionTable
 from store.recorder import StoreRecorder
 from tests.functional.test_tui_stores import (
     RealStore,

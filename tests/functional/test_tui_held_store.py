@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.screens.executions import ExecutionsScreen
+from console.tui.screens.executions import ExecutionsScreen
 from tests.functional.test_tui_executions import SIZE, listed_ids, settle, status_line
 from tests.functional.test_tui_stores import record_synthetic_store, tui_app
 from tests.support.holder import hold_file, release

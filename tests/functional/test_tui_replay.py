@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static, TextArea
 
-from console.app import TruvaConsoleApp
-from console.replay import Replayer, ResponseSpecError
+from console.replay.engine import Replayer, ResponseSpecError
 from console.samples import prepare_sample_store, sample_execution_ids
-from console.screens.execution import ExecutionScreen
-from console.screens.executions import ExecutionsScreen
-from console.screens.replay import ReplayScreen
-from console.widgets.replay_view import DispatchTable, edited_value
-from console.widgets.tables import ExecutionTable
+from console.tui.app import TruvaConsoleApp
+from console.tui.screens.execution import ExecutionScreen
+from console.tui.screens.executions import ExecutionsScreen
+from console.tui.screens.replay import ReplayScreen
+from console.tui.widgets.replay_view import DispatchTable, edited_value
+from console.tui.widgets.tables import ExecutionTable
 from store.queries import open_store
 from tests.functional.test_tui_stores import screen_loaded, settle_until, shown_text, tui_app
 from tests.support.plans import run_cli
@@ -256,7 +256,7 @@ class HeldReplayer(Replayer):
 async def test_escape_cancels_a_running_replay_before_it_leaves(
     sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("console.screens.replay.Replayer", HeldReplayer)
+    monkeypatch.setattr("console.tui.screens.replay.Replayer", HeldReplayer)
     app = console_app(sample_db, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_replay(app, pilot, MISCLASSIFIED_503)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from console.screens.execution import ExecutionScreen
-from console.screens.executions import ExecutionsScreen
-from console.widgets.tables import ExecutionTable
+from console.tui.screens.execution import ExecutionScreen
+from console.tui.screens.executions import ExecutionsScreen
+from console.tui.widgets.tables import ExecutionTable
 from store.queries import open_store
 from tests.functional.test_tui_stores import screen_loaded, settle_until, shown_text, tui_app
 from tests.support.plans import capability, plan, run_cli, step, write_plan

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from console.app import TruvaConsoleApp
+from console.tui.app import TruvaConsoleApp
 from store.queries import open_store
 from store.recorder import StoreRecorder
 from tests.support.events_factory import (
@@ -124,8 +124,8 @@ async def settle_until(pilot: Any, condition: Callable[[], bool], what: str) -> 
 
 async def screen_loaded(pilot: Any) -> None:
     """Wait until the current screen has shown its first answer from the store."""
-    from console.screens.execution import ExecutionScreen
-    from console.screens.executions import ExecutionsScreen
+    from console.tui.screens.execution import ExecutionScreen
+    from console.tui.screens.executions import ExecutionsScreen
 
     def loaded() -> bool:
         screen = pilot.app.screen

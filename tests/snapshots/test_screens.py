@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from console.app import TruvaConsoleApp
-from console.screens.execution import ExecutionScreen
+from console.tui.app import TruvaConsoleApp
+from console.tui.screens.execution import ExecutionScreen
 from tests.functional.test_tui_stores import (
     TRIP,
     record_synthetic_store,

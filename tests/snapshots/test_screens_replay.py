@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from console.app import TruvaConsoleApp
 from console.samples import prepare_sample_store, sample_execution_ids
-from console.screens.bundle import ExportDialog
-from console.screens.execution import ExecutionScreen
-from console.screens.replay import ReplayScreen
-from console.widgets.replay_view import DispatchTable
-from console.widgets.tables import ExecutionTable
+from console.tui.app import TruvaConsoleApp
+from console.tui.screens.bundle import ExportDialog
+from console.tui.screens.execution import ExecutionScreen
+from console.tui.screens.replay import ReplayScreen
+from console.tui.widgets.replay_view import DispatchTable
+from console.tui.widgets.tables import ExecutionTable
 from tests.functional.test_tui_stores import screen_loaded, settle_until, tui_app
 
 SIZE = (120, 36)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.cli import main
+from console.entry import main
 
 FAST_BACKOFF = {"initial_delay_ms": 1, "max_delay_ms": 5}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from console.replay import (
+from console.replay.engine import (
     ReplayError,
     ReplayResponse,
     ResponseSpecError,

@@ -13,7 +13,8 @@ import duckdb
 import pytest
 
 import store.connection
-from console import cmd_explain, cmd_ls
+from console.cli import explain as cmd_explain
+from console.cli import ls as cmd_ls
 from store.connection import resolve_db_path, store_paths
 from store.errors import StoreOpenError
 from store.ingest import encode_events

@@ -26,7 +26,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 
-from console.loopback import LOOPBACK, NoDelayHandler, QuietThreadingHTTPServer
+from console.replay.loopback import LOOPBACK, NoDelayHandler, QuietThreadingHTTPServer
 from console.words import counted
 from executor.config import CONFIG_FIELDS, ConfigError, ExecutorConfig, resolve_config
 from executor.events import FanoutRecorder, ListRecorder, LLMCall, NullRecorder, Recorder

@@ -11,9 +11,9 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
-from console.cmd_ls import format_duration, format_time
 from console.printable import printable
-from console.widgets.cells import (
+from console.render.formats import format_duration, format_time
+from console.tui.widgets.cells import (
     action_text,
     delay_text,
     duration_text,

@@ -15,12 +15,12 @@ from textual.widgets import ContentSwitcher, Footer, Header, Static
 from textual.worker import Worker, WorkerState
 
 from console.printable import printable
-from console.screens.bundle import ExportDialog, ImportDialog
-from console.screens.palette import PaletteCommand
-from console.screens.store_source import StoreSource, StoreUnavailable
-from console.widgets.cells import twin_command
-from console.widgets.filter_bar import FilterBar, FilterSyntaxError, ParsedFilter, parse_filter
-from console.widgets.tables import ExecutionTable
+from console.tui.screens.bundle import ExportDialog, ImportDialog
+from console.tui.screens.palette import PaletteCommand
+from console.tui.screens.store_source import StoreSource, StoreUnavailable
+from console.tui.widgets.cells import twin_command
+from console.tui.widgets.filter_bar import FilterBar, FilterSyntaxError, ParsedFilter, parse_filter
+from console.tui.widgets.tables import ExecutionTable
 from console.words import counted
 from store.queries import ExecutionFilter, Page
 

@@ -8,9 +8,9 @@ import sys
 import textwrap
 from typing import Any
 
-from console.cmd_ls import format_duration, format_time
 from console.exits import fail
 from console.printable import printable
+from console.render.formats import format_duration, format_time
 from console.words import counted, reached_wire, received_text, sent_parameters
 from store.connection import resolve_db_path
 from store.errors import StoreError

@@ -14,13 +14,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, TabbedContent, Tabs
 from textual.worker import Worker, WorkerState
 
-from console.cmd_ls import format_time
 from console.printable import printable
-from console.screens.palette import PaletteCommand
-from console.screens.store_source import StoreSource, StoreUnavailable
-from console.widgets.attempt_detail import TAB_IDS, AttemptDetail
-from console.widgets.cells import duration_text, inline_json, status_text, twin_command
-from console.widgets.tables import AttemptTable, StepTable
+from console.render.formats import format_time
+from console.tui.screens.palette import PaletteCommand
+from console.tui.screens.store_source import StoreSource, StoreUnavailable
+from console.tui.widgets.attempt_detail import TAB_IDS, AttemptDetail
+from console.tui.widgets.cells import duration_text, inline_json, status_text, twin_command
+from console.tui.widgets.tables import AttemptTable, StepTable
 from console.words import counted, sent_parameters
 from store.queries import ExecutionDetail, StepRecord
 
@@ -368,8 +368,8 @@ class ExecutionScreen(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="rerun")
     def _rerun(self, detail: ExecutionDetail) -> None:
-        from console.cli import run_recorded
-        from console.rerun import RerunError, prepare_rerun, rerun_executor
+        from console.replay.rerun import RerunError, prepare_rerun, rerun_executor
+        from console.session import run_recorded
         from store.errors import StoreError
 
         try:

@@ -11,13 +11,13 @@ from textual import on
 from textual.app import App
 from textual.binding import Binding, BindingType
 
-from console.screens.bundle import ImportDialog
-from console.screens.execution import ExecutionScreen
-from console.screens.executions import DEFAULT_PAGE_SIZE, ExecutionsScreen
-from console.screens.palette import ConsoleCommands
-from console.screens.replay import ReplayScreen
-from console.screens.store_source import StoreSource
-from console.widgets.tables import ExecutionTable
+from console.tui.screens.bundle import ImportDialog
+from console.tui.screens.execution import ExecutionScreen
+from console.tui.screens.executions import DEFAULT_PAGE_SIZE, ExecutionsScreen
+from console.tui.screens.palette import ConsoleCommands
+from console.tui.screens.replay import ReplayScreen
+from console.tui.screens.store_source import StoreSource
+from console.tui.widgets.tables import ExecutionTable
 from store.queries import ExecutionDetail
 
 REFRESH_INTERVAL_S = 1.0

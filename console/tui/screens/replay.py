@@ -26,8 +26,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, RadioButton, RadioSet, Static, TextArea
 from textual.worker import Worker, WorkerState
 
-from console.cmd_replay import describe_original
-from console.replay import (
+from console.render.replay_text import describe_original
+from console.replay.engine import (
     LLM_MODES,
     LLM_RECORDED,
     Replayer,
@@ -39,9 +39,9 @@ from console.replay import (
     parse_config_override,
     prepare_replay,
 )
-from console.screens.palette import PaletteCommand
-from console.widgets.cells import inline_json, twin_command
-from console.widgets.replay_view import (
+from console.tui.screens.palette import PaletteCommand
+from console.tui.widgets.cells import inline_json, twin_command
+from console.tui.widgets.replay_view import (
     DispatchTable,
     RecordedDispatch,
     comparison_renderable,

@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from console.cli import run_and_report
+from console.cli.run import run_and_report
 from console.exits import fail
-from console.rerun import RerunError, prepare_rerun, rerun_executor
+from console.replay.rerun import RerunError, prepare_rerun, rerun_executor
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import open_store

@@ -17,7 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Input
 
-from console.cmd_ls import ArgumentProblem, parse_time
+from console.render.formats import ArgumentProblem, parse_time
 from store.queries import ACTIONS, EXECUTION_STATUSES, ExecutionFilter
 
 # token key -> (ExecutionFilter field, `ls` option)

@@ -13,17 +13,17 @@ from textual import on
 from textual.message import Message
 from textual.widgets import DataTable
 
-from console.cmd_replay import describe_comparison, describe_original, describe_replay
 from console.printable import printable
-from console.replay import (
+from console.render.replay_text import describe_comparison, describe_original, describe_replay
+from console.replay.engine import (
     RESPONSE_KEYWORDS,
     ReplayResponse,
     ReplayResult,
     ResponseSpecError,
     parse_response_spec,
 )
-from console.widgets.cells import action_text
-from console.widgets.tables import NavigableTable
+from console.tui.widgets.cells import action_text
+from console.tui.widgets.tables import NavigableTable
 from store.queries import AttemptRecord
 
 _KEYWORD_OF_TRANSPORT_ERROR = {"reset": "drop", "timeout": "timeout"}

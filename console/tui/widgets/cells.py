@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.text import Text
 
-from console.cmd_ls import format_duration
 from console.printable import printable
+from console.render.formats import format_duration
 from store.queries import AttemptRecord, ExecutionRow
 
 STATUS_STYLES = {

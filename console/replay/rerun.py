@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from console.replay import _replay_config
+from console.replay.engine import _replay_config
 from executor.config import ExecutorConfig
 from executor.events import Recorder
 from executor.plan import Plan, PlanError, load_plan, parse_plan

@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
-from console.widgets.cells import twin_command
+from console.tui.widgets.cells import twin_command
 from store.bundles import ExportResult, ImportResult, export_bundle, import_bundle
 from store.errors import StoreError
 

@@ -13,9 +13,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import ContentSwitcher, Static, TabbedContent, TabPane, TextArea
 
-from console.cmd_ls import format_duration, format_time
 from console.printable import printable
-from console.widgets.cells import action_text, inline_json
+from console.render.formats import format_duration, format_time
+from console.tui.widgets.cells import action_text, inline_json
 from console.words import reached_wire, received_text
 from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRecord, StepRecord
 

@@ -1,0 +1,1 @@
+"""The `truva-console` subcommands, one module per command; no Textual here."""

@@ -1,0 +1,114 @@
+"""`truva-console run PLAN`: run a plan file, record it, print the outcome."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from console.exits import EXIT_CANCELLED, EXIT_OK, fail
+from console.printable import printable
+from console.session import run_recorded
+from console.words import compact_json, counted, on_one_line, reached_wire, received_text
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register `truva-console run PLAN`."""
+    parser = subparsers.add_parser(
+        "run", help="run a plan file and record it",
+        description="Run a plan file (docs/plan-file.md) against its tools and record every "
+                    "attempt, decision, backoff and LLM call in the debug store.",
+    )
+    parser.add_argument("plan", help="path to the plan JSON file")
+    parser.add_argument("--json", action="store_true", help="print the SPEC §3.2 JSON document")
+    parser.add_argument("--no-store", action="store_true", help="do not record to the store")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the plan, run it with the store recorder, and print the outcome."""
+    from executor.plan import PlanError, load_plan
+    from executor.runtime import PlanExecutor
+
+    try:
+        plan = load_plan(args.plan)
+    except PlanError as exc:
+        return fail(str(exc))
+    db_path = None
+    if not args.no_store:
+        from store.connection import resolve_db_path
+
+        db_path = resolve_db_path(args.db)
+    return run_and_report(
+        lambda recorder: PlanExecutor(plan, recorder=recorder), db_path, as_json=args.json
+    )
+
+
+def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json: bool) -> int:
+    """`run_recorded`, then print the outcome as `run` does; the exit code of `run`."""
+    from executor.plan import header_value_problem
+    from store.errors import StoreError
+
+    token = os.environ.get("TRUVAG3_OAUTH_TOKEN", "")
+    problem = header_value_problem(f"Bearer {token}") if token else None
+    if problem is not None:
+        return fail(f"TRUVAG3_OAUTH_TOKEN cannot be sent as an Authorization header: {problem}")
+    try:
+        recorded = run_recorded(build, db_path)
+    except StoreError as exc:
+        return fail(str(exc))
+    outcome, recorder = recorded.outcome, recorded.recorder
+    settings = getattr(recorded.executor, "llm_settings", None)
+    if settings is not None and not settings.has_credential:
+        print("truva-console: note: no LLM API key (llm.api_key, OPENAI_API_KEY or userinfo in "
+              "the LLM base URL); LLM calls sent the placeholder 'Bearer unused'", file=sys.stderr)
+    if as_json:
+        print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False, default=str))
+    else:
+        print(printable(render_outcome(outcome)))
+    notice = recorder.exit_notice() if recorder is not None else None
+    if notice:
+        # The run itself completed (its tool calls happened), so the exit code stays the run's.
+        print(f"truva-console: {notice}", file=sys.stderr)
+    if outcome.status == "cancelled":
+        incomplete = ", ".join(outcome.incomplete_steps) or "none"
+        print(f"truva-console: cancelled; incomplete steps: {incomplete}", file=sys.stderr)
+        return EXIT_CANCELLED
+    return EXIT_OK
+
+
+def render_outcome(outcome: Any) -> str:
+    """A readable summary of a run: each step, then each attempt's parameters, decision and rule.
+
+    One item per line: line breaks inside a reason (an LLM endpoint's error text, say) are
+    written as escapes.
+    """
+    lines = [f"execution {outcome.execution_id}: {outcome.status}"]
+    if getattr(outcome, "rerun_of", None):
+        lines.append(f"  rerun of {outcome.rerun_of}")
+    if outcome.stop_reason:
+        lines.append(f"  stopped: {on_one_line(outcome.stop_reason)}")
+    for step in outcome.steps:
+        counts = (f"{counted(step.dispatch_count, 'dispatch', 'dispatches')}, "
+                  f"{counted(step.validation_retries, 'correction')}")  # fmt: skip
+        lines.append(f"  {step.id}: {step.status} — {counts}")
+        if step.skip_reason:
+            lines.append(f"    {on_one_line(step.skip_reason)}")
+        if getattr(step, "reused_from", None):
+            lines.append(f"    result reused from execution {step.reused_from}; not resent")
+        for attempt in step.attempts:
+            got = received_text(attempt.dispatched, attempt.status, attempt.transport_error)
+            wait = f", wait {attempt.delay_ms:.1f} ms ({attempt.delay_source})" \
+                if attempt.delay_ms is not None else ""
+            lines.append(f"    #{attempt.n} {got} → {attempt.action} [{attempt.rule}]{wait}")
+            verb = "sent" if reached_wire(attempt.dispatched, attempt.transport_error) \
+                else "parameters"
+            lines.append(f"       {verb} {on_one_line(compact_json(attempt.parameters))}")
+            lines.append(f"       {on_one_line(attempt.reason)}")
+            if attempt.impact and attempt.action not in ("success", "retry_same"):
+                lines.append(f"       recovery: {attempt.recovery} — {on_one_line(attempt.impact)}")
+    return "\n".join(lines)
