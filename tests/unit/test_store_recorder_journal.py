@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import types
 from dataclasses import replace
 from pathlib import Path
@@ -81,7 +82,7 @@ def test_the_recorders_own_database_ingests_back_off_to_a_bound(
     finally:
         recorder.close()
 
-    waits = [round(b - a, 1) for a, b in zip(ingested_at, ingested_at[1:], strict=False)]
+    waits = [round(b - a, 1) for a, b in itertools.pairwise(ingested_at)]
     assert ingested_at[0] == 0.0  # the first flush ingests at once
     assert waits[:3] == [2.0, 4.0, 8.0]
     assert set(waits[3:]) == {1.0 * DB_INTERVAL_GROWTH}
@@ -107,5 +108,5 @@ def test_a_journal_text_that_is_not_utf8_is_refused_naming_the_file(tmp_path: Pa
     frame = store.spool.journal_frame([(1, b"step_\xffstarted", "exec", "{}", None, None)])
     data = store.spool.JOURNAL_MAGIC + store.spool.journal_meta_frame(writer) + frame
 
-    with pytest.raises(pa.ArrowInvalid, match="bad.journal: a damaged frame"):
+    with pytest.raises(pa.ArrowInvalid, match=r"bad\.journal: a damaged frame"):
         store.spool.read_journal_bytes(data, name="bad.journal")

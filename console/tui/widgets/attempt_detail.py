@@ -16,6 +16,7 @@ from textual.widgets import ContentSwitcher, Static, TabbedContent, TabPane, Tex
 from console.printable import printable
 from console.render.formats import format_duration, format_time
 from console.tui.widgets.cells import action_text, inline_json
+from console.tui.widgets.long_text import LongTextArea
 from console.words import reached_wire, received_text
 from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRecord, StepRecord
 
@@ -307,7 +308,7 @@ class AttemptDetail(Vertical):
                     yield TextArea.code_editor(read_only=True, id="response-body",
                                                classes="detail-body")  # fmt: skip
                 with TabPane("LLM", id="tab-llm"):
-                    yield TextArea(read_only=True, soft_wrap=True, id="llm-text")
+                    yield LongTextArea(read_only=True, soft_wrap=True, id="llm-text")
                 with (
                     TabPane("Backoff & events", id="tab-events"),
                     VerticalScroll(classes="detail-scroll"),
@@ -328,8 +329,8 @@ class AttemptDetail(Vertical):
         self._show_body("#request-body", attempt.request_body if attempt.dispatched else None)
         self.query_one("#response-head", Static).update(response_renderable(attempt))
         self._show_body("#response-body", attempt.response_body)
-        llm_area = self.query_one("#llm-text", TextArea)
-        llm_area.load_text(printable(llm_text(attempt.llm_calls, step.llm_calls)))
+        llm_area = self.query_one("#llm-text", LongTextArea)
+        llm_area.load_long_text(printable(llm_text(attempt.llm_calls, step.llm_calls)))
         self.query_one("#events-body", Static).update(events_renderable(attempt, step, detail))
         tabs = self.query_one("#detail-tabs", TabbedContent)
         tabs.get_tab("tab-llm").label = f"LLM ({len(attempt.llm_calls)})"
