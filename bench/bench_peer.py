@@ -1,0 +1,191 @@
+"""`make bench-peer`: a local Arize Phoenix ingesting the spans of our LLM-call row, beside us.
+
+Usage: .venv/bin/python bench/bench_peer.py [--quick] [--calls N]
+
+Phoenix lives in its own venv (`.venv-phoenix`, the one tests/functional/test_phoenix.py uses);
+when it is missing this creates it (`pip install arize-phoenix==20.26.1` from the configured
+index) and, if that fails, prints why and exits 0 (a skip, not a failure). It then starts
+`phoenix serve` on free loopback ports in a temporary working directory and measures, side by
+side on the same executions (bench/measures.py `llm_executions`: 10 LLM calls of 20 KB
+prompts per execution, plus their execution, step and tool spans):
+
+- ours: LLM calls stored per second through `StoreRecorder` until `close()` (the llm_ingest
+  row of `make bench`);
+- Phoenix: LLM calls per second from the first OTLP/HTTP protobuf request until Phoenix's
+  GraphQL `recordCount` shows every span stored. The spans are built (`SpanPublisher.spans`,
+  content capture on, as `truva-console publish` sends them) and encoded before the clock
+  starts, so only Phoenix's receiving and storing is timed.
+
+Prints both figures and ours ÷ Phoenix against the issue's goal (≥ 10×). Not run in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PHOENIX_VERSION = "20.26.1"
+VENV = ROOT / ".venv-phoenix"
+STARTUP_S = 180.0
+STORED_TIMEOUT_S = 600.0
+BATCH_SPANS = 512  # spans per request, as `publish` sends them
+
+
+def skip(reason: str) -> int:
+    print(f"bench-peer: skipped: {reason}")
+    return 0
+
+
+def phoenix_binary() -> tuple[Path | None, str]:
+    """The `phoenix` executable, installing it in its own venv when missing; else why not."""
+    configured = os.environ.get("PHOENIX_SERVE_BIN")
+    binary = Path(configured) if configured else VENV / "bin" / "phoenix"
+    if binary.is_file():
+        return binary, ""
+    if configured:
+        return None, f"PHOENIX_SERVE_BIN={configured} is not a file"
+    print(f"bench-peer: installing arize-phoenix=={PHOENIX_VERSION} into {VENV} …", flush=True)
+    steps = ([sys.executable, "-m", "venv", str(VENV)],
+             [str(VENV / "bin" / "pip"), "install", "-q", f"arize-phoenix=={PHOENIX_VERSION}"])
+    for command in steps:
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            return None, f"cannot install Arize Phoenix ({' '.join(command[-2:])}: {last[:160]})"
+    return (binary, "") if binary.is_file() else (None, f"no {binary} after installing")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_phoenix(binary: Path, work: Path) -> tuple[subprocess.Popen[str], str]:
+    """`phoenix serve` on free loopback ports; returns the process and its base URL."""
+    port = free_port()
+    env = {**os.environ, "PHOENIX_WORKING_DIR": str(work / "phoenix"),
+           "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port),
+           "PHOENIX_GRPC_PORT": str(free_port())}  # fmt: skip
+    process = subprocess.Popen([str(binary), "serve"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    assert process.stdout is not None
+    deadline = time.monotonic() + STARTUP_S
+    seen: list[str] = []
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=deadline - time.monotonic()):
+                break
+            line = process.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "Application startup complete" in line:
+                return process, f"http://127.0.0.1:{port}"
+    process.kill()
+    process.wait()
+    raise RuntimeError(f"phoenix serve did not start: {''.join(seen[-5:])}")
+
+
+def encoded_batches(executions: list[list], base_url: str) -> tuple[list[bytes], int]:
+    """The executions' spans as OTLP protobuf request bodies of BATCH_SPANS; and the count."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from executor.telemetry import span_publisher_from_env
+
+    publisher = span_publisher_from_env({
+        "OTEL_EXPORTER_OTLP_ENDPOINT": base_url, "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"})  # fmt: skip
+    assert publisher is not None
+    try:
+        spans = [span for events in executions for span in publisher.spans(events)]
+    finally:
+        publisher.shutdown()
+    bodies = [encode_spans(spans[i : i + BATCH_SPANS]).SerializeToString()
+              for i in range(0, len(spans), BATCH_SPANS)]  # fmt: skip
+    return bodies, len(spans)
+
+
+def stored_spans(client, base_url: str) -> int:
+    """Spans Phoenix has stored, over all projects (GraphQL `recordCount`)."""
+    query = "{ projects { edges { node { recordCount } } } }"
+    response = client.post(f"{base_url}/graphql", json={"query": query}, timeout=30)
+    response.raise_for_status()
+    edges = response.json()["data"]["projects"]["edges"]
+    return sum(edge["node"]["recordCount"] for edge in edges)
+
+
+def phoenix_seconds(base_url: str, bodies: list[bytes], span_count: int) -> float:
+    """Seconds from the first request until Phoenix has stored `span_count` spans."""
+    import httpx
+
+    headers = {"content-type": "application/x-protobuf"}
+    with httpx.Client() as client:
+        started = time.perf_counter()
+        for body in bodies:
+            response = client.post(f"{base_url}/v1/traces", content=body, headers=headers,
+                                   timeout=120)  # fmt: skip
+            response.raise_for_status()
+        deadline = time.monotonic() + STORED_TIMEOUT_S
+        while (stored := stored_spans(client, base_url)) < span_count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Phoenix stored {stored} of {span_count} spans")
+        return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="400 calls instead of 2,000")
+    parser.add_argument("--calls", type=int, help="LLM calls (a multiple of 10)")
+    args = parser.parse_args(argv)
+    calls = args.calls or (400 if args.quick else 2_000)
+    binary, why = phoenix_binary()
+    if binary is None:
+        return skip(why)
+    from bench.measures import llm_executions, record_all
+
+    executions = llm_executions(calls // 10, 10, 20_000)
+    with tempfile.TemporaryDirectory(prefix="truva-bench-peer-") as tmp:
+        work = Path(tmp)
+        ours_s = record_all(work / "llm.duckdb", executions)
+        try:
+            process, base_url = start_phoenix(binary, work)
+        except RuntimeError as error:
+            return skip(str(error))
+        try:
+            bodies, span_count = encoded_batches(executions, base_url)
+            theirs_s = phoenix_seconds(base_url, bodies, span_count)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    ours, theirs = calls / ours_s, calls / theirs_s
+    megabytes = sum(len(body) for body in bodies) / 1e6
+    print(json.dumps({"calls": calls, "spans": span_count, "otlp_mb": round(megabytes, 1),
+                      "ours_calls_per_s": round(ours, 1),
+                      "phoenix_calls_per_s": round(theirs, 1)}))  # fmt: skip
+    verdict = "meets" if ours >= 10 * theirs else "short of"
+    print(f"LLM calls (20 KB) stored/s: truva-console {ours:,.1f} vs Arize Phoenix "
+          f"{PHOENIX_VERSION} {theirs:,.1f} (OTLP/HTTP, {span_count:,} spans, "
+          f"{megabytes:.0f} MB): ×{ours / theirs:.1f}, {verdict} the goal of ≥ 10×")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
