@@ -200,9 +200,12 @@ class StoreRecorder:
     def _append_waiting(self, *, seal: bool = False) -> None:
         """Encode waiting events and append them, with any kept back, to the journal.
 
-        With `seal`, the journal is then fsynced and renamed to a segment. A refused write
-        (a full disk) keeps the encoded events in memory, within `max_unsaved_bytes`.
+        With `seal`, the journal is then fsynced and renamed to a segment, outside the journal
+        lock: a dispatch on the event loop appends to a new journal meanwhile instead of waiting
+        for the fsync. A refused write (a full disk) keeps the encoded events in memory, within
+        `max_unsaved_bytes`.
         """
+        sealing: Journal | None = None
         with self._journal_lock:
             with self._pending_lock:
                 events, self._pending = self._pending, []
@@ -225,14 +228,19 @@ class StoreRecorder:
                     self._journal.append(self._unsaved)
                     self._unsaved = []
                     self._unsaved_bytes = 0
-                if seal and self._journal is not None:
-                    journal, self._journal = self._journal, None
-                    if journal.has_frames:
-                        journal.seal()
-                    else:
-                        journal.discard()
+                if seal:
+                    sealing, self._journal = self._journal, None
             except OSError as error:
                 self._note_error(_describe(error))
+        if sealing is None:
+            return
+        try:  # only the flushing thread (under _flush_lock) seals, one journal at a time
+            if sealing.has_frames:
+                sealing.seal()
+            else:
+                sealing.discard()
+        except OSError as error:
+            self._note_error(_describe(error))
 
     def _flush(self, *, lock_timeout_s: float) -> None:
         """Make waiting events durable in the spool, then ingest the spool when it is time."""

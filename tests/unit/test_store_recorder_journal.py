@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import types
 from dataclasses import replace
 from pathlib import Path
@@ -20,12 +21,12 @@ from tests.support.events_factory import SECRET, realistic_execution, small_exec
 QUIET = {"batch_size": 10_000, "flush_interval_s": 3600.0}  # the background thread stays asleep
 
 
-def journal_kinds(recorder: StoreRecorder) -> list[str]:
-    """Kinds of the records in the recorder's open journal, in order."""
-    journals = [p for p in writer_segments(recorder.paths, recorder.writer)
-                if p.name.endswith(JOURNAL_SUFFIX)]  # fmt: skip
-    assert len(journals) == 1, journals
-    return read_segment(journals[0]).column("kind").to_pylist()
+def journal_kinds(recorder: StoreRecorder, *, journals: int = 1) -> list[str]:
+    """Kinds of the records in the recorder's newest journal, in order."""
+    found = [p for p in writer_segments(recorder.paths, recorder.writer)
+             if p.name.endswith(JOURNAL_SUFFIX)]  # fmt: skip
+    assert len(found) == journals, found
+    return read_segment(found[-1]).column("kind").to_pylist()
 
 
 def test_a_step_start_is_journaled_with_its_dispatch_in_one_frame(tmp_path: Path) -> None:
@@ -110,3 +111,45 @@ def test_a_journal_text_that_is_not_utf8_is_refused_naming_the_file(tmp_path: Pa
 
     with pytest.raises(pa.ArrowInvalid, match=r"bad\.journal: a damaged frame"):
         store.spool.read_journal_bytes(data, name="bad.journal")
+
+
+def test_a_dispatch_is_journaled_while_the_last_journal_is_being_fsynced(
+    tmp_path: Path, monkeypatch
+) -> None:
+    events = small_execution("exec-seal", steps=1)
+    dispatches = [i for i, event in enumerate(events) if event.kind == "attempt_dispatched"]
+    recorder = StoreRecorder(tmp_path / "debug.duckdb", **QUIET)
+    in_seal, release = threading.Event(), threading.Event()
+    seal = store.spool.Journal.seal
+
+    def slow_seal(journal: store.spool.Journal) -> Path:
+        in_seal.set()
+        release.wait(60)
+        return seal(journal)
+
+    monkeypatch.setattr(store.spool.Journal, "seal", slow_seal)
+    try:
+        for event in events[: dispatches[0] + 1]:
+            recorder.record(event)
+        flusher = threading.Thread(target=recorder.flush)
+        flusher.start()
+        assert in_seal.wait(60)
+        recorded = threading.Event()
+
+        def dispatch_next() -> None:
+            for event in events[dispatches[0] + 1 : dispatches[1] + 1]:
+                recorder.record(event)
+            recorded.set()
+
+        threading.Thread(target=dispatch_next).start()
+        try:
+            assert recorded.wait(20), "record() waited for the previous journal's fsync"
+            # a new journal holds it; the one being sealed is still a journal on disk
+            assert journal_kinds(recorder, journals=2) == [
+                event.kind for event in events[dispatches[0] + 1 : dispatches[1] + 1]
+            ]
+        finally:
+            release.set()
+            flusher.join()
+    finally:
+        recorder.close()
