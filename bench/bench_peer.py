@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import selectors
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,11 +35,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-PHOENIX_VERSION = "20.26.1"
-VENV = ROOT / ".venv-phoenix"
 STARTUP_S = 420.0  # it builds its SQLite schema first; slow on a loaded machine
 STORED_TIMEOUT_S = 600.0
 BATCH_SPANS = 512  # spans per request, as `publish` sends them
+
+from tests.support.phoenix import (  # noqa: E402 (after the path set-up above)
+    PHOENIX_VERSION,
+    VENV,
+    phoenix_bin,
+    start_phoenix,
+    stop_phoenix,
+)
 
 
 def skip(reason: str) -> int:
@@ -51,12 +55,11 @@ def skip(reason: str) -> int:
 
 def phoenix_binary() -> tuple[Path | None, str]:
     """The `phoenix` executable, installing it in its own venv when missing; else why not."""
-    configured = os.environ.get("PHOENIX_SERVE_BIN")
-    binary = Path(configured) if configured else VENV / "bin" / "phoenix"
-    if binary.is_file():
+    binary = phoenix_bin()
+    if binary is not None:
         return binary, ""
-    if configured:
-        return None, f"PHOENIX_SERVE_BIN={configured} is not a file"
+    if os.environ.get("PHOENIX_SERVE_BIN"):
+        return None, f"PHOENIX_SERVE_BIN={os.environ['PHOENIX_SERVE_BIN']} is not a file"
     print(f"bench-peer: installing arize-phoenix=={PHOENIX_VERSION} into {VENV} …", flush=True)
     steps = ([sys.executable, "-m", "venv", str(VENV)],
              [str(VENV / "bin" / "pip"), "install", "-q", f"arize-phoenix=={PHOENIX_VERSION}"])
@@ -65,48 +68,8 @@ def phoenix_binary() -> tuple[Path | None, str]:
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]
             return None, f"cannot install Arize Phoenix ({' '.join(command[-2:])}: {last[:160]})"
-    return (binary, "") if binary.is_file() else (None, f"no {binary} after installing")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def start_phoenix(binary: Path, work: Path) -> tuple[subprocess.Popen[str], str]:
-    """`phoenix serve` on free loopback ports; returns the process and its base URL."""
-    port = free_port()
-    env = {**os.environ, "PHOENIX_WORKING_DIR": str(work / "phoenix"),
-           "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port),
-           "PHOENIX_GRPC_PORT": str(free_port())}  # fmt: skip
-    process = subprocess.Popen([str(binary), "serve"], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    assert process.stdout is not None
-    deadline = time.monotonic() + STARTUP_S
-    seen: list[str] = []
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=deadline - time.monotonic()):
-                break
-            line = process.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if "Application startup complete" in line:
-                return process, f"http://127.0.0.1:{port}"
-    stop(process)
-    raise RuntimeError(f"phoenix serve did not start: {''.join(seen[-5:])}")
-
-
-def stop(process: subprocess.Popen[str]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    binary = phoenix_bin()
+    return (binary, "") if binary is not None else (None, f"no phoenix in {VENV} after installing")
 
 
 def encoded_batches(executions: list[list], base_url: str) -> tuple[list[bytes], int]:
@@ -177,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             base_url = args.url.rstrip("/")
         else:
             try:
-                process, base_url = start_phoenix(binary, work)
+                process, base_url = start_phoenix(binary, work / "phoenix", STARTUP_S)
             except RuntimeError as error:
                 return skip(str(error))
         try:
@@ -185,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             theirs_s = phoenix_seconds(base_url, bodies, span_count)
         finally:
             if process is not None:
-                stop(process)
+                stop_phoenix(process)
     ours, theirs = calls / ours_s, calls / theirs_s
     megabytes = sum(len(body) for body in bodies) / 1e6
     print(json.dumps({"calls": calls, "spans": span_count, "otlp_mb": round(megabytes, 1),

@@ -538,26 +538,38 @@ def execution_with_many_attempts(db: Path) -> str:
 
 async def _open_execution_ms(db: Path, execution_id: str) -> float:
     from console.tui.app import TruvaConsoleApp
-    from console.tui.screens.execution import ExecutionScreen
-    from console.tui.screens.executions import ExecutionsScreen
 
     app = TruvaConsoleApp(db, live_refresh=False)
     app.animation_level = "none"
     async with app.run_test(size=(140, 40)) as pilot:
-        for _ in range(400):
-            if isinstance(app.screen, ExecutionsScreen) and app.screen.page:
-                break
-            await pilot.pause()
+        await _list_painted(app, pilot)
         started = time.perf_counter()
-        app.open_execution(execution_id)
-        for _ in range(2000):
-            screen = app.screen
-            if isinstance(screen, ExecutionScreen) and (screen.detail or screen.problem):
-                break
-            await pilot.pause()
-        assert isinstance(app.screen, ExecutionScreen) and app.screen.detail, "not opened"
-        await pilot.pause()
+        await _open_and_wait(app, pilot, execution_id)
         return (time.perf_counter() - started) * 1e3
+
+
+async def _list_painted(app: Any, pilot: Any) -> None:
+    """Wait until the executions list has its first page."""
+    from console.tui.screens.executions import ExecutionsScreen
+
+    for _ in range(400):
+        if isinstance(app.screen, ExecutionsScreen) and app.screen.page:
+            return
+        await pilot.pause()
+
+
+async def _open_and_wait(app: Any, pilot: Any, execution_id: str) -> None:
+    """Open the execution and wait until its screen has the detail and one more refresh."""
+    from console.tui.screens.execution import ExecutionScreen
+
+    app.open_execution(execution_id)
+    for _ in range(4000):
+        screen = app.screen
+        if isinstance(screen, ExecutionScreen) and (screen.detail or screen.problem):
+            break
+        await pilot.pause()
+    assert isinstance(app.screen, ExecutionScreen) and app.screen.detail, "not opened"
+    await pilot.pause()
 
 
 def measure_console_open(quick: bool, work: Path) -> dict[str, Figure]:
@@ -661,27 +673,15 @@ async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int) -> dict
     from textual.widgets import TextArea
 
     from console.tui.app import TruvaConsoleApp
-    from console.tui.screens.execution import ExecutionScreen
-    from console.tui.screens.executions import ExecutionsScreen
 
     app = TruvaConsoleApp(db, live_refresh=False)
     app.animation_level = "none"
     frames: dict[str, float] = {}
     async with app.run_test(size=(140, 40)) as pilot:
-        for _ in range(400):
-            if isinstance(app.screen, ExecutionsScreen) and app.screen.page:
-                break
-            await pilot.pause()
+        await _list_painted(app, pilot)
         with LongestCallback() as meter:
             meter.take_ms()
-            app.open_execution(execution_id)
-            for _ in range(4000):
-                screen = app.screen
-                if isinstance(screen, ExecutionScreen) and (screen.detail or screen.problem):
-                    break
-                await pilot.pause()
-            assert isinstance(app.screen, ExecutionScreen) and app.screen.detail, "not opened"
-            await pilot.pause()
+            await _open_and_wait(app, pilot, execution_id)
             frames["open"] = meter.take_ms()
             area = app.screen.query_one("#llm-text", TextArea)
             for index, key in enumerate(PROMPT_KEYS):
@@ -713,8 +713,9 @@ def measure_tui_prompt(quick: bool, work: Path) -> dict[str, Figure]:
             shape = f"lines of {line_chars}" if line_chars else "one line"
             scrolls = {k: v for k, v in frames.items() if k.split()[-1] in _SCROLL_KEYS}
             key = max(scrolls, key=scrolls.__getitem__)
+            median = statistics.median(scrolls.values())
             if scrolls[key] > worst.get(label, (-1.0, ""))[0]:
-                worst[label] = (scrolls[key], f"{key.split()[-1]} ({shape})")
+                worst[label] = (scrolls[key], f"{key.split()[-1]} ({shape}; median {median:.0f})")
             if label == "big":
                 loading.append(f"{shape}: open {frames['open']:.0f}, tab {frames['00 4']:.0f}")
     (big, big_at), (small, _) = worst["big"], worst["small"]
