@@ -30,18 +30,9 @@ def run_recorded(build: Callable[[Any], Any], db_path: Path | None) -> RecordedR
     configured) are opened first and closed after the run, even when it fails. Raises
     StoreError when the store cannot be opened for recording. Ctrl-C cancels the run.
     """
-    from executor.telemetry import with_telemetry
+    from store.recording import Recording
 
-    recorder = None
-    if db_path is not None:
-        from store.recorder import StoreRecorder
-
-        recorder = StoreRecorder(db_path)
-    try:
-        with with_telemetry(recorder) as recorders:
-            executor = build(recorders)
-            outcome = asyncio.run(run_cancellable(executor))
-    finally:
-        if recorder is not None:
-            recorder.close()
-    return RecordedRun(outcome, recorder, executor)
+    with Recording(db_path) as recording:
+        executor = build(recording)
+        outcome = asyncio.run(run_cancellable(executor))
+    return RecordedRun(outcome, recording.store_recorder, executor)

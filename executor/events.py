@@ -16,7 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 class ExecutionStarted:
     """A plan run began. `plan` is the plan as loaded (JSON-able), `config` the resolved config.
 
-    `rerun_of` names the execution this run re-runs (`truva-console rerun`), else None.
+    `rerun_of` names the execution this run re-runs (`truva-console rerun`), else None;
+    `labels` are free key → text tags, such as `{"test": "<pytest node id>"}` (docs/library.md).
     """
 
     execution_id: str
@@ -29,6 +30,7 @@ class ExecutionStarted:
     llm: dict[str, Any] | None
     tool_version: str
     rerun_of: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
     kind: str = "execution_started"
 
 

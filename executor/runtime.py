@@ -8,10 +8,12 @@ at once), and reports every event to the injected recorder. It writes nothing to
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import heapq
 import json
 import os
+import ssl
 import time
 import uuid
 from collections import Counter
@@ -115,6 +117,7 @@ class AttemptSummary:
     recovery: str | None = None
     impact: str | None = None
     budgets: dict[str, int | None] = field(default_factory=dict)
+    decision: Decision | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """SPEC §3.2 attempt shape plus a few explanatory fields."""
@@ -278,6 +281,12 @@ class _StepState:
     attempts: list[AttemptSummary] = field(default_factory=list)
 
 
+@functools.cache
+def default_tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context, built once: loading the CA bundle took ~100 ms per run."""
+    return httpx.create_ssl_context()
+
+
 def new_execution_id(now: float | None = None) -> str:
     """A sortable, readable id: UTC timestamp plus 10 random hex digits (40 bits per second)."""
     moment = datetime.fromtimestamp(now if now is not None else time.time(), tz=UTC)
@@ -341,7 +350,7 @@ class PlanExecutor:
     `rerun.result_reused` notice), and their dependents bind to that data. `skip_steps` maps
     step ids to the reason each is not run; they are reported skipped, and so are their
     dependents. `rerun_of` names the earlier execution in `ExecutionStarted` and the reasons
-    (`reuse_results` requires it).
+    (`reuse_results` requires it). `labels` tag the execution (`ExecutionStarted.labels`).
     """
 
     def __init__(
@@ -361,8 +370,10 @@ class PlanExecutor:
         reuse_results: Mapping[str, Any] | None = None,
         skip_steps: Mapping[str, str] | None = None,
         rerun_of: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.plan = plan
+        self.labels = dict(labels or {})
         self.reuse_results = dict(reuse_results or {})
         self.skip_steps = dict(skip_steps or {})
         self.rerun_of = rerun_of
@@ -420,7 +431,8 @@ class PlanExecutor:
         self._started = self.monotonic()
         if self._http is None:
             self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.config.timeout_s), follow_redirects=False
+                timeout=httpx.Timeout(self.config.timeout_s), follow_redirects=False,
+                verify=default_tls_context(),
             )
         if self._llm is None and self.llm_settings is not None:
             self._llm = LLMClient(self.llm_settings, clock=self.clock)
@@ -435,6 +447,7 @@ class PlanExecutor:
             llm=self._llm_description(),
             tool_version=__version__,
             rerun_of=self.rerun_of,
+            labels=dict(self.labels),
         ))
         self._note_missing_llm_key()
         self._seed_results()
@@ -1189,6 +1202,7 @@ class PlanExecutor:
             recovery=str(decision.recovery) if decision.recovery else None,
             impact=decision.impact,
             budgets=dict(decision.budgets),
+            decision=decision,
         ))
 
     def _warn_contract(self, step: StepSpec, state: _StepState, outcome: HttpOutcome,

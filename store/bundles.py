@@ -577,6 +577,7 @@ def events_from_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Ev
                 llm=_loads(snapshot.get("llm")),
                 tool_version=row["tool_version"] or "",
                 rerun_of=row.get("rerun_of"),
+                labels=_loads(row.get("labels")) or {},
             )
         )
         finished_at = _epoch(row["finished_at"])

@@ -87,6 +87,7 @@ _EXECUTIONS = pa.schema(
         ("writer_host", _TEXT),
         ("writer_token", _TEXT),
         ("rerun_of", _TEXT),
+        ("labels", _JSON),
     ]
 )
 _SNAPSHOTS = pa.schema(
@@ -416,6 +417,7 @@ def _fold_execution_started(
             "writer_host": writer.host if writer else None,
             "writer_token": writer.token if writer else None,
             "rerun_of": data.get("rerun_of"),
+            "labels": json_text(data.get("labels") or None),
         },
     )
     rows.snapshots[execution_id] = {

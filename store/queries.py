@@ -57,6 +57,7 @@ class ExecutionFilter:
     (or, for tool and capability alone, one step). `since` (inclusive) and `until` (exclusive)
     bound `started_at` in epoch seconds. `text` is searched, case-insensitively, in request and
     response bodies, LLM prompt messages and raw LLM answers. `capability` may be `tool.capability`.
+    `test` is a part of the `test` label (a pytest node id, recorded by `pytest --truva-db`).
     """
 
     status: str | None = None
@@ -68,6 +69,7 @@ class ExecutionFilter:
     since: float | None = None
     until: float | None = None
     text: str | None = None
+    test: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,7 @@ class ExecutionRow:
     writer_pid: int | None
     writer_host: str | None
     rerun_of: str | None = None
+    labels: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +382,9 @@ def _filter_sql(filters: ExecutionFilter) -> tuple[str, dict[str, Any]]:
             "e.execution_id IN (SELECT s.execution_id FROM steps AS s "
             f"WHERE {' AND '.join(step_conditions)})"
         )
+    if filters.test:
+        clauses.append("contains(json_extract_string(e.labels, '$.test'), $test)")
+        params["test"] = filters.test
     if filters.text:
         clauses.append(_TEXT_MATCH)
         params["text"] = filters.text.lower()
@@ -444,7 +450,8 @@ SELECT
     s.last_failing_rule,
     e.writer_pid,
     e.writer_host,
-    e.rerun_of
+    e.rerun_of,
+    e.labels
 FROM page
 JOIN executions AS e USING (execution_id)
 LEFT JOIN execution_snapshots AS snapshot USING (execution_id)
@@ -537,6 +544,7 @@ _JSON_COLUMNS = frozenset(
         "messages",
         "parsed",
         "attrs",
+        "labels",
         "plan",
         "config",
         "config_sources",

@@ -192,9 +192,13 @@ _SCHEMA_V2 = (
     "ALTER TABLE attempts ADD COLUMN impact VARCHAR",
 )
 
+# Version 3: free key → text labels of an execution, e.g. {"test": "<pytest node id>"}.
+_SCHEMA_V3_LABELS = ("ALTER TABLE executions ADD COLUMN labels JSON",)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _SCHEMA_V1),
     Migration(2, "executions.rerun_of, attempts.recovery and attempts.impact", _SCHEMA_V2),
+    Migration(3, "executions.labels", _SCHEMA_V3_LABELS),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 STORE_TABLES = (

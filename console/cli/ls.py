@@ -50,6 +50,8 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--until", metavar="TIME", help="started before TIME (same forms)")
     parser.add_argument("--text", help="text in request/response bodies, LLM prompts or answers")
+    parser.add_argument("--test", metavar="NODEID",
+                        help="recorded by a pytest test whose node id contains NODEID")
     parser.add_argument("--limit", type=int, default=50, help="rows per page (default 50)")
     parser.add_argument("--offset", type=int, default=0, help="rows to skip (default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -96,6 +98,7 @@ def filters_from_args(args: argparse.Namespace, *, now: float | None = None) -> 
         since=None if args.since is None else parse_time("--since", args.since, now=now),
         until=None if args.until is None else parse_time("--until", args.until, now=now),
         text=args.text or None,
+        test=getattr(args, "test", None) or None,
     )
 
 
@@ -118,6 +121,12 @@ def _steps_cell(row: ExecutionRow) -> str:
 def _rerun_marker(row: ExecutionRow) -> str:
     """`↻ rerun of <id>  ` before the query of a re-run, else nothing."""
     return f"↻ rerun of {row.rerun_of}  " if row.rerun_of else ""
+
+
+def _labels_marker(row: ExecutionRow) -> str:
+    """`[test=<node id>]  ` before the query of a labelled execution, else nothing."""
+    labels = " ".join(f"{key}={value}" for key, value in sorted((row.labels or {}).items()))
+    return f"[{labels}]  " if labels else ""
 
 
 def _one_line(text: str | None, width: int) -> str:
@@ -150,7 +159,7 @@ def write_table(
             str(row.llm_calls),
             str(row.llm_total_tokens),
             row.last_failing_rule or "-",
-            _rerun_marker(row) + _one_line(row.query, _QUERY_WIDTH),
+            _rerun_marker(row) + _labels_marker(row) + _one_line(row.query, _QUERY_WIDTH),
         )
         for row in page.executions
     ]

@@ -79,14 +79,14 @@ def v1_store(tmp_path: Path, tool_server: ScriptedToolServer) -> Path:
 
 
 def test_a_v1_store_migrates_to_v2_on_open_keeping_its_rows(v1_store: Path) -> None:
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION >= 2
     detail = open_store(v1_store).get_execution("20260101-000000-v1")
     assert detail.execution.rerun_of is None
     assert [(a.step_id, a.rule_id, a.recovery, a.impact) for s in detail.steps
             for a in s.attempts] == [("step-1", "success.2xx", None, None),
                                      ("step-2", "refused.explicit_false", None, None)]  # fmt: skip
     with duckdb.connect(str(v1_store), read_only=True) as conn:
-        assert stored_schema_version(conn) == 2
+        assert stored_schema_version(conn) == SCHEMA_VERSION
         assert _columns(conn) >= V2_COLUMNS
         assert conn.execute("SELECT count(*) FROM attempts").fetchone() == (2,)
 
