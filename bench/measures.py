@@ -444,13 +444,7 @@ async def _launch_to_painted_ms(db: Path) -> float:
     app = TruvaConsoleApp(db, live_refresh=False)
     app.animation_level = "none"
     async with app.run_test(size=(140, 40)) as pilot:
-        for _ in range(400):
-            screen = app.screen
-            if isinstance(screen, ExecutionsScreen) and (screen.page or screen.problem):
-                break
-            await pilot.pause()
-        assert isinstance(app.screen, ExecutionsScreen) and app.screen.page, "list not loaded"
-        await pilot.pause()  # one more refresh: the rows are painted
+        await _until_shown(app, pilot, ExecutionsScreen, "page", 400)  # and painted
         elapsed = (time.perf_counter() - started) * 1e3
     return elapsed
 
@@ -549,26 +543,30 @@ async def _open_execution_ms(db: Path, execution_id: str) -> float:
 
 
 async def _list_painted(app: Any, pilot: Any) -> None:
-    """Wait until the executions list has its first page."""
+    """Wait until the executions list has its first page, painted."""
     from console.tui.screens.executions import ExecutionsScreen
 
-    for _ in range(400):
-        if isinstance(app.screen, ExecutionsScreen) and app.screen.page:
-            return
-        await pilot.pause()
+    await _until_shown(app, pilot, ExecutionsScreen, "page", 400)
 
 
 async def _open_and_wait(app: Any, pilot: Any, execution_id: str) -> None:
-    """Open the execution and wait until its screen has the detail and one more refresh."""
+    """Open the execution and wait until its screen has the detail, painted."""
     from console.tui.screens.execution import ExecutionScreen
 
     app.open_execution(execution_id)
-    for _ in range(4000):
+    await _until_shown(app, pilot, ExecutionScreen, "detail", 4000)
+
+
+async def _until_shown(app: Any, pilot: Any, screen_type: type, loaded: str, tries: int) -> None:
+    """Pause until the app shows `screen_type` with its `loaded` attribute set (or a problem),
+    then once more so that it is painted."""
+    for _ in range(tries):
         screen = app.screen
-        if isinstance(screen, ExecutionScreen) and (screen.detail or screen.problem):
+        if isinstance(screen, screen_type) and (getattr(screen, loaded) or screen.problem):
             break
         await pilot.pause()
-    assert isinstance(app.screen, ExecutionScreen) and app.screen.detail, "not opened"
+    shown = app.screen
+    assert isinstance(shown, screen_type) and getattr(shown, loaded), f"{loaded} not loaded"
     await pilot.pause()
 
 
