@@ -339,16 +339,22 @@ _JSON_COLUMNS = frozenset(
 
 def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Result rows as dicts, JSON columns decoded and lists as tuples."""
-    names = [column[0] for column in cursor.description or ()]
+    description = cursor.description or ()
+    names = [column[0] for column in description]
+    # Only the columns that can need it are looked at: JSON by name, lists by their type.
+    json_at = [index for index, name in enumerate(names) if name in _JSON_COLUMNS]
+    list_at = [index for index, column in enumerate(description) if str(column[1]).endswith("]")]
     rows = []
     for values in cursor.fetchall():
-        row = dict(zip(names, values, strict=True))
-        for name, value in row.items():
-            if name in _JSON_COLUMNS and isinstance(value, str):
-                row[name] = json.loads(value)
-            elif isinstance(value, list):
-                row[name] = tuple(value)
-        rows.append(row)
+        if json_at or list_at:
+            values = list(values)
+            for index in json_at:
+                if isinstance(values[index], str):
+                    values[index] = json.loads(values[index])
+            for index in list_at:
+                if isinstance(values[index], list):
+                    values[index] = tuple(values[index])
+        rows.append(dict(zip(names, values, strict=True)))
     return rows
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -95,22 +96,44 @@ def _event_fields(event: Any) -> dict[str, Any]:
     """The event's fields by name, as the policy's AT_REST level keeps them: headers, URLs,
     failure texts, LLM settings and the plan's credentials redacted; bodies untouched."""
     values = event_fields(event, omit=BYTES_FIELDS)
-    at_rest = RedactionLevel.AT_REST
-    for place, names in ((Place.URL, _URL_FIELDS), (Place.ERROR_TEXT, _ERROR_TEXT_FIELDS)):
-        for name in names:
-            if isinstance(values.get(name), str):
-                values[name] = redact(at_rest, place, values[name])
+    for name in _REDACTED_TEXT_FIELDS:
+        if isinstance(values.get(name), str):
+            place, text = _TEXT_FIELD_PLACES[name], values[name]
+            cached = len(text) <= _CACHED_TEXT_CHARS
+            values[name] = _redacted_text(place, text) if cached else _redact_at_rest(place, text)
     for header_field in ("request_headers", "response_headers"):
         headers = values.get(header_field)
         if isinstance(headers, dict):
-            values[header_field] = redact(
-                at_rest, Place.HEADERS, {str(k): str(v) for k, v in headers.items()}
+            values[header_field] = _redacted_headers(
+                tuple((str(k), str(v)) for k, v in headers.items())
             )
     if values.get("llm") is not None:
-        values["llm"] = redact(at_rest, Place.LLM_SETTINGS, values["llm"])
+        values["llm"] = _redact_at_rest(Place.LLM_SETTINGS, values["llm"])
     if isinstance(values.get("plan"), dict):
-        values["plan"] = redact(at_rest, Place.PLAN, values["plan"])
+        values["plan"] = _redact_at_rest(Place.PLAN, values["plan"])
     return values
+
+
+_TEXT_FIELD_PLACES = {
+    **dict.fromkeys(_URL_FIELDS, Place.URL),
+    **dict.fromkeys(_ERROR_TEXT_FIELDS, Place.ERROR_TEXT),
+}
+_REDACTED_TEXT_FIELDS = tuple(_TEXT_FIELD_PLACES)
+
+
+def _redact_at_rest(place: Place, value: Any) -> Any:
+    return redact(RedactionLevel.AT_REST, place, value)
+
+
+# Redaction is a pure function of the text; a run repeats the same URLs and headers per step.
+_CACHED_TEXT_CHARS = 4096
+_redacted_text = functools.lru_cache(maxsize=1024)(_redact_at_rest)
+
+
+@functools.lru_cache(maxsize=256)
+def _redacted_headers(items: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    # The cached dict is shared between events: callers only serialize it, never change it.
+    return _redact_at_rest(Place.HEADERS, dict(items))
 
 
 def encode_records(events: Sequence[Any], first_seq: int) -> list[SegmentRecord]:
