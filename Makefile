@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint samples screenshot bench bench-quick clean
+.PHONY: run test lint samples screenshot bench bench-quick bench-peer clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/python bench/run_all.py --quick $(BENCH_ARGS)
+
+# Arize Phoenix's OTLP ingest of the LLM-call row's spans beside ours (docs/performance.md);
+# installs Phoenix into .venv-phoenix on first use, skips with the reason when it cannot.
+bench-peer: $(STAMP)
+	$(BIN)/python bench/bench_peer.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

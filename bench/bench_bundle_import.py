@@ -99,7 +99,7 @@ def import_peak(bundle: Path, db: Path) -> tuple[int, str, float]:
 
 
 def build_bundle(output: Path, executions: int, body_kib: int) -> None:
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     db = output.with_suffix(".duckdb")
     build_store(db, executions, body_kib)

@@ -19,6 +19,7 @@ from typing import Any
 
 from store.connection import session, store_paths
 from store.queries import ExecutionFilter, Store, open_store
+from store.schema import DERIVED_COLUMNS
 
 START_AT = 1_767_225_600
 
@@ -27,8 +28,8 @@ INSERT INTO executions
 SELECT
     md5(CAST(i AS VARCHAR)) AS execution_id,
     CASE WHEN i % 10 = 0 THEN 'failed' WHEN i % 7 = 0 THEN 'partial' ELSE 'succeeded' END,
-    make_timestamp(CAST(($start + i * 30) * 1000000 AS BIGINT)),
-    make_timestamp(CAST(($start + i * 30 + 2.5) * 1000000 AS BIGINT)),
+    make_timestamptz(CAST(($start + i * 30) * 1000000 AS BIGINT)),
+    make_timestamptz(CAST(($start + i * 30 + 2.5) * 1000000 AS BIGINT)),
     'bench query number ' || i,
     'plans/bench.json', NULL, [], (i % 2), (i % 2) * 150, '0.1.0', 1, 'bench', 'bench-writer',
     NULL AS rerun_of
@@ -57,8 +58,8 @@ SELECT
     CASE WHEN (k // 5) % 10 = 0 AND k % 5 = 2 THEN 'terminal.auth_or_method'
         ELSE 'success.2xx' END,
     NULL, '{"ok": true}', NULL,
-    make_timestamp(CAST(($start + (k // 5) * 30 + (k % 5) * 0.4) * 1000000 AS BIGINT)),
-    make_timestamp(CAST(($start + (k // 5) * 30 + (k % 5) * 0.4 + 0.3) * 1000000 AS BIGINT))
+    make_timestamptz(CAST(($start + (k // 5) * 30 + (k % 5) * 0.4) * 1000000 AS BIGINT)),
+    make_timestamptz(CAST(($start + (k // 5) * 30 + (k % 5) * 0.4 + 0.3) * 1000000 AS BIGINT))
 FROM range($executions * 5) AS t(k)
 """
 
@@ -66,7 +67,7 @@ FROM range($executions * 5) AS t(k)
 _ATTEMPTS = """
 INSERT INTO attempts
 SELECT
-    md5(CAST(k // 10 AS VARCHAR)), 'step-' || ((k % 10) // 2), k % 2 + 1, 1, true,
+    md5(CAST(k // 10 AS VARCHAR)), 'step-' || ((k % 10) // 2), k % 2 + 1, true,
     '{"city": "Paris", "i": ' || k || '}', NULL, 'POST', 'http://127.0.0.1:8101/capabilities/x',
     '{"Content-Type": "application/json", "Authorization": "[REDACTED]"}',
     encode('{"city": "Paris", "i": ' || k || '}'), 30,
@@ -84,10 +85,10 @@ SELECT
     NULL, NULL,
     CASE WHEN action = 'retry_same' THEN 542.0735 END,
     CASE WHEN action = 'retry_same' THEN 'backoff' END,
-    make_timestamp(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2) * 1000000 AS BIGINT)),
-    make_timestamp(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2 + 0.01) * 1000000 AS BIGINT)),
-    make_timestamp(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2 + 0.02) * 1000000 AS BIGINT)),
-    NULL AS recovery, NULL AS impact
+    make_timestamptz(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2) * 1000000 AS BIGINT)),
+    make_timestamptz(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2 + 0.01) * 1000000 AS BIGINT)),
+    make_timestamptz(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2 + 0.02) * 1000000 AS BIGINT)),
+    NULL AS recovery, NULL AS impact, NULL AS search_text
 FROM (
     SELECT k, status,
         CASE status WHEN 200 THEN 'success' WHEN 401 THEN 'stop_terminal'
@@ -107,13 +108,14 @@ INSERT INTO llm_calls
 SELECT
     'call-' || i, md5(CAST(i AS VARCHAR)), 'step-1', 1, 'error_analysis', 'gpt-test',
     'http://127.0.0.1:8200/v1', 0.0, 1024,
-    '[{"role": "system", "content": "You analyze failed tool calls."}, {"role": "user", '
-        || '"content": "HTTP 400 from crm.create_contact for request ' || i || ' '
-        || repeat('context ', 100) || '"}]',
-    encode('{"messages": "..."}'), 20, 200, encode('{"choices": []}'), 15,
+    encode('{"model": "gpt-test", "messages": [{"role": "system", "content": "You analyze '
+        || 'failed tool calls."}, {"role": "user", "content": "HTTP 400 from '
+        || 'crm.create_contact for request ' || i || ' ' || repeat('context ', 100) || '"}]}'),
+    850, 200, encode('{"choices": []}'), 15,
     '{"should_retry": true, "reason": "fix ' || i || '"}', '{"should_retry": true}',
     NULL, NULL, 120, 30, 150, 800.0,
-    make_timestamp(CAST(($start + i * 30 + 1) * 1000000 AS BIGINT))
+    make_timestamptz(CAST(($start + i * 30 + 1) * 1000000 AS BIGINT)),
+    '{"x-request-id": "req-' || i || '"}', NULL, NULL
 FROM range(0, $executions, 2) AS t(i)
 """
 
@@ -135,6 +137,9 @@ def build(db: Path, executions: int) -> float:
         for statement in (_EXECUTIONS, _SNAPSHOTS, _STEPS, _ATTEMPTS, _LLM_CALLS):
             conn.execute(statement, {k: v for k, v in params.items() if f"${k}" in statement})
         conn.execute(_EVENTS)
+        for table, derived in DERIVED_COLUMNS.items():  # as ingest computes them
+            assignments = ", ".join(f"{name} = {sql}" for name, sql in derived.items())
+            conn.execute(f"UPDATE {table} SET {assignments}")
         conn.execute("CHECKPOINT")
     return time.perf_counter() - started
 

@@ -366,8 +366,8 @@ def _raw_zip_seconds(db: Path, work: Path) -> float:
     import duckdb
 
     with duckdb.connect(str(db), read_only=True) as conn:
-        blobs = [row[0].encode() + row[1] + row[2] for row in conn.execute(
-            "SELECT CAST(messages AS VARCHAR), request_body, response_body FROM llm_calls"
+        blobs = [row[0] + row[1] for row in conn.execute(
+            "SELECT request_body, response_body FROM llm_calls"
         ).fetchall()]  # fmt: skip
     target = work / "raw.zip"
     started = time.perf_counter()
@@ -383,7 +383,7 @@ def _raw_zip_seconds(db: Path, work: Path) -> float:
 
 def measure_bundle(quick: bool, work: Path) -> dict[str, Figure]:
     """Bundle export (redaction on) + import throughput, and the import's peak RSS."""
-    from store.bundles import export_bundle, import_bundle
+    from store.bundle import export_bundle, import_bundle
 
     db, text_bytes = bundle_source(work, quick)
     bundle = work / "bench-bundle.zip"
@@ -444,13 +444,7 @@ async def _launch_to_painted_ms(db: Path) -> float:
     app = TruvaConsoleApp(db, live_refresh=False)
     app.animation_level = "none"
     async with app.run_test(size=(140, 40)) as pilot:
-        for _ in range(400):
-            screen = app.screen
-            if isinstance(screen, ExecutionsScreen) and (screen.page or screen.problem):
-                break
-            await pilot.pause()
-        assert isinstance(app.screen, ExecutionsScreen) and app.screen.page, "list not loaded"
-        await pilot.pause()  # one more refresh: the rows are painted
+        await _until_shown(app, pilot, ExecutionsScreen, "page", 400)  # and painted
         elapsed = (time.perf_counter() - started) * 1e3
     return elapsed
 
@@ -485,7 +479,7 @@ def measure_text_search(quick: bool, work: Path) -> dict[str, Figure]:
                OR contains(CAST(response_body AS VARCHAR), $t)
             UNION ALL
             SELECT execution_id FROM llm_calls
-            WHERE contains(CAST(messages AS VARCHAR), $t) OR contains(raw_text, $t))
+            WHERE contains(CAST(request_body AS VARCHAR), $t) OR contains(raw_text, $t))
     """
 
     def raw() -> None:
@@ -538,26 +532,42 @@ def execution_with_many_attempts(db: Path) -> str:
 
 async def _open_execution_ms(db: Path, execution_id: str) -> float:
     from console.tui.app import TruvaConsoleApp
-    from console.tui.screens.execution import ExecutionScreen
-    from console.tui.screens.executions import ExecutionsScreen
 
     app = TruvaConsoleApp(db, live_refresh=False)
     app.animation_level = "none"
     async with app.run_test(size=(140, 40)) as pilot:
-        for _ in range(400):
-            if isinstance(app.screen, ExecutionsScreen) and app.screen.page:
-                break
-            await pilot.pause()
+        await _list_painted(app, pilot)
         started = time.perf_counter()
-        app.open_execution(execution_id)
-        for _ in range(2000):
-            screen = app.screen
-            if isinstance(screen, ExecutionScreen) and (screen.detail or screen.problem):
-                break
-            await pilot.pause()
-        assert isinstance(app.screen, ExecutionScreen) and app.screen.detail, "not opened"
-        await pilot.pause()
+        await _open_and_wait(app, pilot, execution_id)
         return (time.perf_counter() - started) * 1e3
+
+
+async def _list_painted(app: Any, pilot: Any) -> None:
+    """Wait until the executions list has its first page, painted."""
+    from console.tui.screens.executions import ExecutionsScreen
+
+    await _until_shown(app, pilot, ExecutionsScreen, "page", 400)
+
+
+async def _open_and_wait(app: Any, pilot: Any, execution_id: str) -> None:
+    """Open the execution and wait until its screen has the detail, painted."""
+    from console.tui.screens.execution import ExecutionScreen
+
+    app.open_execution(execution_id)
+    await _until_shown(app, pilot, ExecutionScreen, "detail", 4000)
+
+
+async def _until_shown(app: Any, pilot: Any, screen_type: type, loaded: str, tries: int) -> None:
+    """Pause until the app shows `screen_type` with its `loaded` attribute set (or a problem),
+    then once more so that it is painted."""
+    for _ in range(tries):
+        screen = app.screen
+        if isinstance(screen, screen_type) and (getattr(screen, loaded) or screen.problem):
+            break
+        await pilot.pause()
+    shown = app.screen
+    assert isinstance(shown, screen_type) and getattr(shown, loaded), f"{loaded} not loaded"
+    await pilot.pause()
 
 
 def measure_console_open(quick: bool, work: Path) -> dict[str, Figure]:
@@ -574,6 +584,144 @@ def measure_console_open(quick: bool, work: Path) -> dict[str, Figure]:
                                    "s, screen shown; baseline Store.get_execution")}
 
 
+def execution_with_big_prompt(db: Path, prompt_bytes: int, *, line_chars: int) -> str:
+    """Record one execution whose only attempt has one LLM call with a `prompt_bytes` prompt.
+
+    `line_chars` > 0 breaks the prompt into lines of that length (a prompt of prose or logs);
+    0 keeps it one line (a minified JSON document pasted into the prompt).
+    """
+    from executor.events import LLMCall
+    from tests.support.events_factory import ExecutionScript, decision
+
+    step = {"id": "step-1", "tool": "crm", "capability": "lookup", "parameters": {"n": 1},
+            "depends_on": []}  # fmt: skip
+    script = ExecutionScript(f"big-prompt-{line_chars:04d}")
+    script.start({"query": "one big prompt",
+                  "tools": {"crm": {"base_url": "http://127.0.0.1:8102"}}, "steps": [step]})
+    script.step_started(step)
+    script.attempt(step, 1, parameters=step["parameters"], status=503,
+                   response_body=b'{"success":false}',
+                   decided=decision("stop_terminal", "terminal.auth_or_method", "bench"))
+    text = "".join(filler(100_000, seed) for seed in range(prompt_bytes // 100_000 + 1))
+    text = text[:prompt_bytes]
+    if line_chars:
+        text = "\n".join(text[i : i + line_chars] for i in range(0, len(text), line_chars))
+    messages = ({"role": "user", "content": text},)
+    script.events.append(LLMCall(
+        execution_id=script.execution_id, step_id="step-1", n=1, call_id="call-big",
+        site="error_analysis", at=script.tick(), latency_ms=5.0,
+        base_url="http://127.0.0.1:8200/v1", model="gpt-test", temperature=0.0,
+        max_tokens=256, messages=messages,
+        request_body=json.dumps({"messages": messages}).encode(), response_status=200,
+        response_body=b'{"choices":[]}', raw_text="{}", parsed={"should_retry": False},
+        parse_error=None, error=None, prompt_tokens=prompt_bytes // 4, completion_tokens=2,
+        total_tokens=prompt_bytes // 4 + 2))
+    script.step_finished("step-1", "failed", dispatch_count=1, attempts=1,
+                         final_action="stop_terminal", final_rule_id="terminal.auth_or_method")
+    script.finish("failed", llm_calls=1)  # fmt: skip
+    record_all(db, [script.events])
+    return script.execution_id
+
+
+# What a reader does with a big prompt in the LLM tab, after opening the execution; "focus"
+# moves the focus to the prompt's text (what a click on it does), "to-end" and "to-start" move
+# to its last and first line (a drag of the scroll bar; TextArea binds no key to it).
+PROMPT_KEYS = ("4", "focus", *["pagedown"] * 10, "to-end", *["pageup"] * 5, "to-start",
+               *["down"] * 10, "end", "home")  # fmt: skip
+# The keys that scroll or move in the text, whose frames the row judges (loading it is not).
+_SCROLL_KEYS = frozenset({"pagedown", "pageup", "to-end", "to-start", "down", "end", "home"})
+
+
+class LongestCallback:
+    """The longest asyncio callback while active: the longest the app could not paint.
+
+    Textual runs every message handler and every repaint as steps of asyncio tasks on one
+    loop; nothing else is drawn while one step runs, so the longest step in an action is the
+    longest frame the user waits for in it.
+    """
+
+    def __init__(self) -> None:
+        self.longest_s = 0.0
+        self._original = asyncio.events.Handle._run
+
+    def __enter__(self) -> LongestCallback:
+        original, meter = self._original, self
+
+        def timed(handle: asyncio.events.Handle) -> None:
+            started = time.perf_counter()
+            try:
+                original(handle)
+            finally:
+                meter.longest_s = max(meter.longest_s, time.perf_counter() - started)
+
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
+
+    def take_ms(self) -> float:
+        """The longest step since the last take, in ms."""
+        longest, self.longest_s = self.longest_s, 0.0
+        return longest * 1e3
+
+
+async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int) -> dict[str, float]:
+    """The longest frame (ms) of opening the execution and of each of PROMPT_KEYS."""
+    from textual.widgets import TextArea
+
+    from console.tui.app import TruvaConsoleApp
+
+    app = TruvaConsoleApp(db, live_refresh=False)
+    app.animation_level = "none"
+    frames: dict[str, float] = {}
+    async with app.run_test(size=(140, 40)) as pilot:
+        await _list_painted(app, pilot)
+        with LongestCallback() as meter:
+            meter.take_ms()
+            await _open_and_wait(app, pilot, execution_id)
+            frames["open"] = meter.take_ms()
+            area = app.screen.query_one("#llm-text", TextArea)
+            for index, key in enumerate(PROMPT_KEYS):
+                if key == "focus":
+                    area.focus()
+                elif key in ("to-end", "to-start"):
+                    area.move_cursor((area.document.line_count - 1 if key == "to-end" else 0, 0))
+                else:
+                    await pilot.press(key)
+                await pilot.pause()
+                await pilot.pause()  # the repaint the key asked for
+                frames[f"{index:02d} {key}"] = meter.take_ms()
+        assert app.focused is area, f"the LLM text is not focused ({app.focused!r})"
+        assert area.cursor_location[0] > 0, "the keys did not move in the text"
+        assert len(area.text) > min_chars, (len(area.text), min_chars)
+    return frames
+
+
+def measure_tui_prompt(quick: bool, work: Path) -> dict[str, Figure]:
+    """The longest frame while scrolling a 5 MB prompt in the TUI, against a 50 KB prompt."""
+    size = 1_000_000 if quick else 5_000_000
+    worst: dict[str, tuple[float, str]] = {}
+    loading: list[str] = []
+    for label, prompt_bytes in (("big", size), ("small", 50_000)):
+        for line_chars in (120, 0):
+            db = work / f"prompt-{label}-{line_chars}.duckdb"
+            execution_id = execution_with_big_prompt(db, prompt_bytes, line_chars=line_chars)
+            frames = asyncio.run(_prompt_frames_ms(db, execution_id, prompt_bytes))
+            shape = f"lines of {line_chars}" if line_chars else "one line"
+            scrolls = {k: v for k, v in frames.items() if k.split()[-1] in _SCROLL_KEYS}
+            key = max(scrolls, key=scrolls.__getitem__)
+            median = statistics.median(scrolls.values())
+            if scrolls[key] > worst.get(label, (-1.0, ""))[0]:
+                worst[label] = (scrolls[key], f"{key.split()[-1]} ({shape}; median {median:.0f})")
+            if label == "big":
+                loading.append(f"{shape}: open {frames['open']:.0f}, tab {frames['00 4']:.0f}")
+    (big, big_at), (small, _) = worst["big"], worst["small"]
+    return {"tui_prompt": Figure(big, small, big / small,
+                                 f"ms, longest frame scrolling {size / _MB:.0f} MB: {big_at}; "
+                                 f"baseline 50 KB; loading it (ms): {'; '.join(loading)}")}
+
+
 MEASURES: dict[str, Callable[[bool, Path], dict[str, Figure]]] = {
     "executor": measure_executor,
     "plan_scale": measure_plan_scale,
@@ -584,4 +732,5 @@ MEASURES: dict[str, Callable[[bool, Path], dict[str, Figure]]] = {
     "console_list": measure_console_list,
     "console_open": measure_console_open,
     "text_search": measure_text_search,
+    "tui_prompt": measure_tui_prompt,
 }

@@ -77,6 +77,8 @@ ROWS = (
         "figure", 0.3, 0.1, False),
     Row("text_search", "text_search", "text search over bodies and prompts", "ms", "figure",
         500, 150, False),
+    Row("tui_prompt", "tui_prompt", "scrolling a 5 MB prompt in the TUI, worst", "ms",
+        "figure", 100, 100, False),
 )  # fmt: skip
 GROUPS = tuple(dict.fromkeys(row.group for row in ROWS))
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 import sys
-from typing import Any, Protocol
+from typing import Any
 
 from console.printable import printable_line
 
@@ -21,24 +18,11 @@ def fail(message: object, code: int = EXIT_BAD_INPUT) -> int:
     return code
 
 
-class Cancellable(Protocol):
-    """Something with an async `run()` that `cancel()` stops at once (executor, replayer)."""
+async def run_cancellable(runner: Any) -> Any:
+    """`executor.cancellation.run_cancellable`: SIGINT and SIGTERM call `runner.cancel()`.
 
-    async def run(self) -> Any: ...
+    Imported when called, so `executor` is first imported after the shadowed-package check.
+    """
+    from executor.cancellation import run_cancellable as run
 
-    def cancel(self) -> None: ...
-
-
-async def run_cancellable(runner: Cancellable) -> Any:
-    """Await `runner.run()` with SIGINT and SIGTERM calling `runner.cancel()` meanwhile."""
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        for sig in signals:
-            loop.add_signal_handler(sig, runner.cancel)
-    try:
-        return await runner.run()
-    finally:
-        for sig in signals:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
+    return await run(runner)

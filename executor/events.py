@@ -11,12 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from executor.policy import Decision
+
 
 @dataclass(frozen=True, slots=True)
 class ExecutionStarted:
     """A plan run began. `plan` is the plan as loaded (JSON-able), `config` the resolved config.
 
-    `rerun_of` names the execution this run re-runs (`truva-console rerun`), else None.
+    `rerun_of` names the execution this run re-runs (`truva-console rerun`), else None;
+    `labels` are free key → text tags, such as `{"test": "<pytest node id>"}` (docs/library.md).
     """
 
     execution_id: str
@@ -29,6 +32,7 @@ class ExecutionStarted:
     llm: dict[str, Any] | None
     tool_version: str
     rerun_of: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
     kind: str = "execution_started"
 
 
@@ -144,8 +148,8 @@ class AttemptResponded:
 class AttemptDecided:
     """The routing decision for attempt `n` (final, after any LLM layers were consulted).
 
-    `decision` is `policy.Decision.to_dict()`: action, rule_id, reason, inputs, not_matched,
-    delay_ms, delay_source, layer, corrected_parameters.
+    `decision` is the frozen `policy.Decision`; it becomes a dict only in the event codec
+    (`executor.eventlog`), the form the store and event logs keep.
     `dispatched` is False for an attempt rejected before any HTTP call.
     """
 
@@ -155,7 +159,7 @@ class AttemptDecided:
     at: float
     dispatched: bool
     parameters: dict[str, Any]
-    decision: dict[str, Any]
+    decision: Decision
     kind: str = "attempt_decided"
 
 
@@ -186,7 +190,8 @@ class LLMCall:
     exact HTTP bytes; `messages` what we sent; `raw_text` the assistant content; `parsed` the
     decoded answer or None; `parse_error` why decoding failed; `error` a transport/HTTP failure.
     `text_recorded` False (llm_debug_enabled off) means messages, bodies and raw text are left
-    empty on purpose: only the metadata and the parsed answer are kept.
+    empty on purpose: only the metadata and the parsed answer are kept. `response_headers` are
+    the endpoint's answer headers (request id, Retry-After, rate limits, cost), names lower-case.
     """
 
     execution_id: str
@@ -212,6 +217,7 @@ class LLMCall:
     completion_tokens: int | None
     total_tokens: int | None
     text_recorded: bool = True
+    response_headers: dict[str, str] = field(default_factory=dict)
     kind: str = "llm_call"
 
 

@@ -8,13 +8,12 @@ as epoch seconds (float, UTC); durations in milliseconds.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -27,26 +26,44 @@ from store.connection import (
     store_is_writable,
     store_paths,
 )
-from store.errors import ExecutionNotFoundError, StepNotFoundError
+from store.errors import ExecutionNotFoundError
 from store.ingest import maintain
-
-EXECUTION_STATUSES = ("running", "succeeded", "partial", "failed", "cancelled", "interrupted")
-STEP_STATUSES = ("running", "succeeded", "failed", "rejected", "skipped", "interrupted")
-ACTIONS = (
-    "reject_predispatch",
-    "success",
-    "stop_refused",
-    "stop_terminal",
-    "stop_single_dispatch",
-    "retry_same",
-    "stop_budget",
-    "stop_protected",
-    "retry_corrected",
-    "stop_no_correction",
-    "stop_cancelled",
-    "stop_unsafe_resend",
-    "stop_circuit_open",
+from store.records import (
+    ACTIONS,
+    EXECUTION_STATUSES,
+    STEP_STATUSES,
+    AttemptRecord,
+    BackoffRecord,
+    EventRecord,
+    ExecutionDetail,
+    ExecutionRow,
+    LLMCallRecord,
+    Page,
+    StepRecord,
+    body_view,
+    to_jsonable,
 )
+
+# The records are part of the query API; they are defined in `store.records`.
+__all__ = [
+    "ACTIONS",
+    "EXECUTION_STATUSES",
+    "STEP_STATUSES",
+    "AttemptRecord",
+    "BackoffRecord",
+    "EventRecord",
+    "ExecutionDetail",
+    "ExecutionFilter",
+    "ExecutionRow",
+    "LLMCallRecord",
+    "Page",
+    "StepRecord",
+    "Store",
+    "body_view",
+    "llm_text_not_recorded_note",
+    "open_store",
+    "to_jsonable",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +74,7 @@ class ExecutionFilter:
     (or, for tool and capability alone, one step). `since` (inclusive) and `until` (exclusive)
     bound `started_at` in epoch seconds. `text` is searched, case-insensitively, in request and
     response bodies, LLM prompt messages and raw LLM answers. `capability` may be `tool.capability`.
+    `test` is a part of the `test` label (a pytest node id, recorded by `pytest --truva-db`).
     """
 
     status: str | None = None
@@ -68,249 +86,9 @@ class ExecutionFilter:
     since: float | None = None
     until: float | None = None
     text: str | None = None
+    test: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutionRow:
-    """One execution with its counts, as listed."""
-
-    execution_id: str
-    status: str
-    started_at: float | None
-    finished_at: float | None
-    duration_ms: float | None
-    query: str | None
-    plan_path: str | None
-    tool_version: str | None
-    stop_reason: str | None
-    incomplete_steps: tuple[str, ...]
-    steps_planned: int
-    steps_total: int
-    steps_succeeded: int
-    steps_failed: int
-    steps_rejected: int
-    steps_skipped: int
-    steps_unfinished: int
-    attempts: int
-    dispatches: int
-    llm_calls: int
-    llm_total_tokens: int
-    last_failing_rule: str | None
-    writer_pid: int | None
-    writer_host: str | None
-    rerun_of: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """One page of executions, newest first, and how many match in total."""
-
-    executions: tuple[ExecutionRow, ...]
-    total: int
-    limit: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class LLMCallRecord:
-    """One LLM request and its raw answer, complete."""
-
-    call_id: str
-    step_id: str | None
-    n: int | None
-    site: str | None
-    model: str | None
-    base_url: str | None
-    temperature: float | None
-    max_tokens: int | None
-    messages: Any
-    request_body: bytes | None
-    request_size: int | None
-    response_status: int | None
-    response_body: bytes | None
-    response_size: int | None
-    raw_text: str | None
-    parsed: Any
-    parse_error: str | None
-    error: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
-    latency_ms: float | None
-    called_at: float | None
-    text_note: str | None = None
-
-    @property
-    def text_recorded(self) -> bool:
-        """False when the prompt and response text were not recorded (`text_note` says why)."""
-        return self.text_note is None
-
-    @property
-    def status_text(self) -> str:
-        """`HTTP 200`, or `no HTTP response` when the endpoint never answered."""
-        if self.response_status is None:
-            return "no HTTP response"
-        return f"HTTP {self.response_status}"
-
-    @property
-    def tokens_text(self) -> str:
-        """`P prompt + C completion = T tokens`, or `tokens unknown`."""
-        if self.total_tokens is None:
-            return "tokens unknown"
-        return (
-            f"{self.prompt_tokens} prompt + {self.completion_tokens} completion = "
-            f"{self.total_tokens} tokens"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class EventRecord:
-    """A coercion, backoff phase, notice or circuit change."""
-
-    step_id: str | None
-    n: int | None
-    seq: int
-    occurred_at: float | None
-    kind: str
-    name: str | None
-    message: str | None
-    attrs: Any
-
-
-@dataclass(frozen=True, slots=True)
-class BackoffRecord:
-    """The wait after an attempt: planned vs actual, and what set the delay."""
-
-    planned_at: float | None
-    planned_ms: float | None
-    delay_source: str | None
-    actual_ms: float | None
-    outcome: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptRecord:
-    """One attempt: what was sent, what came back, and the decision with its inputs."""
-
-    step_id: str
-    n: int
-    attempt_number: int | None
-    dispatched: bool | None
-    parameters: Any
-    correction_layer: str | None
-    method: str | None
-    url: str | None
-    request_headers: Any
-    request_body: bytes | None
-    request_size: int | None
-    status: int | None
-    response_headers: Any
-    response_body: bytes | None
-    response_size: int | None
-    transport_error: str | None
-    transport_error_message: str | None
-    elapsed_ms: float | None
-    retry_policy: str | None
-    action: str | None
-    rule_id: str | None
-    reason: str | None
-    decision: Any
-    decision_layer: str | None
-    corrected_parameters: Any
-    delay_ms: float | None
-    delay_source: str | None
-    started_at: float | None
-    responded_at: float | None
-    decided_at: float | None
-    recovery: str | None = None
-    impact: str | None = None
-    llm_calls: tuple[LLMCallRecord, ...] = ()
-    events: tuple[EventRecord, ...] = ()
-    backoff: BackoffRecord | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StepRecord:
-    """One step with its attempts in order."""
-
-    step_id: str
-    tool: str | None
-    capability: str | None
-    url: str | None
-    depends_on: tuple[str, ...]
-    parameters: Any
-    protected_keys: Any
-    orchestrator: bool | None
-    side_effects: str | None
-    status: str | None
-    dispatch_count: int | None
-    attempts_count: int | None
-    validation_retries: int | None
-    semantic_retries: int | None
-    final_action: str | None
-    final_rule_id: str | None
-    error: str | None
-    result: Any
-    skip_reason: str | None
-    started_at: float | None
-    finished_at: float | None
-    attempts: tuple[AttemptRecord, ...] = ()
-    events: tuple[EventRecord, ...] = ()
-    llm_calls: tuple[LLMCallRecord, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutionDetail:
-    """Everything recorded about one execution.
-
-    `events` and `llm_calls` hold what was recorded outside any step (circuit changes, say).
-    """
-
-    execution: ExecutionRow
-    plan: Any
-    config: Any
-    config_sources: Any
-    llm: Any
-    steps: tuple[StepRecord, ...]
-    events: tuple[EventRecord, ...]
-    llm_calls: tuple[LLMCallRecord, ...] = ()
-
-    def step(self, step_id: str) -> StepRecord:
-        """The step named `step_id`; StepNotFoundError names the steps there are."""
-        for step in self.steps:
-            if step.step_id == step_id:
-                return step
-        known = ", ".join(step.step_id for step in self.steps) or "none recorded"
-        raise StepNotFoundError(
-            f"execution {self.execution.execution_id} has no step {step_id!r} (steps: {known})"
-        )
-
-
-def body_view(body: bytes | None) -> dict[str, Any] | None:
-    """A JSON-able view of exact bytes: UTF-8 text when valid, else base64."""
-    if body is None:
-        return None
-    try:
-        return {"size": len(body), "encoding": "utf-8", "text": body.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {
-            "size": len(body),
-            "encoding": "base64",
-            "text": base64.b64encode(body).decode("ascii"),
-        }
-
-
-def to_jsonable(value: Any) -> Any:
-    """Records as plain JSON-able data; bytes become `body_view` dicts."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {item.name: to_jsonable(getattr(value, item.name)) for item in fields(value)}
-    if isinstance(value, bytes):
-        return body_view(value)
-    if isinstance(value, dict):
-        return {key: to_jsonable(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_jsonable(item) for item in value]
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,20 +96,12 @@ def to_jsonable(value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def _body_text(column: str) -> str:
-    """SQL for a BLOB column as lower-case text: UTF-8 when valid, else with \\xNN escapes."""
-    return f"lower(coalesce(try(decode({column})), CAST({column} AS VARCHAR)))"
-
-
-_TEXT_MATCH = f"""
+# Both tables keep a lower-cased decoded `search_text` (store.schema), so a search reads text.
+_TEXT_MATCH = """
 e.execution_id IN (
-    SELECT execution_id FROM attempts
-    WHERE contains({_body_text("request_body")}, $text)
-        OR contains({_body_text("response_body")}, $text)
+    SELECT execution_id FROM attempts WHERE contains(search_text, $text)
     UNION
-    SELECT execution_id FROM llm_calls
-    WHERE contains(lower(CAST(messages AS VARCHAR)), $text)
-        OR contains(lower(coalesce(raw_text, '')), $text)
+    SELECT execution_id FROM llm_calls WHERE contains(search_text, $text)
 )
 """
 
@@ -344,10 +114,10 @@ def _filter_sql(filters: ExecutionFilter) -> tuple[str, dict[str, Any]]:
         clauses.append("e.status = $status")
         params["status"] = filters.status
     if filters.since is not None:
-        clauses.append("e.started_at >= make_timestamp(CAST(round($since * 1000000) AS BIGINT))")
+        clauses.append("e.started_at >= make_timestamptz(CAST(round($since * 1000000) AS BIGINT))")
         params["since"] = float(filters.since)
     if filters.until is not None:
-        clauses.append("e.started_at < make_timestamp(CAST(round($until * 1000000) AS BIGINT))")
+        clauses.append("e.started_at < make_timestamptz(CAST(round($until * 1000000) AS BIGINT))")
         params["until"] = float(filters.until)
     step_conditions: list[str] = []
     if filters.tool:
@@ -366,7 +136,7 @@ def _filter_sql(filters: ExecutionFilter) -> tuple[str, dict[str, Any]]:
         attempt_conditions.append("a.rule_id = $rule_id")
         params["rule_id"] = filters.rule_id
     if filters.http_status is not None:
-        attempt_conditions.append("a.status = $http_status")
+        attempt_conditions.append("a.http_status = $http_status")
         params["http_status"] = int(filters.http_status)
     if attempt_conditions:
         join = "JOIN steps AS s USING (execution_id, step_id)" if step_conditions else ""
@@ -379,6 +149,9 @@ def _filter_sql(filters: ExecutionFilter) -> tuple[str, dict[str, Any]]:
             "e.execution_id IN (SELECT s.execution_id FROM steps AS s "
             f"WHERE {' AND '.join(step_conditions)})"
         )
+    if filters.test:
+        clauses.append("contains(json_extract_string(e.labels, '$.test'), $test)")
+        params["test"] = filters.test
     if filters.text:
         clauses.append(_TEXT_MATCH)
         params["text"] = filters.text.lower()
@@ -414,7 +187,9 @@ attempt_counts AS (
     GROUP BY execution_id
 ),
 llm_counts AS (
-    SELECT execution_id, count(*) AS llm_calls, sum(total_tokens) AS llm_total_tokens
+    SELECT
+        execution_id, count(*) AS llm_calls,
+        CAST(sum(total_tokens) AS BIGINT) AS llm_total_tokens
     FROM llm_calls
     WHERE execution_id IN (SELECT execution_id FROM page)
     GROUP BY execution_id
@@ -444,7 +219,8 @@ SELECT
     s.last_failing_rule,
     e.writer_pid,
     e.writer_host,
-    e.rerun_of
+    e.rerun_of,
+    e.labels
 FROM page
 JOIN executions AS e USING (execution_id)
 LEFT JOIN execution_snapshots AS snapshot USING (execution_id)
@@ -457,8 +233,20 @@ ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC
 # A step's counters arrive with step_finished; until then (a running or interrupted step) they
 # are counted from its recorded attempts, as the executor counts them: a refused connection
 # put nothing on the wire and is no dispatch.
+# `n` numbers a step's attempts; the policy's attempt counter is derived from them: it starts
+# at 1 and only a `retry_same` decision advances it (an accepted correction does not).
+_NUMBERED_ATTEMPTS = """
+numbered AS (
+    SELECT *, 1 + coalesce(sum(CASE WHEN action = 'retry_same' THEN 1 ELSE 0 END) OVER (
+        PARTITION BY step_id ORDER BY n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+    ), 0) AS attempt_number
+    FROM attempts
+    WHERE execution_id = $execution_id
+)
+"""
+
 _STEPS_SQL = """
-WITH so_far AS (
+WITH """ + _NUMBERED_ATTEMPTS + """, so_far AS (
     SELECT
         step_id,
         count(*) FILTER (
@@ -469,8 +257,7 @@ WITH so_far AS (
         count(*) FILTER (
             WHERE action = 'retry_corrected' AND decision_layer = 're_resolution'
         ) AS semantic_retries
-    FROM attempts
-    WHERE execution_id = $execution_id
+    FROM numbered
     GROUP BY step_id
 )
 SELECT
@@ -489,27 +276,31 @@ ORDER BY coalesce(started_at, finished_at) NULLS LAST, step_id
 """
 
 _ATTEMPTS_SQL = """
+WITH """ + _NUMBERED_ATTEMPTS + """
 SELECT
     step_id, n, attempt_number, dispatched, parameters, correction_layer, method, url,
-    request_headers, request_body, request_size, status, response_headers, response_body,
+    request_headers, request_body, request_size, http_status AS status, response_headers,
+    response_body,
     response_size, transport_error, transport_error_message, elapsed_ms, retry_policy, action,
     rule_id, reason, decision, decision_layer, corrected_parameters, delay_ms, delay_source,
     recovery, impact, epoch(started_at) AS started_at, epoch(responded_at) AS responded_at,
     epoch(decided_at) AS decided_at
-FROM attempts
-WHERE execution_id = $execution_id
+FROM numbered
 ORDER BY step_id, n
 """
 
+# The prompt messages are read from the request bytes (`llm_calls_text.messages`).
 _LLM_CALLS_SQL = """
 SELECT
-    call_id, step_id, n, site, model, base_url, temperature, max_tokens, messages, request_body,
-    request_size, response_status, response_body, response_size, raw_text, parsed, parse_error,
-    error, prompt_tokens, completion_tokens, total_tokens, latency_ms,
-    epoch(called_at) AS called_at
-FROM llm_calls
-WHERE execution_id = $execution_id
-ORDER BY called_at, call_id
+    l.call_id, l.step_id, l.n, l.site, l.model, l.base_url, l.temperature, l.max_tokens,
+    t.messages, l.request_body, l.request_size, l.response_status, l.response_body,
+    l.response_size, l.raw_text, l.parsed, l.parse_error, l.error, l.prompt_tokens,
+    l.completion_tokens, l.total_tokens, l.latency_ms, epoch(l.called_at) AS called_at,
+    l.response_headers
+FROM llm_calls AS l
+JOIN llm_calls_text AS t USING (call_id)
+WHERE l.execution_id = $execution_id
+ORDER BY l.called_at, l.call_id
 """
 
 _EVENTS_SQL = """
@@ -537,6 +328,7 @@ _JSON_COLUMNS = frozenset(
         "messages",
         "parsed",
         "attrs",
+        "labels",
         "plan",
         "config",
         "config_sources",
@@ -547,16 +339,22 @@ _JSON_COLUMNS = frozenset(
 
 def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Result rows as dicts, JSON columns decoded and lists as tuples."""
-    names = [column[0] for column in cursor.description or ()]
+    description = cursor.description or ()
+    names = [column[0] for column in description]
+    # Only the columns that can need it are looked at: JSON by name, lists by their type.
+    json_at = [index for index, name in enumerate(names) if name in _JSON_COLUMNS]
+    list_at = [index for index, column in enumerate(description) if str(column[1]).endswith("]")]
     rows = []
     for values in cursor.fetchall():
-        row = dict(zip(names, values, strict=True))
-        for name, value in row.items():
-            if name in _JSON_COLUMNS and isinstance(value, str):
-                row[name] = json.loads(value)
-            elif isinstance(value, list):
-                row[name] = tuple(value)
-        rows.append(row)
+        if json_at or list_at:
+            values = list(values)
+            for index in json_at:
+                if isinstance(values[index], str):
+                    values[index] = json.loads(values[index])
+            for index in list_at:
+                if isinstance(values[index], list):
+                    values[index] = tuple(values[index])
+        rows.append(dict(zip(names, values, strict=True)))
     return rows
 
 
@@ -623,6 +421,54 @@ class Store:
             limit=limit,
             offset=offset,
         )
+
+    def matching_execution_ids(self, filters: ExecutionFilter | None = None) -> list[str]:
+        """Every execution id `list_executions` would list for `filters`, oldest first."""
+        where, params = _filter_sql(filters or ExecutionFilter())
+        with self.session() as conn:
+            rows = conn.execute(
+                f"SELECT e.execution_id FROM executions AS e WHERE {where} "
+                "ORDER BY e.started_at NULLS FIRST, e.execution_id",
+                params,
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def recorded_decisions(
+        self, execution_ids: list[str]
+    ) -> list[tuple[str, str, int, str | None, str | None, str | None]]:
+        """(execution id, step id, n, action, rule id, decision inputs as JSON text) of every
+        decided attempt of `execution_ids`, in execution, step and attempt order."""
+        with self.session() as conn:
+            return conn.execute(
+                "SELECT a.execution_id, a.step_id, a.n, a.action, a.rule_id, "
+                "CAST(json_extract(a.decision, '$.inputs') AS VARCHAR) "
+                "FROM attempts AS a JOIN executions AS e USING (execution_id) "
+                "WHERE a.execution_id IN (SELECT unnest($ids)) AND a.action IS NOT NULL "
+                "ORDER BY e.started_at NULLS FIRST, a.execution_id, a.step_id, a.n",
+                {"ids": execution_ids},
+            ).fetchall()
+
+    def tool_responses(
+        self, *, tool: str | None = None, batch_rows: int = 5_000
+    ) -> Iterator[list[tuple[str, str | None, str, str, int, int, str | None, bytes | None]]]:
+        """Batches of every answered attempt as (tool, capability, execution id, step id, n,
+        HTTP status, response headers JSON, response body), by tool, capability, execution,
+        step and attempt; only `tool`'s when given."""
+        where = "a.dispatched AND a.http_status IS NOT NULL AND a.http_status > 0"
+        params: dict[str, Any] = {}
+        if tool:
+            where += " AND s.tool = $tool"
+            params["tool"] = tool
+        with self.session() as conn:
+            cursor = conn.execute(
+                "SELECT s.tool, s.capability, a.execution_id, a.step_id, a.n, a.http_status, "
+                "CAST(a.response_headers AS VARCHAR), a.response_body "
+                "FROM attempts AS a JOIN steps AS s USING (execution_id, step_id) "
+                f"WHERE {where} ORDER BY s.tool, s.capability, a.execution_id, a.step_id, a.n",
+                params,
+            )
+            while batch := cursor.fetchmany(batch_rows):
+                yield batch
 
     def resolve_execution_id(self, conn: duckdb.DuckDBPyConnection, id_or_prefix: str) -> str:
         """The one execution id equal to, or else starting with, `id_or_prefix`."""
@@ -691,7 +537,7 @@ class Store:
             for key, column in (
                 ("attempts_by_action", "action"),
                 ("attempts_by_rule", "rule_id"),
-                ("attempts_by_http_status", "status"),
+                ("attempts_by_http_status", "http_status"),
             ):
                 counts[key] = dict(
                     conn.execute(
@@ -732,8 +578,10 @@ def _assemble_detail(
     llm_by_attempt: dict[tuple[Any, Any], list[LLMCallRecord]] = defaultdict(list)
     text_note = llm_text_not_recorded_note(snapshot.get("config"), snapshot.get("config_sources"))
     for row in llm_rows:
-        # Recorded calls always have a messages array; NULL means the text was left out.
-        call = LLMCallRecord(**row, text_note=text_note if row["messages"] is None else None)
+        # A recorded call always has its request bytes (empty when none was sent); NULL means
+        # the text was left out.
+        recorded = row["request_body"] is not None
+        call = LLMCallRecord(**row, text_note=None if recorded else text_note)
         llm_by_attempt[(call.step_id, call.n)].append(call)
     events_by_attempt: dict[tuple[Any, Any], list[EventRecord]] = defaultdict(list)
     for row in event_rows:

@@ -1,13 +1,17 @@
 """`StoreRecorder`: the executor's recorder that writes every event into the debug store.
 
-`record()` appends the event to a list; an execution start, a step start or a dispatch is also
-written at once to this recorder's journal in the spool (one `write`, no fsync), so a request
-never leaves before its record does. A background thread flushes every `flush_interval_s`,
-when `batch_size` events are waiting, and at every execution finish: it appends what is
-waiting to the journal, fsyncs it and renames it to a segment, then, when it is time to (at
-most every `db_interval_s`, so readers in other processes get their turn with the file) and
-the file is free, ingests the spool into the database. `close()` waits for its turn with the
-file, as readers do, and ingests what it wrote.
+`record()` appends the event to a list; an execution start or a dispatch (with the step start
+queued before it) is also written at once to this recorder's journal in the spool (one
+`write`, no fsync), so a request never leaves before its record does. A background thread
+flushes every `flush_interval_s`, when `batch_size` events are waiting, and at every execution
+finish: it appends what is waiting to the journal, fsyncs it and renames it to a segment,
+then, when it is time to and the file is free, ingests the spool into the database. It is
+time at the first flush, then 2 × `db_interval_s` later, the wait doubling after each ingest
+up to `DB_INTERVAL_GROWTH` × `db_interval_s`: each of the recorder's database sessions costs
+an open, a schema check and a checkpoint (~0.1 s), so a long run pays a few of them rather
+than one a second, and readers in other processes get their turn with the file (they ingest
+the spool themselves when they open it, so what they see does not wait for the recorder).
+`close()` waits for its turn with the file, as readers do, and ingests what it wrote.
 """
 
 from __future__ import annotations
@@ -35,8 +39,12 @@ log = logging.getLogger(__name__)
 # Events after which the batch is flushed at once rather than at the next tick.
 _FLUSH_NOW_KINDS = frozenset({"execution_finished"})
 # Events written to the journal before `record()` returns: what happens next leaves the process.
-_JOURNAL_NOW_KINDS = frozenset({"execution_started", "step_started", "attempt_dispatched"})
+# A step start is not among them: the step's dispatch, which must follow it before any request
+# leaves, carries it in the same frame (one encode and one `write` per step, not two).
+_JOURNAL_NOW_KINDS = frozenset({"execution_started", "attempt_dispatched"})
 DEFAULT_MAX_UNSAVED_BYTES = 64 * 1024 * 1024
+# The recorder's wait between its own database ingests doubles up to this many db_interval_s.
+DB_INTERVAL_GROWTH = 8
 
 
 class StoreRecorder:
@@ -85,6 +93,7 @@ class StoreRecorder:
         self._stopping = False
         self._closed = False
         self._last_db_attempt = float("-inf")
+        self._db_wait_s = db_interval_s
         self._ingest_problem: str | None = None
         try:
             with session(self.paths, create=True, lock_timeout_s=lock_timeout_s):
@@ -104,8 +113,8 @@ class StoreRecorder:
     def record(self, event: Any) -> None:
         """Queue one event; cheap, and never raises into the executor.
 
-        An execution start, step start or dispatch is appended to the journal before this
-        returns, with every event queued before it.
+        An execution start or a dispatch is appended to the journal before this returns, with
+        every event queued before it (the step's start among them).
         """
         try:
             if self._closed:
@@ -191,9 +200,12 @@ class StoreRecorder:
     def _append_waiting(self, *, seal: bool = False) -> None:
         """Encode waiting events and append them, with any kept back, to the journal.
 
-        With `seal`, the journal is then fsynced and renamed to a segment. A refused write
-        (a full disk) keeps the encoded events in memory, within `max_unsaved_bytes`.
+        With `seal`, the journal is then fsynced and renamed to a segment, outside the journal
+        lock: a dispatch on the event loop appends to a new journal meanwhile instead of waiting
+        for the fsync. A refused write (a full disk) keeps the encoded events in memory, within
+        `max_unsaved_bytes`.
         """
+        sealing: Journal | None = None
         with self._journal_lock:
             with self._pending_lock:
                 events, self._pending = self._pending, []
@@ -216,14 +228,19 @@ class StoreRecorder:
                     self._journal.append(self._unsaved)
                     self._unsaved = []
                     self._unsaved_bytes = 0
-                if seal and self._journal is not None:
-                    journal, self._journal = self._journal, None
-                    if journal.has_frames:
-                        journal.seal()
-                    else:
-                        journal.discard()
+                if seal:
+                    sealing, self._journal = self._journal, None
             except OSError as error:
                 self._note_error(_describe(error))
+        if sealing is None:
+            return
+        try:  # only the flushing thread (under _flush_lock) seals, one journal at a time
+            if sealing.has_frames:
+                sealing.seal()
+            else:
+                sealing.discard()
+        except OSError as error:
+            self._note_error(_describe(error))
 
     def _flush(self, *, lock_timeout_s: float) -> None:
         """Make waiting events durable in the spool, then ingest the spool when it is time."""
@@ -231,10 +248,14 @@ class StoreRecorder:
             try:
                 self._append_waiting(seal=True)
                 now = time.monotonic()
-                if not self._closed and now - self._last_db_attempt < self.db_interval_s:
+                if not self._closed and now - self._last_db_attempt < self._db_wait_s:
                     return
                 if not writer_segments(self.paths, self.writer):
                     return
+                if not self._closed:
+                    self._db_wait_s = min(
+                        self._db_wait_s * 2, self.db_interval_s * DB_INTERVAL_GROWTH
+                    )
                 self._last_db_attempt = now
                 self._ingest_problem = None
                 with session(self.paths, create=True, lock_timeout_s=lock_timeout_s) as conn:

@@ -20,7 +20,7 @@ class Migration:
     statements: tuple[str, ...]
 
 
-# Timestamps are TIMESTAMP in UTC (naive, so no timezone package is needed to read them);
+# Version 1 kept timestamps as naive UTC TIMESTAMP (version 3 makes them TIMESTAMPTZ);
 # durations are DOUBLE milliseconds; JSON values are DuckDB JSON; bodies are BLOB, byte-exact.
 _SCHEMA_V1 = (
     """
@@ -192,9 +192,112 @@ _SCHEMA_V2 = (
     "ALTER TABLE attempts ADD COLUMN impact VARCHAR",
 )
 
+
+
+def decoded_text_sql(blob: str) -> str:
+    """SQL for a BLOB as text: UTF-8 where valid, else DuckDB's `\\xNN` escapes."""
+    return f"coalesce(try(decode({blob})), CAST({blob} AS VARCHAR))"
+
+
+def attempt_search_text_sql(request_body: str, response_body: str) -> str:
+    """SQL for `attempts.search_text`: both bodies decoded and lower-cased, one per line."""
+    return (
+        f"lower(concat_ws(chr(10), {decoded_text_sql(request_body)}, "
+        f"{decoded_text_sql(response_body)}))"
+    )
+
+
+def llm_search_text_sql(request_body: str, unsent_messages: str, raw_text: str) -> str:
+    """SQL for `llm_calls.search_text`: the request (or unsent prompt) and the raw answer."""
+    return (
+        f"lower(concat_ws(chr(10), {decoded_text_sql(request_body)}, "
+        f"CAST({unsent_messages} AS VARCHAR), {raw_text}))"
+    )
+
+
+# Columns computed from the row's other columns (at ingest, import and migration); bundles
+# leave them out and recompute them on import.
+DERIVED_COLUMNS: dict[str, dict[str, str]] = {
+    "attempts": {"search_text": attempt_search_text_sql("request_body", "response_body")},
+    "llm_calls": {
+        "search_text": llm_search_text_sql("request_body", "unsent_messages", "raw_text")
+    },
+}
+
+_TIMESTAMP_COLUMNS = (
+    ("executions", "started_at"),
+    ("executions", "finished_at"),
+    ("steps", "started_at"),
+    ("steps", "finished_at"),
+    ("attempts", "started_at"),
+    ("attempts", "responded_at"),
+    ("attempts", "decided_at"),
+    ("llm_calls", "called_at"),
+    ("events", "occurred_at"),
+    ("ingested_segments", "ingested_at"),
+)
+
+# Version 3: a store that reads well in notebooks and searches fast. `attempts.status` becomes
+# `http_status`; `n` is the one attempt number (the policy's counter is derived from the rows
+# and kept in `decision.inputs`); times are TIMESTAMPTZ; token counts BIGINT; each prompt is
+# stored once, as the request bytes (`unsent_messages` only for a prompt never sent); LLM
+# response headers are kept; a lower-cased decoded `search_text` serves text search; the
+# `*_text` views decode bodies; `executions.labels` holds free key → text labels, e.g.
+# {"test": "<pytest node id>"}. Every ALTER runs before the UPDATEs of the same transaction.
+_SCHEMA_V3 = (
+    "ALTER TABLE executions ADD COLUMN labels JSON",
+    "ALTER TABLE attempts RENAME COLUMN status TO http_status",
+    "ALTER TABLE attempts DROP COLUMN attempt_number",
+    *(
+        f"ALTER TABLE {table} ALTER COLUMN {column} SET DATA TYPE TIMESTAMPTZ "
+        f"USING timezone('UTC', {column})"
+        for table, column in _TIMESTAMP_COLUMNS
+    ),
+    *(
+        f"ALTER TABLE llm_calls ALTER COLUMN {column} SET DATA TYPE BIGINT"
+        for column in ("prompt_tokens", "completion_tokens", "total_tokens")
+    ),
+    "ALTER TABLE llm_calls ADD COLUMN response_headers JSON",
+    "ALTER TABLE llm_calls ADD COLUMN unsent_messages JSON",
+    "ALTER TABLE llm_calls ADD COLUMN search_text VARCHAR",
+    "ALTER TABLE attempts ADD COLUMN search_text VARCHAR",
+    "UPDATE llm_calls SET unsent_messages = messages "
+    "WHERE messages IS NOT NULL AND coalesce(octet_length(request_body), 0) = 0",
+    "ALTER TABLE llm_calls DROP COLUMN messages",
+    f"UPDATE attempts SET search_text = {DERIVED_COLUMNS['attempts']['search_text']}",
+    f"UPDATE llm_calls SET search_text = {DERIVED_COLUMNS['llm_calls']['search_text']}",
+    f"""
+    CREATE VIEW attempts_text AS
+    SELECT * EXCLUDE (request_body, response_body, search_text),
+        {decoded_text_sql("request_body")} AS request_text,
+        {decoded_text_sql("response_body")} AS response_text
+    FROM attempts
+    """,
+    f"""
+    CREATE VIEW llm_calls_text AS
+    SELECT * EXCLUDE (request_body, response_body, search_text, unsent_messages),
+        coalesce(
+            try(CAST(decode(request_body) AS JSON) -> '$.messages'), unsent_messages
+        ) AS messages,
+        response_headers ->> 'x-request-id' AS request_id,
+        response_headers ->> 'retry-after' AS retry_after,
+        response_headers ->> 'x-litellm-response-cost' AS response_cost,
+        {decoded_text_sql("request_body")} AS request_text,
+        {decoded_text_sql("response_body")} AS response_text
+    FROM llm_calls
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _SCHEMA_V1),
     Migration(2, "executions.rerun_of, attempts.recovery and attempts.impact", _SCHEMA_V2),
+    Migration(
+        3,
+        "attempts.http_status, one attempt number, TIMESTAMPTZ, BIGINT tokens, prompts stored "
+        "once, LLM response headers, search_text, the attempts_text and llm_calls_text views, "
+        "executions.labels",
+        _SCHEMA_V3,
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 STORE_TABLES = (

@@ -155,37 +155,43 @@ def journal_meta_frame(writer: WriterIdentity) -> bytes:
 def journal_frame(records: Iterable[tuple]) -> bytes:
     """One frame of segment records (seq, kind, execution id, payload, request, response body)."""
     parts = [_EVENTS]
+    append, pack_seq, pack_length = parts.append, _SEQ.pack, _LENGTH.pack
     for seq, *fields in records:
-        parts.append(_SEQ.pack(seq))
+        append(pack_seq(seq))
         for value in fields:
             if value is None:
-                parts.append(_LENGTH.pack(-1))
+                append(_NO_VALUE)
                 continue
             data = value.encode("utf-8", "replace") if isinstance(value, str) else bytes(value)
-            parts.append(_LENGTH.pack(len(data)))
-            parts.append(data)
+            append(pack_length(len(data)))
+            append(data)
     return _frame(b"".join(parts))
 
 
+_NO_VALUE = _LENGTH.pack(-1)
+_TEXT_FIELDS = 3  # kind, execution id, payload; then the two bodies
+
+
 def _decode_records(payload: bytes, columns: list[list]) -> None:
+    """Append the frame's records to `columns`: texts as UTF-8 bytes (Arrow checks them)."""
+    seqs, *fields = columns
+    unpack_seq, unpack_length = _SEQ.unpack_from, _LENGTH.unpack_from
+    seq_size, length_size = _SEQ.size, _LENGTH.size
+    end = len(payload)
     offset = 1
-    while offset < len(payload):
-        (seq,) = _SEQ.unpack_from(payload, offset)
-        offset += _SEQ.size
-        values: list = [seq]
-        for index in range(5):
-            (length,) = _LENGTH.unpack_from(payload, offset)
-            offset += _LENGTH.size
+    while offset < end:
+        seqs.append(unpack_seq(payload, offset)[0])
+        offset += seq_size
+        for column in fields:
+            (length,) = unpack_length(payload, offset)
+            offset += length_size
             if length < 0:
-                values.append(None)
+                column.append(None)
                 continue
-            data = payload[offset : offset + length]
-            if len(data) != length:
+            if offset + length > end:
                 raise ValueError("a record runs past its frame")
+            column.append(payload[offset : offset + length])
             offset += length
-            values.append(data.decode("utf-8") if index < 3 else data)
-        for column, value in zip(columns, values, strict=True):
-            column.append(value)
 
 
 def read_journal_bytes(data: bytes, *, name: str = "journal") -> pa.Table:
@@ -219,10 +225,13 @@ def read_journal_bytes(data: bytes, *, name: str = "journal") -> pa.Table:
         offset = header_end + length
     if offset < len(data):
         log.info("%s: skipped a torn frame at byte %d of %d", name, offset, len(data))
-    arrays = [
-        pa.array(column, type=item.type)
-        for column, item in zip(columns, SEGMENT_SCHEMA, strict=True)
-    ]
+    try:
+        arrays = [
+            pa.array(column, type=item.type)
+            for column, item in zip(columns, SEGMENT_SCHEMA, strict=True)
+        ]
+    except pa.ArrowInvalid as error:  # a text that is not UTF-8
+        raise pa.ArrowInvalid(f"{name}: a damaged frame ({error})") from error
     table = pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)
     return table.replace_schema_metadata(metadata) if metadata else table
 

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from console.cli.common import print_exit_notice, store_path
 from console.demo.runner import (
     DEFAULT_BASE_PORT,
     DEMO_PLANS,
@@ -176,30 +177,20 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from executor.telemetry import with_telemetry
-    from store.connection import resolve_db_path
+    from console.session import recording
     from store.errors import StoreError
-    from store.recorder import StoreRecorder
 
-    db_path = resolve_db_path(getattr(args, "db", None))
+    db_path = store_path(args)
     try:
-        store_recorder = StoreRecorder(db_path)
+        with recording(db_path) as session:
+            outcomes = record_demo(session.recorder, fast=not args.slow)
     except StoreError as error:
         return fail(str(error))
-    try:
-        with with_telemetry(store_recorder) as recorders:
-            outcomes = record_demo(recorders, fast=not args.slow)
-    except StoreError as error:
-        return fail(str(error))
-    finally:
-        store_recorder.close()
     print(f"recorded {counted(len(outcomes), 'demo execution')} into {db_path}:")
     for plan, outcome in zip(DEMO_PLANS, outcomes, strict=True):
         rules = ", ".join(f"{s.id} {s.final_rule or s.status}" for s in outcome.steps)
         print(f"  {outcome.execution_id}  {outcome.status:<9} {plan.name}: {rules}")
-    notice = store_recorder.exit_notice()
-    if notice:
-        print(f"truva-console: {notice}", file=sys.stderr)
+    print_exit_notice(session.exit_notice)
     return EXIT_OK
 
 

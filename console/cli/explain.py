@@ -8,11 +8,17 @@ import sys
 import textwrap
 from typing import Any
 
+from console.cli.common import (
+    add_command,
+    add_execution_argument,
+    add_json_option,
+    load_execution,
+    print_json,
+)
 from console.exits import fail
 from console.printable import printable
 from console.render.formats import format_duration, format_time
 from console.words import counted, reached_wire, received_text, sent_parameters
-from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import (
     AttemptRecord,
@@ -21,7 +27,6 @@ from store.queries import (
     LLMCallRecord,
     StepRecord,
     body_view,
-    open_store,
     to_jsonable,
 )
 
@@ -32,29 +37,26 @@ _WRAP_WIDTH = 88
 
 def add_parser(subparsers: Any) -> None:
     """Register `explain` on an argparse subparsers object."""
-    parser = subparsers.add_parser(
-        "explain",
+    parser = add_command(
+        subparsers, "explain", run,
         help="explain an execution attempt by attempt",
         description="Show, for every attempt, what was sent, what came back, the decision with "
         "its rule, reason and inputs, the rules that did not match, LLM calls and backoff.",
-    )
-    parser.add_argument("execution", metavar="EXECUTION", help="execution id, or a unique prefix")
+    )  # fmt: skip
+    add_execution_argument(parser)
     parser.add_argument("step", metavar="STEP", nargs="?", help="only this step")
-    parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.set_defaults(handler=run)
+    add_json_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """Explain one execution; 0 on success, 2 with one line on stderr for bad input."""
     try:
-        store = open_store(resolve_db_path(getattr(args, "db", None)))
-        detail = store.get_execution(args.execution)
+        _, detail = load_execution(args)
         steps = (detail.step(args.step),) if args.step else detail.steps
     except StoreError as error:
         return fail(error)
     if args.json:
-        json.dump(explain_document(detail, steps), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print_json(explain_document(detail, steps))
     else:
         sys.stdout.write(printable(render_explain(detail, steps)))
     return 0

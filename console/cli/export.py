@@ -3,28 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from console.cli.common import add_command, add_json_option, emit, print_json, store_path
 from console.exits import fail
 from console.printable import printable
 from console.words import counted
-from store.bundles import ExportResult, export_bundle
-from store.connection import resolve_db_path
+from store.bundle import ExportResult, export_bundle
 from store.errors import StoreError
 from store.sql import export_parquet
 
 
 def add_parser(subparsers: Any) -> None:
     """Register `export` on an argparse subparsers object."""
-    parser = subparsers.add_parser(
-        "export",
+    parser = add_command(
+        subparsers, "export", run,
         help="write executions to a trace bundle file",
         description="Write executions (their rows in every store table, and their spans as "
         "OTLP JSON) to one zip file that `truva-console import` loads elsewhere. Secrets are "
         "redacted unless --no-redact. See docs/bundles.md.",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "execution_ids", nargs="*", metavar="EXEC_ID", help="execution ids, or unique prefixes"
     )
@@ -44,8 +43,7 @@ def add_parser(subparsers: Any) -> None:
         help="keep secrets in bodies, URLs, parameters and prompts (the manifest says so)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-    parser.add_argument("--json", action="store_true", help="print what was written as JSON")
-    parser.set_defaults(handler=run)
+    add_json_option(parser, "print what was written as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,13 +53,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.output:
         return fail("export: give -o FILE, the bundle to write (or --parquet DIR)")
     if bool(args.execution_ids) == bool(args.export_all):
-        print(
-            "truva-console: export: give execution ids or --all (one of the two)", file=sys.stderr
-        )
-        return 2
+        return fail("export: give execution ids or --all (one of the two)")
     try:
         result = export_bundle(
-            resolve_db_path(getattr(args, "db", None)),
+            store_path(args),
             args.output,
             None if args.export_all else args.execution_ids,
             redact=not args.no_redact,
@@ -69,11 +64,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except StoreError as error:
         return fail(error)
-    if args.json:
-        json.dump(export_document(result), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        print(printable(render_export(result)))
+    emit(args.json, lambda: export_document(result), lambda: render_export(result),
+         ensure_ascii=True)  # fmt: skip
     if result.skipped_running:
         print(
             f"truva-console: note: skipped {counted(len(result.skipped_running), 'execution')} "
@@ -121,9 +113,7 @@ def run_parquet(args: argparse.Namespace) -> int:
             "--all, -o or --no-redact"
         )
     try:
-        written = export_parquet(
-            resolve_db_path(getattr(args, "db", None)), args.parquet, overwrite=args.force
-        )
+        written = export_parquet(store_path(args), args.parquet, overwrite=args.force)
     except StoreError as error:
         return fail(error)
     if args.json:
@@ -134,8 +124,7 @@ def run_parquet(args: argparse.Namespace) -> int:
                 for f in written
             ],
         }
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(document, ensure_ascii=True)
         return 0
     print(printable(f"wrote {counted(len(written), 'Parquet file')} to {args.parquet}"))
     for parquet_file in written:

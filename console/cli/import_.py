@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from console.cli.common import add_command, add_json_option, emit, store_path
 from console.exits import fail
-from console.printable import printable
-from store.bundles import BundleLimits, ImportResult, import_bundle
-from store.connection import resolve_db_path
+from store.bundle import BundleLimits, ImportResult, import_bundle
 from store.errors import StoreError
 
 _DEFAULT_LIMITS = BundleLimits()
@@ -18,43 +16,30 @@ _DEFAULT_LIMITS = BundleLimits()
 
 def add_parser(subparsers: Any) -> None:
     """Register `import` on an argparse subparsers object."""
-    parser = subparsers.add_parser(
-        "import",
+    parser = add_command(
+        subparsers, "import", run,
         help="load a trace bundle into the store",
         description="Load a bundle written by `truva-console export`. The whole bundle is "
         "checked first (versions, member paths, sizes, SHA-256 digests, every row); a bad "
         "bundle is refused and nothing is written. Executions already in the store with the "
         "same rows are skipped. See docs/bundles.md.",
-    )
+    )  # fmt: skip
     parser.add_argument("bundle", metavar="FILE", help="the bundle (.zip) to load")
     parser.add_argument(
         "--replace",
         action="store_true",
         help="overwrite executions the store holds with different rows (default: refuse)",
     )
-    parser.add_argument(
-        "--max-bytes",
-        type=int,
-        default=_DEFAULT_LIMITS.max_total_bytes,
-        metavar="N",
-        help="refuse bundles over N bytes uncompressed (default 2 GiB)",
-    )
-    parser.add_argument(
-        "--max-members",
-        type=int,
-        default=_DEFAULT_LIMITS.max_members,
-        metavar="N",
-        help="refuse bundles of over N files (default 10000)",
-    )
-    parser.add_argument(
-        "--max-ratio",
-        type=int,
-        default=_DEFAULT_LIMITS.max_ratio,
-        metavar="N",
-        help="refuse bundles expanding to over N times their size, past 64 MiB (default 200)",
-    )
-    parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
-    parser.set_defaults(handler=run)
+    for option, default, meaning in (
+        ("--max-bytes", _DEFAULT_LIMITS.max_total_bytes,
+         "refuse bundles over N bytes uncompressed (default 2 GiB)"),
+        ("--max-members", _DEFAULT_LIMITS.max_members,
+         "refuse bundles of over N files (default 10000)"),
+        ("--max-ratio", _DEFAULT_LIMITS.max_ratio,
+         "refuse bundles expanding to over N times their size, past 64 MiB (default 200)"),
+    ):  # fmt: skip
+        parser.add_argument(option, type=int, default=default, metavar="N", help=meaning)
+    add_json_option(parser, "print what was imported as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,18 +56,15 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         result = import_bundle(
-            resolve_db_path(getattr(args, "db", None)),
+            store_path(args),
             args.bundle,
             replace=args.replace,
             limits=limits,
         )
     except StoreError as error:
         return fail(error)
-    if args.json:
-        json.dump(import_document(result), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        print(printable(render_import(result)))
+    emit(args.json, lambda: import_document(result), lambda: render_import(result),
+         ensure_ascii=True)  # fmt: skip
     return 0
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any, TextIO
 
+from console.cli.common import add_command, add_json_option, print_json, store_path
 from console.exits import fail
 from console.printable import printable
 from console.render.execution_columns import (
@@ -19,7 +19,6 @@ from console.render.execution_columns import (
     sort_rows,
 )
 from console.render.formats import ArgumentProblem, parse_time
-from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import (
     ACTIONS,
@@ -37,12 +36,26 @@ _MAX_ROWS = 2**63 - 1
 
 def add_parser(subparsers: Any) -> None:
     """Register `ls` on an argparse subparsers object."""
-    parser = subparsers.add_parser(
-        "ls",
+    parser = add_command(
+        subparsers, "ls", run,
         help="list recorded executions",
         description="List recorded executions, newest first. Filters combine with AND; "
         "--tool/--capability/--action/--rule/--http-status must hold for the same attempt.",
-    )
+    )  # fmt: skip
+    add_filter_arguments(parser)
+    parser.add_argument("--limit", type=int, default=DEFAULT_PAGE_SIZE,
+                        help=f"rows per page (default {DEFAULT_PAGE_SIZE}, as the list screen)")
+    parser.add_argument("--sort", metavar="COLUMN[:asc|:desc]",
+                        help="order the page by a column (" + ", ".join(
+                            column.key for column in EXECUTION_COLUMNS)
+                        + "); numbers and times largest first unless :asc; default newest first")
+    parser.add_argument("--offset", type=int, default=0, help="rows to skip (default 0)")
+    add_json_option(parser, "print JSON instead of a table")
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """The execution filters of `ls` (read back by `filters_from_args`), for every command
+    that selects executions as `ls` lists them."""
     parser.add_argument("--status", choices=EXECUTION_STATUSES, help="execution status")
     parser.add_argument("--tool", help="a step used this tool")
     parser.add_argument("--capability", help="a step used this capability (NAME or TOOL.NAME)")
@@ -57,15 +70,8 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--until", metavar="TIME", help="started before TIME (same forms)")
     parser.add_argument("--text", help="text in request/response bodies, LLM prompts or answers")
-    parser.add_argument("--limit", type=int, default=DEFAULT_PAGE_SIZE,
-                        help=f"rows per page (default {DEFAULT_PAGE_SIZE}, as the list screen)")
-    parser.add_argument("--sort", metavar="COLUMN[:asc|:desc]",
-                        help="order the page by a column (" + ", ".join(
-                            column.key for column in EXECUTION_COLUMNS)
-                        + "); numbers and times largest first unless :asc; default newest first")
-    parser.add_argument("--offset", type=int, default=0, help="rows to skip (default 0)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.set_defaults(handler=run)
+    parser.add_argument("--test", metavar="NODEID",
+                        help="recorded by a pytest test whose node id contains NODEID")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{option} must be at least {lowest} and at most {_MAX_ROWS}, got {value}"
                 )
         order = parse_sort(args.sort) if args.sort else RowOrder()
-        store = open_store(resolve_db_path(getattr(args, "db", None)))
+        store = open_store(store_path(args))
         page = store.list_executions(filters, limit=args.limit, offset=args.offset)
     except (StoreError, ArgumentProblem) as error:
         return fail(error)
@@ -91,8 +97,7 @@ def run(args: argparse.Namespace) -> int:
             "limit": page.limit,
             "offset": page.offset,
         }
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(document, ensure_ascii=True)
     else:
         write_table(page, sys.stdout, filtered=filters != ExecutionFilter(), db_path=store.path)
     return 0
@@ -111,6 +116,7 @@ def filters_from_args(args: argparse.Namespace, *, now: float | None = None) -> 
         since=None if args.since is None else parse_time("--since", args.since, now=now),
         until=None if args.until is None else parse_time("--until", args.until, now=now),
         text=args.text or None,
+        test=getattr(args, "test", None) or None,
     )
 
 

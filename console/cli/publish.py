@@ -14,6 +14,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from console.cli.common import add_command, store_path
 from console.exits import EXIT_OK, fail
 
 EXIT_NOT_DELIVERED = 1
@@ -24,13 +25,13 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 
 def add_parser(subparsers: Any) -> None:
     """Register `publish` on an argparse subparsers object."""
-    parser = subparsers.add_parser(
-        "publish",
+    parser = add_command(
+        subparsers, "publish", run,
         help="send recorded executions to the OTLP endpoint",
         description="Send recorded executions from the store to the OTLP endpoint the "
         "OTEL_EXPORTER_OTLP_* variables name, as traces (docs/telemetry.md). Span ids derive "
         "from the recorded ids: publishing again never duplicates spans.",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "execution_ids", nargs="*", metavar="EXECUTION", help="execution ids, or unique prefixes"
     )
@@ -43,11 +44,10 @@ def add_parser(subparsers: Any) -> None:
         help="with --all: only executions started at or after WHEN, an ISO 8601 date or time "
         "(UTC unless it has an offset) or an age such as 30m, 12h, 7d",
     )
-    parser.set_defaults(handler=run)
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """WHEN as a naive UTC datetime (the store's TIMESTAMP); ValueError names the value."""
+    """WHEN as a naive UTC datetime (compared in UTC); ValueError names the value."""
     value = text.strip()
     match = _DURATION.match(value.lower())
     if match:
@@ -70,8 +70,7 @@ def run(args: argparse.Namespace) -> int:
     """Publish; 0 when every span was delivered, 1 when the endpoint did not take them,
     2 with one line on stderr for bad input (no endpoint, unknown execution, bad --since)."""
     from executor.telemetry import span_publisher_from_env
-    from store.bundles import events_from_rows, read_execution_rows
-    from store.connection import resolve_db_path
+    from store.bundle import events_from_rows, read_execution_rows
     from store.errors import StoreError
     from store.queries import open_store
 
@@ -89,9 +88,8 @@ def run(args: argparse.Namespace) -> int:
             "publish: no OTLP traces endpoint is configured; set OTEL_EXPORTER_OTLP_ENDPOINT "
             "(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), see docs/telemetry.md"
         )
-    db_path = resolve_db_path(getattr(args, "db", None))
     try:
-        store = open_store(db_path)
+        store = open_store(store_path(args))
         with store.session() as conn:
             chosen, skipped = _choose(store, conn, args.execution_ids, args.publish_all, since)
             rows = read_execution_rows(conn, chosen)
@@ -152,7 +150,8 @@ def _choose(
         ordered = [
             row[0]
             for row in conn.execute(
-                "SELECT execution_id FROM executions WHERE $since IS NULL OR started_at >= $since "
+                "SELECT execution_id FROM executions "
+                "WHERE $since IS NULL OR started_at >= timezone('UTC', $since) "
                 "ORDER BY started_at NULLS LAST, execution_id",
                 {"since": since},
             ).fetchall()

@@ -3,64 +3,79 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
 from typing import Any
 
-from console.exits import EXIT_CANCELLED, EXIT_OK, fail, run_cancellable
-from console.printable import printable
-from console.render.replay_text import describe_comparison, describe_original, describe_replay
-from console.replay.engine import (
-    LLM_MODES,
-    LLM_RECORDED,
-    Replayer,
+from console.cli.common import (
+    add_command,
+    add_execution_argument,
+    add_json_option,
+    emit,
+    load_execution,
+    print_exit_notice,
+)
+from console.exits import EXIT_CANCELLED, EXIT_OK, fail
+from console.render.replay_text import (
+    describe_comparison,
+    describe_divergence,
+    describe_original,
+    describe_replay,
+)
+from console.replay.edits import (
     ReplayError,
-    ReplayResult,
     ResponseSpecError,
     load_edits,
+    load_parameter_edits,
     parse_config_override,
-    prepare_replay,
 )
-from console.words import counted
-from store.connection import resolve_db_path
+from console.replay.engine import Replayer, ReplayResult
+from console.replay.setup import LLM_LIVE, LLM_MODES, LLM_RECORDED, live_endpoint, prepare_replay
+from console.session import run_recorded
+from console.words import compact_json, counted
 from store.errors import StoreError
-from store.queries import AttemptRecord, StepRecord, open_store
+from store.queries import AttemptRecord, StepRecord
 
 
 def add_parser(subparsers: Any) -> None:
     """Register `replay` on an argparse subparsers object."""
-    parser = subparsers.add_parser(
-        "replay",
+    parser = add_command(
+        subparsers, "replay", run,
         help="replay a recorded step with edited tool responses",
         description="Run one recorded step again, locally, through the real executor: each "
         "dispatch is answered with the edited response given for it, else with the original "
         "run's response, and the decisions are compared with the original ones "
         "(docs/replay.md).",
-    )
-    parser.add_argument("execution", metavar="EXECUTION", help="execution id, or a unique prefix")
+    )  # fmt: skip
+    add_execution_argument(parser)
     parser.add_argument("step", metavar="STEP", help="the step to replay")
-    parser.add_argument(
-        "--response", action="append", default=[], metavar="N=FILE",
-        help='answer dispatch N (1 = first) with the JSON file {"status", "headers", "body"} '
-        'or "drop"; repeatable',
-    )  # fmt: skip
-    parser.add_argument(
-        "--responses", metavar="FILE",
-        help="a JSON array of responses; item i answers dispatch i (null keeps the recorded one)",
-    )  # fmt: skip
+    for flag, metavar, repeatable, meaning in (
+        ("--response", "N=FILE", True,
+         'answer dispatch N (1 = first) with the JSON file {"status", "headers", "body"} or '
+         '"drop"; repeatable'),
+        ("--responses", "FILE", False,
+         "a JSON array of responses; item i answers dispatch i (null keeps the recorded one)"),
+        ("--param", "KEY=VALUE", True,
+         "send the step's parameter KEY as VALUE (JSON, else text), e.g. city_code=PAR; "
+         "repeatable"),
+        ("--params", "FILE", False,
+         "a JSON object of parameter → value replacing the step's recorded ones"),
+        ("--config", "KEY=VALUE", True,
+         "override a plan config key, e.g. max_attempts=5; repeatable"),
+        ("--llm-base-url", "URL", False,
+         "with --llm live: ask this OpenAI-compatible endpoint instead of the recorded one"),
+        ("--llm-model", "NAME", False, "with --llm live: ask this model"),
+    ):  # fmt: skip
+        if repeatable:
+            parser.add_argument(flag, metavar=metavar, help=meaning, action="append", default=[])
+        else:
+            parser.add_argument(flag, metavar=metavar, help=meaning)
     parser.add_argument(
         "--llm", choices=LLM_MODES, default=LLM_RECORDED,
         help="recorded: answer LLM layers with the original answers (default); live: ask the "
         "plan's endpoint; off: no LLM layers",
     )  # fmt: skip
-    parser.add_argument(
-        "--config", action="append", default=[], metavar="KEY=VALUE",
-        help="override a plan config key, e.g. max_attempts=5; repeatable",
-    )  # fmt: skip
-    parser.add_argument("--json", action="store_true", help="print a JSON document")
+    add_json_option(parser)
     parser.add_argument("--no-store", action="store_true", help="do not record the replay")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,40 +83,32 @@ def run(args: argparse.Namespace) -> int:
     try:
         edits = load_edits(args.response, args.responses)
         overrides = dict(parse_config_override(text) for text in args.config)
+        parameter_edits = load_parameter_edits(args.param, args.params)
     except (ResponseSpecError, ReplayError) as error:
         return fail(str(error))
-    db_path = resolve_db_path(getattr(args, "db", None))
     try:
-        detail = open_store(db_path).get_execution(args.execution)
+        db_path, detail = load_execution(args)
         setup = prepare_replay(
-            detail, args.step, edits=edits, llm_mode=args.llm, config_overrides=overrides
-        )
+            detail, args.step, edits=edits, llm_mode=args.llm, config_overrides=overrides,
+            parameter_edits=parameter_edits, llm_base_url=args.llm_base_url,
+            llm_model=args.llm_model,
+        )  # fmt: skip
     except (StoreError, ReplayError) as error:
         return fail(str(error))
-    recorder = None
-    if not args.no_store:
-        from store.recorder import StoreRecorder
-
-        try:
-            recorder = StoreRecorder(db_path)
-        except StoreError as error:
-            return fail(str(error))
-    from executor.telemetry import with_telemetry
-
     try:
-        with with_telemetry(recorder) as recorders:
-            result = asyncio.run(run_cancellable(Replayer(setup, recorder=recorders)))
-    finally:
-        if recorder is not None:
-            recorder.close()
-    if args.json:
-        document = replay_document(result, stored=recorder is not None)
-        print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
-    else:
-        print(printable(render_replay(result, stored=recorder is not None)))
-    notice = recorder.exit_notice() if recorder is not None else None
-    if notice:
-        print(f"truva-console: {notice}", file=sys.stderr)
+        recorded = run_recorded(
+            lambda recorder: Replayer(setup, recorder=recorder),
+            None if args.no_store else db_path,
+        )
+    except StoreError as error:
+        return fail(str(error))
+    result, stored = recorded.outcome, recorded.session.stored
+    emit(
+        args.json,
+        lambda: replay_document(result, stored=stored),
+        lambda: render_replay(result, stored=stored),
+    )
+    print_exit_notice(recorded.session.exit_notice)
     if result.cancelled_by_user:
         print("truva-console: replay cancelled", file=sys.stderr)
         return EXIT_CANCELLED
@@ -156,6 +163,7 @@ def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
 def replay_document(result: ReplayResult, *, stored: bool) -> dict[str, Any]:
     """The `replay --json` document: both steps, whether the outcome changed, what was served."""
     setup = result.setup
+    divergence = result.first_divergence
     replayed = result.step.to_dict() if result.step is not None else None
     if replayed is not None:
         replayed["execution_status"] = result.outcome.status
@@ -167,6 +175,7 @@ def replay_document(result: ReplayResult, *, stored: bool) -> dict[str, Any]:
         "original_execution_id": setup.execution_id,
         "step_id": setup.step_id,
         "changed": result.changed,
+        "first_divergence": None if divergence is None else divergence.to_dict(),
         "ran_out": result.ran_out,
         "summary": {
             "original": describe_original(setup.original),
@@ -177,11 +186,13 @@ def replay_document(result: ReplayResult, *, stored: bool) -> dict[str, Any]:
         "replay": replayed,
         "edited_dispatches": sorted(setup.edits),
         "config": setup.config.to_dict(),
+        "edited_parameters": dict(setup.parameter_edits),
         "llm": {
             "mode": setup.llm_mode,
             "recorded_answers": len(setup.llm_answers),
             "answers_served": result.llm_answers_served,
             "calls_unanswered": list(result.llm_calls_unanswered),
+            **(live_endpoint(setup) if setup.llm_mode == LLM_LIVE else {}),
         },
         "notes": list(result.notes),
     }
@@ -225,7 +236,16 @@ def render_replay(result: ReplayResult, *, stored: bool) -> str:
         llm += f" ({result.llm_answers_served} of {recorded} used)"
     elif setup.llm is None:
         llm += " (layers 3 and 4 off)"
+    elif setup.llm_mode == LLM_LIVE:
+        endpoint = live_endpoint(setup)
+        url = endpoint["base_url"] or "OPENAI_BASE_URL"
+        model = endpoint["model"] or "from TRUVAG3_LLM_MODEL or the default"
+        llm += f" ({url}, model {model})"
     lines.append(llm)
+    if setup.parameter_edits:
+        edited = ", ".join(f"{key}={compact_json(value)}"
+                           for key, value in setup.parameter_edits.items())  # fmt: skip
+        lines.append(f"edited parameters: {edited}")
     if setup.edits:
         lines.append(
             "edited dispatches: "
@@ -268,6 +288,9 @@ def render_replay(result: ReplayResult, *, stored: bool) -> str:
     lines.append(f"original: {describe_original(setup.original)}")
     lines.append(f"replay:   {describe_replay(result)}")
     lines.append(describe_comparison(result))
+    divergence = describe_divergence(result)
+    if divergence is not None:
+        lines.append(divergence)
     if result.notes:
         lines.append("notes:")
         lines.extend(f"  - {note}" for note in result.notes)

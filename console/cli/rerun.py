@@ -6,38 +6,35 @@ import argparse
 import sys
 from typing import Any
 
+from console.cli.common import add_command, add_execution_argument, add_json_option, load_execution
 from console.cli.run import run_and_report
 from console.exits import fail
 from console.replay.rerun import RerunError, prepare_rerun, rerun_executor
-from store.connection import resolve_db_path
 from store.errors import StoreError
-from store.queries import open_store
 
 
 def add_parser(subparsers: Any) -> None:
     """Register `rerun` on an argparse subparsers object."""
-    parser = subparsers.add_parser(
-        "rerun",
+    parser = add_command(
+        subparsers, "rerun", run,
         help="re-run the failed steps of a recorded execution",
         description="Run the recorded plan of EXECUTION again as a new execution linked to it "
         "(rerun_of). Steps that succeeded are not resent: their recorded results are reused "
         "and their dependents bind to them. Failed, rejected and skipped steps run again; a "
         "step that stopped with stop_unsafe_resend only with --include-unsafe (docs/run.md).",
-    )
-    parser.add_argument("execution", metavar="EXECUTION", help="execution id, or a unique prefix")
-    parser.add_argument("--json", action="store_true", help="print the SPEC §3.2 JSON document")
+    )  # fmt: skip
+    add_execution_argument(parser)
+    add_json_option(parser, "print the SPEC §3.2 JSON document")
     parser.add_argument(
         "--include-unsafe", action="store_true",
         help="also send again the steps that stopped with stop_unsafe_resend",
     )  # fmt: skip
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Re-run one execution; exit codes as `run`: 0, 2 for bad input, 130 on Ctrl-C."""
-    db_path = resolve_db_path(getattr(args, "db", None))
     try:
-        detail = open_store(db_path).get_execution(args.execution)
+        db_path, detail = load_execution(args)
         setup = prepare_rerun(detail, include_unsafe=args.include_unsafe)
     except (StoreError, RerunError) as error:
         return fail(str(error))

@@ -3,30 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from console.cli.common import add_command, add_json_option, emit, print_exit_notice, store_path
 from console.exits import EXIT_CANCELLED, EXIT_OK, fail
-from console.printable import printable
 from console.session import run_recorded
 from console.words import compact_json, counted, on_one_line, reached_wire, received_text
 
 
 def add_parser(subparsers: Any) -> None:
     """Register `truva-console run PLAN`."""
-    parser = subparsers.add_parser(
-        "run", help="run a plan file and record it",
+    parser = add_command(
+        subparsers, "run", run, help="run a plan file and record it",
         description="Run a plan file (docs/plan-file.md) against its tools and record every "
                     "attempt, decision, backoff and LLM call in the debug store.",
-    )
+    )  # fmt: skip
     parser.add_argument("plan", help="path to the plan JSON file")
-    parser.add_argument("--json", action="store_true", help="print the SPEC §3.2 JSON document")
+    add_json_option(parser, "print the SPEC §3.2 JSON document")
     parser.add_argument("--no-store", action="store_true", help="do not record to the store")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,11 +36,7 @@ def run(args: argparse.Namespace) -> int:
         plan = load_plan(args.plan)
     except PlanError as exc:
         return fail(str(exc))
-    db_path = None
-    if not args.no_store:
-        from store.connection import resolve_db_path
-
-        db_path = resolve_db_path(args.db)
+    db_path = None if args.no_store else store_path(args)
     return run_and_report(
         lambda recorder: PlanExecutor(plan, recorder=recorder), db_path, as_json=args.json
     )
@@ -61,19 +55,14 @@ def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json
         recorded = run_recorded(build, db_path)
     except StoreError as exc:
         return fail(str(exc))
-    outcome, recorder = recorded.outcome, recorded.recorder
+    outcome = recorded.outcome
     settings = getattr(recorded.executor, "llm_settings", None)
     if settings is not None and not settings.has_credential:
         print("truva-console: note: no LLM API key (llm.api_key, OPENAI_API_KEY or userinfo in "
               "the LLM base URL); LLM calls sent the placeholder 'Bearer unused'", file=sys.stderr)
-    if as_json:
-        print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False, default=str))
-    else:
-        print(printable(render_outcome(outcome)))
-    notice = recorder.exit_notice() if recorder is not None else None
-    if notice:
-        # The run itself completed (its tool calls happened), so the exit code stays the run's.
-        print(f"truva-console: {notice}", file=sys.stderr)
+    emit(as_json, outcome.to_dict, lambda: render_outcome(outcome))
+    # The run itself completed (its tool calls happened), so the exit code stays the run's.
+    print_exit_notice(recorded.session.exit_notice)
     if outcome.status == "cancelled":
         incomplete = ", ".join(outcome.incomplete_steps) or "none"
         print(f"truva-console: cancelled; incomplete steps: {incomplete}", file=sys.stderr)

@@ -16,10 +16,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
+from console.cli.common import add_command, store_path
 from console.exits import EXIT_CANCELLED, fail
 from console.printable import printable
 from console.words import counted, on_one_line
-from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.sql import QueryResult, SqlError, SqlSession
 
@@ -32,13 +32,13 @@ QUIT = "\\q"
 
 def add_parser(subparsers: Any) -> None:
     """Register `sql` on an argparse subparsers object."""
-    parser = subparsers.add_parser(
-        "sql",
+    parser = add_command(
+        subparsers, "sql", run,
         help="run DuckDB SQL on the store (read-only)",
         description="Run DuckDB SQL on the debug store, read-only, after ingesting its spool. "
         "Without QUERY, read statements ending in ';' from a prompt (or stdin) until \\q or "
         "end of input. Tables and columns: docs/store.md.",
-    )
+    )  # fmt: skip
     parser.add_argument("query", nargs="?", metavar="QUERY", help="the SQL to run")
     parser.add_argument(
         "--format", choices=FORMATS, default="table", help="how to write rows (default table)"
@@ -46,7 +46,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "-o", "--output", metavar="FILE", help="write rows to FILE (replaced) instead of stdout"
     )
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.query is not None and not args.query.strip():
         return fail("sql: QUERY is empty")
     try:
-        sql = SqlSession(resolve_db_path(getattr(args, "db", None)))
+        sql = SqlSession(store_path(args))
     except StoreError as error:
         return fail(error)
     try:

@@ -255,13 +255,10 @@ async def arecord_demo(
 ) -> list[ExecutionOutcome]:
     """`record_demo` for callers already inside an event loop."""
     if isinstance(recorder_or_db_path, str | os.PathLike):
-        from store.recorder import StoreRecorder
+        from console.session import recording
 
-        store_recorder = StoreRecorder(recorder_or_db_path)
-        try:
-            return await arecord_demo(store_recorder, fast=fast)
-        finally:
-            store_recorder.close()
+        with recording(recorder_or_db_path, telemetry=False) as session:
+            return await arecord_demo(session.recorder, fast=fast)
     recorder = recorder_or_db_path
     with start_demo_services() as services:
         outcomes = await run_demo_plans(services, lambda _name: recorder, fast=fast)

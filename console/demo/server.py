@@ -7,7 +7,6 @@ daemons and are never joined).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 from collections.abc import Callable, Mapping
@@ -15,7 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-from console.replay.loopback import LOOPBACK, NoDelayHandler, QuietThreadingHTTPServer
+from console.replay.loopback import (
+    LOOPBACK,
+    NoDelayHandler,
+    QuietThreadingHTTPServer,
+    ThreadedLoopbackServer,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +95,7 @@ class _RequestHandler(NoDelayHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
 
-class DemoHTTPServer:
+class DemoHTTPServer(ThreadedLoopbackServer):
     """Serves `handler` on 127.0.0.1:`port` (0 picks a free port) until `close()`."""
 
     def __init__(self, name: str, handler: Handler, *, port: int = 0) -> None:
@@ -101,29 +105,13 @@ class DemoHTTPServer:
         self._received: list[DemoRequest] = []
         self._closed = False
         try:
-            self._httpd = _Server((LOOPBACK, port), _RequestHandler)
+            httpd = _Server((LOOPBACK, port), _RequestHandler)
         except OSError as error:
             raise OSError(
                 error.errno, f"demo {name}: cannot listen on {LOOPBACK}:{port}: {error.strerror}"
             ) from error
-        self._httpd.owner = self
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"demo-{name}:{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        """The TCP port it listens on."""
-        return self._httpd.server_address[1]
-
-    @property
-    def base_url(self) -> str:
-        """`http://127.0.0.1:PORT`, no trailing slash."""
-        return f"http://{LOOPBACK}:{self.port}"
+        httpd.owner = self
+        self.serve_in_thread(httpd, f"demo-{name}")
 
     def received(self, path: str | None = None) -> list[DemoRequest]:
         """Requests received (for `path` only, when given), in arrival order."""
@@ -149,9 +137,7 @@ class DemoHTTPServer:
         if self._closed:
             return
         self._closed = True
-        self._httpd.shutdown()
-        with contextlib.suppress(OSError):
-            self._httpd.server_close()
+        self.stop()
 
     def __enter__(self) -> Self:
         return self

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.printable import printable
-from console.render.formats import ArgumentProblem, format_duration, format_time
+from console.render.formats import (
+    ArgumentProblem,
+    format_duration,
+    format_time,
+    labels_marker,
+    lineage_marker,
+)
 from store.queries import ExecutionRow
 
 # Rows per page of the list screen and of `ls`, so the twin lists the same rows.
@@ -23,8 +29,9 @@ def steps_cell(row: ExecutionRow) -> str:
 
 
 def query_cell(row: ExecutionRow, width: int | None) -> str:
-    """The query on one line (`↻ rerun of <id>` first for a re-run), cut to `width` with `…`."""
-    flat = (f"↻ rerun of {row.rerun_of}  " if row.rerun_of else "") + " ".join(
+    """The query on one line (`↻ rerun of <id>` or `↻ replay of <id> <step>`, then the labels,
+    first), cut to `width` with `…`."""
+    flat = lineage_marker(row.rerun_of, row.plan_path) + labels_marker(row.labels) + " ".join(
         printable(row.query).split()
     )
     if width is None or len(flat) <= width:

@@ -1,10 +1,13 @@
-"""Times, durations and time arguments, written the same way by the CLI and the TUI."""
+"""Times, durations, time arguments and lineage markers, written the same way by the CLI and the
+TUI."""
 
 from __future__ import annotations
 
 import math
 import re
 from datetime import UTC, datetime
+
+from console.replay.setup import replayed_from
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _AGE_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -71,3 +74,17 @@ def format_duration(duration_ms: float | None) -> str:
         return f"{seconds:.2f} s"
     minutes, rest = divmod(round(seconds), 60)
     return f"{minutes}m{rest:02d}s"
+
+
+def lineage_marker(rerun_of: str | None, plan_path: str | None) -> str:
+    """`↻ rerun of <id>  ` or `↻ replay of <id> <step>  `, shown before an execution's query."""
+    if rerun_of:
+        return f"↻ rerun of {rerun_of}  "
+    replayed = replayed_from(plan_path)
+    return f"↻ replay of {replayed}  " if replayed else ""
+
+
+def labels_marker(labels: dict[str, str] | None) -> str:
+    """`[test=<node id>]  ` before the query of a labelled execution, else nothing."""
+    text = " ".join(f"{key}={value}" for key, value in sorted((labels or {}).items()))
+    return f"[{text}]  " if text else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from console.words import counted
+from console.words import compact_json, counted
 
 if TYPE_CHECKING:
     from console.replay.engine import ReplayResult
@@ -54,3 +54,30 @@ def describe_comparison(result: ReplayResult) -> str:
             "from the replay's LLM server (use --llm live to ask a model)"
         )
     return "outcome changed" if result.changed else "outcome unchanged: same decisions"
+
+
+def describe_divergence(result: ReplayResult) -> str | None:
+    """`first divergence: attempt 2: status 503 → 200, action retry_same → success, …`, or None
+    when every attempt is the same."""
+    divergence = result.first_divergence
+    if divergence is None:
+        return None
+    lead = f"first divergence: attempt {divergence.attempt}: "
+    if divergence.missing == "original":
+        return lead + "the original run made no such attempt"
+    if divergence.missing == "replay":
+        return lead + "the replay made no such attempt"
+    changes = ", ".join(
+        f"{name} {_field_text(was)} → {_field_text(now)}" for name, was, now in divergence.fields
+    )
+    return lead + changes
+
+
+def _field_text(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict | list):
+        return compact_json(value)
+    return str(value)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from console.replay.engine import _replay_config
+from console.replay.setup import recorded_config
 from executor.config import ExecutorConfig
 from executor.events import Recorder
 from executor.plan import Plan, PlanError, load_plan, parse_plan
@@ -77,7 +77,7 @@ def prepare_rerun(detail: ExecutionDetail, *, include_unsafe: bool = False) -> R
         )
     notes: list[str] = []
     plan = _recorded_plan(detail, notes)
-    config = _replay_config(detail, plan, {}, notes)
+    config = recorded_config(detail, plan, {}, notes)
     recorded = {step.step_id: step for step in detail.steps}
     reuse: dict[str, Any] = {}
     hold: dict[str, str] = {}

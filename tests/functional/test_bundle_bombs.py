@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from store.bundles import BundleError, BundleLimits, import_bundle, read_bundle
+from store.bundle import BundleError, BundleLimits, import_bundle, read_bundle
 from store.recorder import StoreRecorder
 from tests.support.events_factory import small_execution
 from tests.support.plans import run_cli
@@ -34,7 +34,7 @@ def zero_chunks(size: int, chunk: bytes = b"\0" * _MIB) -> Iterator[bytes]:
 
 @pytest.fixture(scope="module")
 def small_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     work = tmp_path_factory.mktemp("bombs")
     db = work / "source.duckdb"

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import pytest
 
-import store.bundles
+import store.bundle.export
 from console.samples import sample_trace_files
 from executor.eventlog import read_event_log
 from executor.events import (
@@ -34,7 +34,7 @@ from executor.events import (
     StepStarted,
 )
 from executor.telemetry import build_spans_from_events, spans_to_otlp_json
-from store.bundles import MANIFEST_MEMBER, read_bundle
+from store.bundle import MANIFEST_MEMBER, read_bundle
 from store.queries import Store, open_store
 from store.recorder import StoreRecorder
 from store.schema import SCHEMA_VERSION, STORE_TABLES
@@ -87,7 +87,7 @@ def secret_events(execution_id: str, *, start_at: float) -> list:
         elif isinstance(event, AttemptResponded) and event.step_id == "step-3":
             event = replace(event, response_body=SECRET_BINARY_BODY)
         elif isinstance(event, AttemptDecided) and event.step_id == "step-3":
-            decision = {**event.decision, "reason": f"HTTP 401 for Bearer {SECRET}"}
+            decision = replace(event.decision, reason=f"HTTP 401 for Bearer {SECRET}")
             event = replace(event, decision=decision)
         elif isinstance(event, LLMCall):
             messages = (
@@ -164,7 +164,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 @pytest.fixture(scope="module")
 def plain_bundle(source_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every execution of the source store, exported with --no-redact."""
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     path = tmp_path_factory.mktemp("bundles") / "plain.zip"
     export_bundle(source_db, path, None, redact=False)
@@ -174,7 +174,7 @@ def plain_bundle(source_db: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 @pytest.fixture(scope="module")
 def redacted_bundle(source_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The trip and secret-laden executions, exported with the default redaction."""
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     path = tmp_path_factory.mktemp("bundles") / "redacted.zip"
     export_bundle(source_db, path, [TRIP, SECRETS])
@@ -207,7 +207,7 @@ def test_round_trip_without_redaction_is_lossless(source_db, tmp_path, capsys):
 
 def test_big_prompt_and_binary_body_come_back_byte_exact(plain_bundle, tmp_path):
     target = tmp_path / "target.duckdb"
-    from store.bundles import import_bundle
+    from store.bundle import import_bundle
 
     import_bundle(target, plain_bundle)
 
@@ -239,7 +239,7 @@ def test_import_into_a_store_holding_other_executions_adds_only_the_new_ones(
 ):
     target = tmp_path / "target.duckdb"
     record(target, small_execution("exec-local-0009", start_at=START_AT + 900))
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     one = tmp_path / "one.zip"
     export_bundle(target, one, ["exec-local"], redact=False)
@@ -284,7 +284,7 @@ def span_times_us(document: dict[str, Any]) -> list[tuple[str, str, int, int]]:
 
 
 def test_bundle_spans_match_the_spans_of_the_live_events(source_db, tmp_path):
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     events = sample_events()
     sample_ids = sorted({event.execution_id for event in events if event.kind.startswith("exec")})
@@ -362,7 +362,7 @@ def test_export_redacts_secrets_from_every_member_by_default(redacted_bundle, pl
 
 
 def test_redacted_bundle_keeps_json_valid_and_other_bytes_exact(redacted_bundle, tmp_path):
-    from store.bundles import import_bundle
+    from store.bundle import import_bundle
 
     target = tmp_path / "target.duckdb"
     import_bundle(target, redacted_bundle)
@@ -641,7 +641,7 @@ def make_bad_bundle(valid: Path, target: Path, how: Any) -> Path:
 
 @pytest.fixture(scope="module")
 def small_bundle(source_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     path = tmp_path_factory.mktemp("bundles") / "small.zip"
     export_bundle(source_db, path, [TRIP, SMALL], redact=False)
@@ -739,7 +739,7 @@ def table_rows_subset(rows: dict[str, list[tuple]], execution_ids: list[str]) ->
 
 
 def test_llm_call_id_owned_by_another_execution_is_refused(source_db, tmp_path, capsys):
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     target = tmp_path / "target.duckdb"
     record(target, realistic_execution(TRIP))
@@ -798,7 +798,7 @@ def test_export_refuses_bad_selections(argv, message, source_db, tmp_path, capsy
 
 
 def test_exporting_twice_gives_identical_tables(source_db, tmp_path):
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     first = export_bundle(source_db, tmp_path / "first.zip", [TRIP, SECRETS]).path
     second = export_bundle(source_db, tmp_path / "second.zip", [SECRETS, TRIP]).path
@@ -908,7 +908,7 @@ def test_export_to_a_place_it_cannot_write_is_one_line(
         output, expected = Path("/proc/truva-bundle.zip"), "cannot write: "
     else:
         output, expected = tmp_path / "out.zip", "cannot write: Permission denied"
-        monkeypatch.setattr(store.bundles.tempfile, "mkstemp", refuse_temporary_files)
+        monkeypatch.setattr(store.bundle.export.tempfile, "mkstemp", refuse_temporary_files)
 
     code, out, err = run_cli(capsys, "--db", str(source_db), "export", TRIP, "-o", str(output))
 

@@ -13,14 +13,9 @@ content capture on, and reads the spans back through Phoenix's REST span query.
 from __future__ import annotations
 
 import json
-import os
-import selectors
-import socket
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,75 +24,27 @@ from executor.events import FanoutRecorder, ListRecorder
 from executor.plan import parse_plan
 from executor.runtime import PlanExecutor
 from executor.telemetry import telemetry_from_env, trace_id_for_execution
+from tests.support.phoenix import INSTALL, phoenix_bin, start_phoenix, stop_phoenix
 from tests.support.plans import capability, plan, step
 from tests.support.tool_server import ToolReply
 
-REPO = Path(__file__).resolve().parents[2]
-INSTALL = (
-    "python3 -m venv .venv-phoenix && .venv-phoenix/bin/pip install arize-phoenix==20.26.1"
-)
 STARTUP_S = 120.0
-
-
-def _phoenix_bin() -> Path | None:
-    configured = os.environ.get("PHOENIX_SERVE_BIN")
-    candidate = Path(configured) if configured else REPO / ".venv-phoenix" / "bin" / "phoenix"
-    return candidate if candidate.is_file() else None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
 def phoenix(tmp_path) -> Iterator[str]:
     """`http://127.0.0.1:PORT` of a Phoenix started for this test."""
-    binary = _phoenix_bin()
+    binary = phoenix_bin()
     if binary is None:
         pytest.skip(f"Arize Phoenix is not installed for tests; to run this test: {INSTALL}")
-    port, grpc_port = _free_port(), _free_port()
-    env = {
-        **os.environ,
-        "PHOENIX_WORKING_DIR": str(tmp_path / "phoenix"),
-        "PHOENIX_HOST": "127.0.0.1",
-        "PHOENIX_PORT": str(port),
-        "PHOENIX_GRPC_PORT": str(grpc_port),
-    }
-    process = subprocess.Popen(
-        [str(binary), "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
-    )
     try:
-        _wait_for_line(process, "Application startup complete", STARTUP_S)
-        yield f"http://127.0.0.1:{port}"
+        process, base_url = start_phoenix(binary, tmp_path / "phoenix", STARTUP_S)
+    except RuntimeError as error:
+        pytest.fail(str(error))
+    try:
+        yield base_url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_for_line(process: subprocess.Popen, marker: str, timeout_s: float) -> None:
-    """Read the server's output until `marker` (blocking on the pipe, not sleeping)."""
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout_s
-    seen: list[str] = []
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=deadline - time.monotonic()):
-                break
-            line = process.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if marker in line:
-                return
-    pytest.fail(f"phoenix serve did not start: {''.join(seen[-20:])}")
+        stop_phoenix(process)
 
 
 def _spans(base_url: str, trace_id: str, expected: int, timeout_s: float = 60.0) -> list[Any]:

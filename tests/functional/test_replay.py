@@ -16,9 +16,11 @@ from typing import Any
 import duckdb
 import pytest
 
-from console.replay.engine import Replayer, prepare_replay
+from console.replay.engine import Replayer
+from console.replay.setup import prepare_replay
 from store.queries import open_store
-from tests.support.plans import CliResult, capability, plan, run_cli, step, write_plan
+from tests.support.plans import CliResult, capability, plan, run_cli, step
+from tests.support.replay_runs import analysis, record, record_paris_corrected, write_json
 from tests.support.tool_server import ToolReply
 
 CITY = {
@@ -35,24 +37,10 @@ def replay_cli(*argv: str) -> CliResult:
     return run_cli("replay", *argv)
 
 
-def record(tmp_path: Path, document: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
-    """Run `document` with `truva-console run --json` into a store; the store path and output."""
-    db = tmp_path / "store" / "debug.duckdb"
-    result = run_cli("run", str(write_plan(tmp_path, document)), "--json", "--db", str(db))
-    assert result.code == 0, result.stderr
-    return db, result.json()
-
-
 def replay_json(db: Path, *argv: str) -> dict[str, Any]:
     result = replay_cli(*argv, "--json", "--db", str(db))
     assert result.code == 0, result.stderr
     return result.json()
-
-
-def write_json(tmp_path: Path, name: str, value: Any) -> str:
-    path = tmp_path / name
-    path.write_text(json.dumps(value), encoding="utf-8")
-    return str(path)
 
 
 def decisions(step_document: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -71,17 +59,6 @@ def decisions(step_document: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 def executions_in(db: Path) -> int:
     return open_store(db).list_executions().total
-
-
-def analysis(should_retry: bool, changes: dict | None = None, reason: str = "scripted") -> str:
-    return json.dumps(
-        {
-            "should_retry": should_retry,
-            "reason": reason,
-            "suggested_changes": changes or {},
-            "is_transient_error": False,
-        }
-    )
 
 
 OK_200 = {"status": 200, "body": {"success": True, "data": {"temp_c": 21}}}
@@ -123,22 +100,7 @@ def busy_run(tmp_path, tool_server):
 @pytest.fixture
 def paris_run(tmp_path, tool_server, llm_server):
     """A recorded step the layer 3 analyzer corrected from PARIS to PAR."""
-    tool_server.script(
-        HOTELS_PATH,
-        ToolReply.error(400, "INVALID_CITY", "INVALID CITY CODE: PARIS", "INPUT_ERROR"),
-        ToolReply.ok({"hotels": ["Le Meurice"]}),
-    )
-    llm_server.script(analysis(True, {"city_code": "PAR"}, "PARIS is not IATA; Paris is PAR"))
-    db, doc = record(
-        tmp_path,
-        plan(
-            tool_server.base_url,
-            {"search_hotels": capability("search_hotels", schema=CITY)},
-            [step("step-1", "search_hotels", {"city_code": "PARIS", "nights": 2})],
-            query="Find hotels in Paris",
-            llm_base_url=llm_server.base_url,
-        ),
-    )
+    db, doc = record_paris_corrected(tmp_path, tool_server, llm_server)
     assert [a["rule"] for a in doc["steps"][0]["attempts"]] == ["analyzer.accept", "success.2xx"]
     return db, doc
 

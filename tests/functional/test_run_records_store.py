@@ -15,6 +15,7 @@ import duckdb
 import pytest
 
 from store.queries import open_store
+from tests.support.llm_server import LLMReply
 from tests.support.plans import capability, plan, run_cli, step, write_plan
 from tests.support.tool_server import ToolReply
 
@@ -106,3 +107,48 @@ def test_the_docs_example_queries_answer_on_a_recorded_store(recorded):
             rows = conn.execute(sql).fetchall()
             answered += bool(rows)
     assert answered >= 4
+
+
+def test_the_docs_sql_command_examples_run(recorded):
+    db, doc, _ = recorded
+    open_store(db).get_execution(doc["execution_id"])
+    commands = re.findall(r'^truva-console sql (?:--format \w+ +(?:-o \S+ +)?)?"(.+)"',
+                          DOCS.read_text(encoding="utf-8"), re.M)  # fmt: skip
+    assert len(commands) >= 4
+    with duckdb.connect(str(db), read_only=True) as conn:
+        for query in commands:
+            assert conn.execute(query).fetchall(), query
+
+
+def test_llm_response_headers_are_recorded_redacted_and_read_in_the_text_view(
+    tmp_path, tool_server, llm_server
+):
+    tool_server.script("/capabilities/search_hotels",
+                       ToolReply.error(400, "INVALID_CITY", "INVALID CITY CODE: PARIS",
+                                       "INPUT_ERROR", retryable=True),
+                       ToolReply.ok({"hotels": ["H1"]}))  # fmt: skip
+    llm_server.script(
+        LLMReply(status=503, content="busy", headers={"Retry-After": "0"}),
+        LLMReply(content=_analysis({"city_code": "PAR"}),
+                 headers={"X-Request-ID": "req-42", "x-litellm-response-cost": "0.0012",
+                          "Set-Cookie": "session=9fA3kQ7zL2mN8pR4tV6x"}),
+    )  # fmt: skip
+    document = plan(tool_server.base_url, {"search_hotels": capability("search_hotels")},
+                    [step("step-1", "search_hotels", {"city_code": "PARIS"})],
+                    llm_base_url=llm_server.base_url)  # fmt: skip
+    db = tmp_path / "debug.duckdb"
+    result = run_cli("run", str(write_plan(tmp_path, document)), "--json", "--db", str(db))
+    assert result.code == 0, result.stderr
+
+    detail = open_store(db).get_execution(result.json()["execution_id"])
+    busy, answered = detail.step("step-1").attempts[0].llm_calls
+    assert busy.response_headers["retry-after"] == "0"
+    assert answered.response_headers["x-request-id"] == "req-42"
+    assert answered.response_headers["set-cookie"] == "[REDACTED]"
+    with duckdb.connect(str(db), read_only=True) as conn:
+        rows = conn.execute(
+            "SELECT response_status, request_id, retry_after, response_cost FROM llm_calls_text "
+            "ORDER BY called_at"
+        ).fetchall()
+    assert rows == [(503, None, "0", None), (200, "req-42", None, "0.0012")]
+    assert b"9fA3kQ7zL2mN8pR4tV6x" not in db.read_bytes()

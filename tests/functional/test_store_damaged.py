@@ -22,8 +22,8 @@ DAMAGE = [
     ("missing-column", "ALTER TABLE steps DROP COLUMN result", "column steps.result is missing"),
     (
         "wrong-type",
-        "ALTER TABLE attempts ALTER status TYPE VARCHAR",
-        "column attempts.status is VARCHAR, expected INTEGER",
+        "ALTER TABLE attempts ALTER http_status TYPE VARCHAR",
+        "column attempts.http_status is VARCHAR, expected INTEGER",
     ),
     (
         "two-problems",
@@ -84,7 +84,8 @@ def test_the_expected_shape_comes_from_the_migrations() -> None:
     shape = expected_shape()
 
     assert {"executions", "steps", "attempts", "llm_calls", "events", "backoffs"} <= set(shape)
-    assert shape["attempts"]["status"] == "INTEGER"
+    assert shape["attempts"]["http_status"] == "INTEGER" and "status" not in shape["attempts"]
+    assert {"attempts_text", "llm_calls_text"} <= set(shape)
     assert shape["executions"]["execution_id"] == "VARCHAR"
 
 

@@ -13,7 +13,7 @@ from console.tui.app import TruvaConsoleApp
 from console.tui.screens.bundle import ExportDialog, ImportDialog
 from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.tables import ExecutionTable
-from store.bundles import read_bundle
+from store.bundle import read_bundle
 from store.queries import open_store
 from tests.functional.test_tui_stores import screen_loaded, settle_until, shown_text, tui_app
 
@@ -122,7 +122,7 @@ async def test_export_all_listed_without_redaction_and_an_existing_file(
 async def test_import_into_a_fresh_store_lists_the_execution(
     sample_db: Path, tmp_path: Path, in_tmp: Path
 ) -> None:
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     export_bundle(sample_db, in_tmp / "one.truva.zip", [MISCLASSIFIED_503])
     fresh = tmp_path / "fresh" / "debug.duckdb"
@@ -173,7 +173,7 @@ def _no_manifest(path: Path, good: Path) -> None:
 async def test_bad_bundle_shows_one_line_and_leaves_the_list(
     sample_db: Path, tmp_path: Path, in_tmp: Path, make_bundle, problem: str
 ) -> None:
-    from store.bundles import export_bundle
+    from store.bundle import export_bundle
 
     good = export_bundle(sample_db, tmp_path / "good.truva.zip", [MISCLASSIFIED_503]).path
     make_bundle(in_tmp / "bad.truva.zip", good)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static, TextArea
 
-from console.replay.engine import Replayer, ResponseSpecError
+from console.replay.edits import ResponseSpecError
+from console.replay.engine import Replayer
 from console.samples import prepare_sample_store, sample_execution_ids
 from console.tui.app import TruvaConsoleApp
 from console.tui.screens.execution import ExecutionScreen
@@ -288,3 +289,51 @@ async def test_a_replay_that_ran_out_of_responses_says_so_not_outcome_changed(
     assert screen.result.unscripted_dispatch == 4
     assert "outcome changed" not in result
     assert "ran out of scripted responses: dispatch 4 has no recorded or edited" in result
+
+
+async def test_edited_parameters_are_sent_and_in_the_cli_twin(sample_db: Path, tmp_path: Path):
+    app = console_app(sample_db, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_replay(app, pilot, MISCLASSIFIED_503)
+        screen.edit_response(1, OK_200)
+        await pilot.click("#param-edits")
+        await pilot.press(*"location=Dallas")
+        await pilot.pause()
+        twin = screen.sub_title.removeprefix("CLI: ")
+        assert "--param location=Dallas" in twin
+        await run_replay(pilot, screen)
+        assert screen.problem is None
+        sent = [a.parameters for a in screen.result.step.attempts]
+    assert sent == [{"location": "Dallas", "units": "metric"}]
+    cli = await asyncio.to_thread(run_cli, *shlex.split(twin)[1:], "--json")
+    assert cli.code == 0, cli.stderr
+    document = json.loads(cli.stdout)
+    assert [a["parameters"] for a in document["replay"]["attempts"]] == sent
+    assert document["edited_parameters"] == {"location": "Dallas"}
+
+
+async def test_live_endpoint_field_is_refused_without_llm_live(sample_db: Path, tmp_path: Path):
+    before = executions_in(sample_db)
+    app = console_app(sample_db, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_replay(app, pilot, MISCLASSIFIED_503)
+        screen.query_one("#llm-endpoint").value = "http://127.0.0.1:9/v1 other-model"
+        await pilot.pause()
+        twin = screen.sub_title.removeprefix("CLI: ")
+        assert "--llm-base-url http://127.0.0.1:9/v1 --llm-model other-model" in twin
+        await run_replay(pilot, screen)
+        assert screen.problem == (
+            "--llm-base-url and --llm-model: only with --llm live (the LLM mode is recorded)"
+        )
+        assert screen.result is None
+    assert executions_in(sample_db) == before
+
+
+async def test_the_comparison_names_the_first_divergence(sample_db: Path, tmp_path: Path):
+    app = console_app(sample_db, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_replay(app, pilot, MISCLASSIFIED_503)
+        screen.edit_response(2, OK_200)
+        await run_replay(pilot, screen)
+        shown = static_text(screen, "#replay-result", width=300)
+    assert "first divergence: attempt 2: status 503 → 200, action retry_same → success" in shown

@@ -9,7 +9,7 @@ import pytest
 
 from executor.events import ListRecorder
 from executor.redact import REDACTED
-from store.bundles import (
+from store.bundle import (
     REDACTED_COLUMNS,
     BundleValueError,
     ColumnSpec,
@@ -45,8 +45,9 @@ def test_table_specs_are_the_store_tables_with_their_keys():
     assert (types["request_body"], types["decision"], types["started_at"]) == (
         "BLOB",
         "JSON",
-        "TIMESTAMP",
+        "TIMESTAMP WITH TIME ZONE",
     )
+    assert "search_text" not in types  # derived: import computes it
     assert {c.name: c.nullable for c in specs["events"].columns}["seq"] is False
 
 
@@ -258,7 +259,8 @@ def test_redact_row_llm_prompt_and_answer():
         {"role": "user", "content": f'Original request: {{"api_key": "{SECRET}"}}'},
     ]
     row = {
-        "messages": json.dumps(messages),
+        "unsent_messages": json.dumps(messages),
+        "response_headers": json.dumps({"x-request-id": "req-1", "set-cookie": SECRET}),
         "raw_text": f'{{"reason": "password={SECRET} is wrong"}}',
         "parsed": json.dumps({"reason": f"password={SECRET} is wrong"}),
         "request_body": json.dumps({"model": "m", "messages": messages}).encode(),
@@ -267,13 +269,18 @@ def test_redact_row_llm_prompt_and_answer():
 
     redacted = redact_row("llm_calls", row)
 
-    assert json.loads(redacted["messages"])[1]["content"] == (
+    assert json.loads(redacted["unsent_messages"])[1]["content"] == (
         'Original request: {"api_key": "[REDACTED]"}'
     )
+    assert json.loads(redacted["response_headers"]) == {
+        "x-request-id": "req-1",
+        "set-cookie": "[REDACTED]",
+    }
     assert json.loads(redacted["raw_text"]) == {"reason": "password=[REDACTED] is wrong"}
     assert json.loads(redacted["parsed"]) == {"reason": "password=[REDACTED] is wrong"}
     assert (
-        json.loads(redacted["request_body"])["messages"][1] == json.loads(redacted["messages"])[1]
+        json.loads(redacted["request_body"])["messages"][1]
+        == json.loads(redacted["unsent_messages"])[1]
     )
     assert SECRET not in repr(redacted)
 
@@ -392,7 +399,6 @@ def sample_rows():
         "execution_id": "exec-1",
         "step_id": "step-1",
         "n": 1,
-        "attempt_number": 1,
         "dispatched": True,
         "parameters": "{}",
         "correction_layer": None,
@@ -401,7 +407,7 @@ def sample_rows():
         "request_headers": "{}",
         "request_body": b"{}",
         "request_size": 2,
-        "status": 401,
+        "http_status": 401,
         "response_headers": "{}",
         "response_body": b"no",
         "response_size": 2,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from executor.redact import redact_secrets, redact_sensitive_text
-from store.bundles import redact_row
+from store.bundle import redact_row
 
 HEX = "0123456789abcdef"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from console.replay.engine import (
+from console.replay.edits import (
     ReplayError,
     ReplayResponse,
     ResponseSpecError,

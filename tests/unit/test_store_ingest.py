@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import store.ingest
+import store.ingest.upsert
 import store.spool
 from store.connection import StorePaths, session, store_paths
 from store.errors import StoreAccessError
@@ -83,7 +84,7 @@ def test_an_attempt_spread_over_three_batches_is_one_complete_row(conn) -> None:
         apply_segments(conn, [encode_events(batch, 1, WRITER)])
 
     row = conn.execute(
-        "SELECT method, status, action, rule_id, request_size, response_size FROM attempts "
+        "SELECT method, http_status, action, rule_id, request_size, response_size FROM attempts "
         "WHERE execution_id = 'exec-split' AND n = 1"
     ).fetchone()
     assert row == ("POST", 503, "retry_same", "transient.retry_same", 8, 17)
@@ -221,7 +222,7 @@ def test_a_database_failure_keeps_good_segments_for_the_next_try(conn, paths, mo
     def disk_full(connection, staged) -> None:
         raise duckdb.IOException('Could not write file "debug.duckdb.wal": No space left on device')
 
-    monkeypatch.setattr(store.ingest, "write_staged", disk_full)
+    monkeypatch.setattr(store.ingest.upsert, "write_staged", disk_full)
     with pytest.raises(StoreAccessError) as raised:
         ingest_spool(conn, paths)
     kept = sorted(path.name for path in paths.segments.iterdir())
@@ -367,13 +368,13 @@ def test_plans_are_read_only_for_executions_with_a_step_that_never_started(
     conn, monkeypatch
 ) -> None:
     plan_reads = []
-    real_planned_steps = store.ingest._planned_steps
+    real_planned_steps = store.ingest.upsert._planned_steps
 
     def spy(connection, wanted):
         plan_reads.append({key: sorted(steps) for key, steps in wanted.items()})
         return real_planned_steps(connection, wanted)
 
-    monkeypatch.setattr(store.ingest, "_planned_steps", spy)
+    monkeypatch.setattr(store.ingest.upsert, "_planned_steps", spy)
     started_only = small_execution("exec-all-started")
     with_skip = realistic_execution("exec-with-skip", start_at=1.9e9)
 
@@ -413,13 +414,14 @@ def test_rerun_of_recovery_and_impact_are_ingested_and_absent_keys_are_null(conn
     from dataclasses import replace
 
     from executor.events import AttemptDecided, ExecutionStarted
+    from executor.faults import Recovery
 
     events = []
     for event in small_execution("exec-v2", steps=1):
         if isinstance(event, ExecutionStarted):
             event = replace(event, rerun_of="exec-original")
         elif isinstance(event, AttemptDecided) and event.n == 2:
-            decision = {**event.decision, "recovery": "stop", "impact": "Nothing was booked."}
+            decision = replace(event.decision, recovery=Recovery.STOP, impact="Nothing was booked.")
             event = replace(event, decision=decision)
         events.append(event)
     apply_segments(conn, [encode_events(events, 1, WRITER)])

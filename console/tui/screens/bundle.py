@@ -18,7 +18,7 @@ from textual.worker import Worker, WorkerState
 
 from console.tui.widgets.cells import twin_command
 from console.tui.widgets.path_suggester import PathSuggester
-from store.bundles import ExportResult, ImportResult, export_bundle, import_bundle
+from store.bundle import ExportResult, ImportResult, export_bundle, import_bundle
 from store.errors import StoreError
 
 BUNDLE_SUFFIX = ".truva.zip"

@@ -1,17 +1,18 @@
 """The replay screen: edit the tool responses of one recorded step, replay it, compare.
 
-The twin is `truva-console replay EXECUTION STEP --response N=FILE …`; each edited response is
-written to FILE (under the app's replay files directory) before the replay runs, and the replay
-reads them back through the same `load_edits` the CLI uses.
+The twin is `truva-console replay EXECUTION STEP --response N=FILE … --param KEY=VALUE …`; each
+edited response is written to FILE (under the app's replay files directory) before the replay
+runs, and the replay reads them back through the same `load_edits` the CLI uses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,18 +28,15 @@ from textual.widgets import Footer, Header, Input, RadioButton, RadioSet, Static
 from textual.worker import Worker, WorkerState
 
 from console.render.replay_text import describe_original
-from console.replay.engine import (
-    LLM_MODES,
-    LLM_RECORDED,
-    Replayer,
+from console.replay.edits import (
     ReplayError,
-    ReplayResult,
-    ReplaySetup,
     ResponseSpecError,
     load_edits,
+    load_parameter_edits,
     parse_config_override,
-    prepare_replay,
 )
+from console.replay.engine import Replayer, ReplayResult
+from console.replay.setup import LLM_MODES, LLM_RECORDED, ReplaySetup, prepare_replay
 from console.tui.screens.palette import PaletteCommand
 from console.tui.widgets.cells import inline_json, twin_command
 from console.tui.widgets.replay_view import (
@@ -53,6 +51,11 @@ from store.errors import StoreError
 from store.queries import ExecutionDetail, StepRecord
 
 _UNSAFE_FILE_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]")
+# Each text field of the screen → the attribute that keeps its text.
+_FIELD_TEXTS = {
+    "config-overrides": "config_text", "param-edits": "params_text",
+    "llm-endpoint": "endpoint_text",
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,17 @@ class ReplayRequest:
     llm_mode: str
     config_overrides: dict[str, Any]
     db_path: Path
+    parameter_edits: dict[str, Any] = field(default_factory=dict)
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+
+
+def _tokens(text: str) -> list[str]:
+    """`text` split as a shell would, or at white space when its quotes do not close."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
 
 
 def _one_line(error: BaseException) -> str:
@@ -156,6 +170,8 @@ class ReplayScreen(Screen):
         self.dispatch_n = 1
         self.llm_mode = LLM_RECORDED
         self.config_text = ""
+        self.params_text = ""
+        self.endpoint_text = ""
         self.result: ReplayResult | None = None
         self.recording_problem: str | None = None
         self.problem: str | None = None
@@ -174,6 +190,9 @@ class ReplayScreen(Screen):
                         yield RadioButton(mode, value=mode == LLM_RECORDED, id=f"llm-{mode}")
                 yield Input(placeholder="KEY=VALUE …, e.g. max_attempts=5",
                             id="config-overrides")  # fmt: skip
+                with Horizontal(id="replay-edits"):
+                    yield Input(placeholder="KEY=VALUE …", id="param-edits")
+                    yield Input(placeholder="URL [MODEL]", id="llm-endpoint")
             yield TextArea(language="json", id="response-editor")
         yield Static(id="replay-problem")
         with VerticalScroll(id="replay-result-scroll"):
@@ -185,6 +204,8 @@ class ReplayScreen(Screen):
         self.title = "truva-console"
         self.query_one("#llm-mode", RadioSet).border_title = "LLM layers"
         self.query_one("#config-overrides", Input).border_title = "config overrides"
+        self.query_one("#param-edits", Input).border_title = "parameters"
+        self.query_one("#llm-endpoint", Input).border_title = "live LLM endpoint"
         step = self._original_step()
         if step is not None:
             self._prepare(step)
@@ -306,6 +327,10 @@ class ReplayScreen(Screen):
             args += ["--llm", self.llm_mode]
         for override in self._override_tokens():
             args += ["--config", override]
+        for param in _tokens(self.params_text):
+            args += ["--param", param]
+        for token in _tokens(self.endpoint_text):
+            args += ["--llm-base-url" if "://" in token else "--llm-model", token]
         return twin_command(self.db_arg, *args)
 
     def edit_path(self, number: int) -> Path:
@@ -314,10 +339,16 @@ class ReplayScreen(Screen):
         return self.files_dir / _UNSAFE_FILE_CHARACTERS.sub("_", name)
 
     def _override_tokens(self) -> list[str]:
-        try:
-            return shlex.split(self.config_text)
-        except ValueError:
-            return self.config_text.split()
+        return _tokens(self.config_text)
+
+    def _endpoint(self) -> tuple[str | None, str | None]:
+        """(base URL, model) from the live endpoint field: a token with `://` is the URL."""
+        urls = [token for token in _tokens(self.endpoint_text) if "://" in token]
+        models = [token for token in _tokens(self.endpoint_text) if "://" not in token]
+        if len(urls) > 1 or len(models) > 1:
+            raise ReplayError(f"live LLM endpoint {self.endpoint_text.strip()!r}: expected a URL "
+                              "and optionally a model name, e.g. http://127.0.0.1:8000/v1 qwen")
+        return (urls[0] if urls else None), (models[0] if models else None)  # fmt: skip
 
     def _update_twin(self) -> None:
         self.sub_title = f"CLI: {self.twin_command}"
@@ -376,12 +407,12 @@ class ReplayScreen(Screen):
         self.llm_mode = str(event.pressed.label)
         self._update_twin()
 
-    @on(Input.Changed, "#config-overrides")
-    def _overrides_edited(self, event: Input.Changed) -> None:
-        self.config_text = event.value
+    @on(Input.Changed, "#config-overrides, #param-edits, #llm-endpoint")
+    def _field_edited(self, event: Input.Changed) -> None:
+        setattr(self, _FIELD_TEXTS[event.input.id or ""], event.value)
         self._update_twin()
 
-    @on(Input.Submitted, "#config-overrides")
+    @on(Input.Submitted, "#config-overrides, #param-edits, #llm-endpoint")
     def _overrides_submitted(self, event: Input.Submitted) -> None:
         self.action_run_replay()
 
@@ -394,6 +425,8 @@ class ReplayScreen(Screen):
             value = edited_value(self.edits[number], f"dispatch {number}")
             edit_files.append(EditFile(number, self.edit_path(number), response_file_text(value)))
         overrides = dict(parse_config_override(token) for token in self._override_tokens())
+        parameter_edits = load_parameter_edits(_tokens(self.params_text))
+        llm_base_url, llm_model = self._endpoint()
         self._run += 1
         return ReplayRequest(
             run=self._run,
@@ -403,6 +436,9 @@ class ReplayScreen(Screen):
             llm_mode=self.llm_mode,
             config_overrides=overrides,
             db_path=self.db_path,
+            parameter_edits=parameter_edits,
+            llm_base_url=llm_base_url,
+            llm_model=llm_model,
         )
 
     def action_run_replay(self) -> None:
@@ -424,25 +460,29 @@ class ReplayScreen(Screen):
 
     @work(exclusive=True, exit_on_error=False, group="replay-run")
     async def _replay(self, request: ReplayRequest) -> None:
-        from store.recorder import StoreRecorder
+        from console.session import recording
+        from executor.telemetry import TelemetryConfigError
 
+        closing = contextlib.ExitStack()  # recording() is entered and left off the UI thread
         try:
             edits = await asyncio.to_thread(write_edit_files, request.edit_files)
             setup = prepare_replay(
                 request.detail, request.step_id, edits=edits, llm_mode=request.llm_mode,
                 config_overrides=request.config_overrides,
+                parameter_edits=request.parameter_edits, llm_base_url=request.llm_base_url,
+                llm_model=request.llm_model,
             )  # fmt: skip
-            recorder = await asyncio.to_thread(StoreRecorder, request.db_path)
-        except (ResponseSpecError, ReplayError, StoreError, OSError) as error:
+            session = await asyncio.to_thread(closing.enter_context, recording(request.db_path))
+        except (ResponseSpecError, ReplayError, StoreError, TelemetryConfigError, OSError) as error:
             self.post_message(self.ReplayFailed(request.run, _one_line(error)))
             return
-        replayer = Replayer(setup, recorder=recorder)
+        replayer = Replayer(setup, recorder=session.recorder)
         self.post_message(self.ReplayStarted(request.run, replayer))
         try:
             result = await replayer.run()
         finally:
-            await asyncio.to_thread(recorder.close)
-        self.post_message(self.ReplayFinished(request.run, result, recorder.last_error))
+            await asyncio.to_thread(closing.close)
+        self.post_message(self.ReplayFinished(request.run, result, session.store.last_error))
 
     @on(ReplayStarted)
     def _replay_started(self, message: ReplayStarted) -> None:
@@ -528,6 +568,10 @@ class ReplayScreen(Screen):
                            self.action_restore_response),
             PaletteCommand("replay: Edit config overrides", "KEY=VALUE, e.g. max_attempts=5",
                            self.query_one("#config-overrides", Input).focus),
+            PaletteCommand("replay: Edit parameters", "KEY=VALUE, e.g. city_code=PAR",
+                           self.query_one("#param-edits", Input).focus),
+            PaletteCommand("replay: Edit live LLM endpoint", "URL [MODEL], with LLM live",
+                           self.query_one("#llm-endpoint", Input).focus),
             *(
                 PaletteCommand(f"replay: LLM {mode}", f"--llm {mode}",
                                lambda mode=mode: self.set_llm_mode(mode))

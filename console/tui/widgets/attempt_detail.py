@@ -16,7 +16,7 @@ from textual.widgets import ContentSwitcher, Static, TabbedContent, TabPane, Tex
 from console.printable import printable
 from console.render.formats import format_duration, format_time
 from console.tui.widgets.cells import action_text, inline_json
-from console.tui.widgets.read_only import ReadOnlyTextArea
+from console.tui.widgets.long_text import LongTextArea
 from console.words import reached_wire, received_text
 from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRecord, StepRecord
 
@@ -301,14 +301,14 @@ class AttemptDetail(Vertical):
                     yield Static(id="decision-body")
                 with TabPane("Request", id="tab-request"):
                     yield Static(id="request-head", classes="detail-head")
-                    yield ReadOnlyTextArea.code_editor(read_only=True, id="request-body",
-                                                       classes="detail-body")  # fmt: skip
+                    yield LongTextArea.code_editor(read_only=True, id="request-body",
+                                                  classes="detail-body")  # fmt: skip
                 with TabPane("Response", id="tab-response"):
                     yield Static(id="response-head", classes="detail-head")
-                    yield ReadOnlyTextArea.code_editor(read_only=True, id="response-body",
-                                                       classes="detail-body")  # fmt: skip
+                    yield LongTextArea.code_editor(read_only=True, id="response-body",
+                                                  classes="detail-body")  # fmt: skip
                 with TabPane("LLM", id="tab-llm"):
-                    yield ReadOnlyTextArea(read_only=True, soft_wrap=True, id="llm-text")
+                    yield LongTextArea(read_only=True, soft_wrap=True, id="llm-text")
                 with (
                     TabPane("Backoff & events", id="tab-events"),
                     VerticalScroll(classes="detail-scroll"),
@@ -329,8 +329,8 @@ class AttemptDetail(Vertical):
         self._show_body("#request-body", attempt.request_body if attempt.dispatched else None)
         self.query_one("#response-head", Static).update(response_renderable(attempt))
         self._show_body("#response-body", attempt.response_body)
-        llm_area = self.query_one("#llm-text", TextArea)
-        llm_area.load_text(printable(llm_text(attempt.llm_calls, step.llm_calls)))
+        llm_area = self.query_one("#llm-text", LongTextArea)
+        llm_area.load_long_text(printable(llm_text(attempt.llm_calls, step.llm_calls)))
         self.query_one("#events-body", Static).update(events_renderable(attempt, step, detail))
         tabs = self.query_one("#detail-tabs", TabbedContent)
         tabs.get_tab("tab-llm").label = f"LLM ({len(attempt.llm_calls)})"

@@ -33,6 +33,7 @@ FILTER_KEYS: dict[str, tuple[str, str]] = {
     "since": ("since", "--since"),
     "until": ("until", "--until"),
     "text": ("text", "--text"),
+    "test": ("test", "--test"),
 }
 
 
@@ -138,7 +139,7 @@ class FilterBar(Input):
             id=id,
         )
         self.tooltip = (
-            "Keys: status, tool, capability, action, rule, http, since, until, text. "
+            "Keys: status, tool, capability, action, rule, http, since, until, text, test. "
             "Words without a key are searched as text."
         )
 

@@ -14,14 +14,19 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.printable import printable
-from console.render.replay_text import describe_comparison, describe_original, describe_replay
-from console.replay.engine import (
+from console.render.replay_text import (
+    describe_comparison,
+    describe_divergence,
+    describe_original,
+    describe_replay,
+)
+from console.replay.edits import (
     RESPONSE_KEYWORDS,
     ReplayResponse,
-    ReplayResult,
     ResponseSpecError,
     parse_response_spec,
 )
+from console.replay.engine import ReplayResult
 from console.tui.widgets.cells import action_text
 from console.tui.widgets.tables import NavigableTable
 from store.queries import AttemptRecord
@@ -198,8 +203,10 @@ def comparison_renderable(result: ReplayResult) -> RenderableType:
     separator.add_column("│", style="dim", header_style="dim")
     left, right = _side_table("original"), _side_table("replay")
     dispatch_number = 0
+    divergence = result.first_divergence
     for index in range(max(len(original), len(replayed), 1)):
-        numbers.add_row(str(index + 1))
+        diverged = divergence is not None and divergence.attempt == index + 1
+        numbers.add_row(Text(str(index + 1), style="bold reverse yellow" if diverged else ""))
         separator.add_row("│")
         if index < len(original):
             attempt = original[index]
@@ -233,6 +240,9 @@ def comparison_renderable(result: ReplayResult) -> RenderableType:
         Text.assemble(("replay   ", "bold"), describe_replay(result)),
         verdict,
     ]
+    divergence_text = describe_divergence(result)
+    if divergence_text is not None:
+        parts.append(Text(printable(divergence_text), style="yellow"))
     if edited:
         parts.append(Text("* an edited response", style="dim"))
     parts.extend(Text(f"note: {printable(note)}", style="yellow") for note in result.notes)

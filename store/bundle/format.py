@@ -1,0 +1,330 @@
+"""The bundle format: member names, the store's tables as a bundle carries them, and how
+rows are encoded as JSON Lines and decoded back with validation.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from store.errors import StoreError
+from store.schema import DERIVED_COLUMNS, MIGRATIONS, SCHEMA_VERSION, STORE_TABLES
+
+BUNDLE_FORMAT = "truva-bundle"
+BUNDLE_VERSION = 1
+MANIFEST_MEMBER = "manifest.json"
+README_MEMBER = "README.txt"
+SPANS_MEMBER = "spans.otlp.json"
+TABLES_FOLDER = "tables"
+
+
+MIB = 1024 * 1024
+
+
+TIMESTAMPTZ = "TIMESTAMP WITH TIME ZONE"  # as DuckDB names the type
+_TIMESTAMP_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?$")
+
+
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+# Non-finite DOUBLE values are written as these strings; JSON has no token for them.
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+class BundleError(StoreError):
+    """A bundle that cannot be imported; nothing was written. The message names file and problem."""
+
+
+class BundleConflictError(BundleError):
+    """The store already holds an execution of the bundle with different rows."""
+
+
+class BundleExportError(StoreError):
+    """The executions cannot be exported to the requested file; nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSpec:
+    """One store column: name, DuckDB type, and whether it may be null."""
+
+    name: str
+    type: str
+    nullable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """One store table as a bundle carries it: columns in order and its primary key."""
+
+    name: str
+    columns: tuple[ColumnSpec, ...]
+    primary_key: tuple[str, ...]
+
+    @property
+    def member(self) -> str:
+        """The bundle member holding this table's rows."""
+        return f"{TABLES_FOLDER}/{self.name}.jsonl"
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The column names, in order."""
+        return tuple(column.name for column in self.columns)
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    """A validated bundle: its manifest and the rows of every table, ready to write.
+
+    Rows are dicts of raw values: BLOB as bytes, JSON and TIMESTAMP as their text, DOUBLE as
+    float, lists as lists.
+    """
+
+    path: Path
+    manifest: Mapping[str, Any]
+    execution_ids: tuple[str, ...]
+    redacted: bool
+    tool_version: str
+    created_at: str
+    rows: Mapping[str, tuple[dict[str, Any], ...]]
+    span_count: int
+
+
+@functools.cache
+def store_table_specs(version: int = SCHEMA_VERSION) -> tuple[TableSpec, ...]:
+    """The bundled tables of store schema `version`, from an in-memory copy of that schema.
+
+    Derived columns (`store.schema.DERIVED_COLUMNS`) are left out; import computes them.
+    """
+    conn = duckdb.connect(":memory:")
+    try:
+        for migration in MIGRATIONS:
+            if migration.version <= version:
+                for statement in migration.statements:
+                    conn.execute(statement)
+        specs = []
+        for table in STORE_TABLES:
+            derived = DERIVED_COLUMNS.get(table, {})
+            columns = tuple(
+                ColumnSpec(name=name, type=data_type, nullable=bool(nullable))
+                for name, data_type, nullable in conn.execute(
+                    "SELECT column_name, data_type, is_nullable FROM duckdb_columns() "
+                    "WHERE table_name = $table AND database_name = current_database() "
+                    "ORDER BY column_index",
+                    {"table": table},
+                ).fetchall()
+                if name not in derived
+            )
+            key_row = conn.execute(
+                "SELECT constraint_column_names FROM duckdb_constraints() "
+                "WHERE table_name = $table AND constraint_type = 'PRIMARY KEY' "
+                "AND database_name = current_database()",
+                {"table": table},
+            ).fetchone()
+            unsupported = [c for c in columns if c.type not in ARROW_TYPES]
+            if unsupported:
+                raise TypeError(
+                    f"table {table}: column {unsupported[0].name} has type {unsupported[0].type}, "
+                    "which bundles cannot encode yet"
+                )
+            specs.append(
+                TableSpec(
+                    name=table,
+                    columns=columns,
+                    primary_key=tuple(key_row[0]) if key_row else (),
+                )
+            )
+        return tuple(specs)
+    finally:
+        conn.close()
+
+
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "VARCHAR": pa.large_string(),
+    "JSON": pa.large_string(),
+    "TIMESTAMP": pa.large_string(),
+    TIMESTAMPTZ: pa.large_string(),
+    "BLOB": pa.large_binary(),
+    "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "VARCHAR[]": pa.list_(pa.large_string()),
+}
+
+# How each column type is written in a JSONL row (the manifest repeats it per column).
+COLUMN_ENCODINGS = {
+    "BLOB": "base64",
+    "JSON": "json_text",
+    "TIMESTAMP": "utc_timestamp_text",
+    TIMESTAMPTZ: "utc_timestamp_text",
+    "DOUBLE": "number_or_nonfinite_text",
+}
+
+
+def column_sql(column: ColumnSpec) -> str:
+    """The SELECT expression that reads a column as its raw bundle value."""
+    quoted = quote(column.name)
+    if column.type == TIMESTAMPTZ:
+        return f"CAST(timezone('UTC', {quoted}) AS VARCHAR) AS {quoted}"
+    if column.type in ("JSON", "TIMESTAMP"):
+        return f"CAST({quoted} AS VARCHAR) AS {quoted}"
+    return quoted
+
+
+def insert_sql(column: ColumnSpec) -> str:
+    """The SELECT expression that turns a raw bundle value back into the column's type."""
+    quoted = quote(column.name)
+    if column.type == TIMESTAMPTZ:  # the text is UTC, whatever the session's time zone
+        return f"timezone('UTC', CAST({quoted} AS TIMESTAMP))"
+    return f"CAST({quoted} AS {column.type})"
+
+
+def upgrade_row(table: str, row: dict[str, Any], version: int) -> dict[str, Any]:
+    """A row of store schema `version` with the current schema's names for its values.
+
+    Before version 3, `attempts.status` was the HTTP status and an LLM call's prompt was kept
+    twice (`messages` beside the request bytes); `attempt_number` is now derived.
+    """
+    if version < 3 and table == "attempts":
+        row["http_status"] = row.pop("status", None)
+    if version < 3 and table == "llm_calls":
+        messages = row.pop("messages", None)
+        if not row.get("request_body"):
+            row["unsent_messages"] = messages
+    return row
+
+
+def quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def read_execution_rows(
+    conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """Every bundled table's rows for `execution_ids`, as raw values, in a stable order."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for spec in store_table_specs():
+        cursor = conn.execute(
+            f"SELECT {', '.join(column_sql(c) for c in spec.columns)} FROM {quote(spec.name)} "
+            "WHERE list_contains($ids, execution_id) ORDER BY ALL",
+            {"ids": list(execution_ids)},
+        )
+        rows[spec.name] = [
+            dict(zip(spec.column_names, values, strict=True)) for values in cursor.fetchall()
+        ]
+    return rows
+
+
+def encode_value(column: ColumnSpec, value: Any) -> Any:
+    """A raw value as a bundle line writes it: BLOB as base64, non-finite DOUBLE as text."""
+    if value is None:
+        return None
+    if column.type == "BLOB":
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if column.type == "DOUBLE" and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def encode_row(spec: TableSpec, row: Mapping[str, Any]) -> dict[str, Any]:
+    """A raw row as the JSON object a bundle line holds, columns in table order."""
+    return {column.name: encode_value(column, row[column.name]) for column in spec.columns}
+
+
+def row_line(spec: TableSpec, row: Mapping[str, Any]) -> bytes:
+    text = json.dumps(
+        encode_row(spec, row), ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    )
+    return text.encode("utf-8") + b"\n"
+
+
+class BundleValueError(ValueError):
+    """A bundle value that does not fit its column; the message says what was expected."""
+
+
+def describe(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True) if not isinstance(value, bytes) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _valid_text(value: Any, expected: str) -> str:
+    if not isinstance(value, str):
+        raise BundleValueError(f"expected {expected}, got {describe(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise BundleValueError(
+            f"expected {expected}, got text that is not valid Unicode"
+        ) from error
+    return value
+
+
+def reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
+
+
+def decode_value(column: ColumnSpec, value: Any) -> Any:
+    """The raw value of one encoded cell; BundleValueError when it does not fit the column."""
+    if value is None:
+        if not column.nullable:
+            raise BundleValueError("expected a value, got null (the column is NOT NULL)")
+        return None
+    kind = column.type
+    if kind == "VARCHAR":
+        return _valid_text(value, "text")
+    if kind == "JSON":
+        text = _valid_text(value, "JSON text")
+        try:
+            json.loads(text, parse_constant=reject_constant)
+        except (ValueError, RecursionError) as error:
+            raise BundleValueError(f"expected JSON text, got {describe(value)}") from error
+        return text
+    if kind in ("TIMESTAMP", TIMESTAMPTZ):
+        text = _valid_text(value, "a timestamp 'YYYY-MM-DD HH:MM:SS[.ffffff]'")
+        try:
+            if not _TIMESTAMP_TEXT.match(text):
+                raise ValueError(text)
+            datetime.fromisoformat(text)
+        except ValueError as error:
+            raise BundleValueError(
+                f"expected a timestamp 'YYYY-MM-DD HH:MM:SS[.ffffff]', got {describe(value)}"
+            ) from error
+        return text
+    if kind == "BLOB":
+        text = _valid_text(value, "base64 text")
+        try:
+            return base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError) as error:
+            raise BundleValueError(f"expected base64 text, got {describe(value)}") from error
+    if kind in ("INTEGER", "BIGINT"):
+        bits, (low, high) = (32, _INT32) if kind == "INTEGER" else (64, _INT64)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise BundleValueError(f"expected a {bits}-bit integer, got {describe(value)}")
+        return value
+    if kind == "DOUBLE":
+        if isinstance(value, str) and value in _NON_FINITE:
+            return _NON_FINITE[value]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise BundleValueError(f"expected a number, got {describe(value)}")
+        return float(value)
+    if kind == "BOOLEAN":
+        if not isinstance(value, bool):
+            raise BundleValueError(f"expected true or false, got {describe(value)}")
+        return value
+    if kind == "VARCHAR[]":
+        if not isinstance(value, list):
+            raise BundleValueError(f"expected a list of text, got {describe(value)}")
+        return [None if item is None else _valid_text(item, "a list of text") for item in value]
+    raise BundleValueError(f"column type {kind} is not supported")

@@ -1,0 +1,332 @@
+"""Importing a validated bundle into a store in bounded, committed batches."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from store.bundle.archive import BundleLimits, open_archive
+from store.bundle.format import (
+    ARROW_TYPES,
+    MIB,
+    BundleConflictError,
+    BundleError,
+    TableSpec,
+    column_sql,
+    insert_sql,
+    quote,
+    store_table_specs,
+)
+from store.bundle.validate import RowSets, Scan, row_digest, scan_bundle, table_rows
+from store.connection import DEFAULT_LOCK_TIMEOUT_S, first_line, store_paths
+from store.queries import Store
+from store.schema import DERIVED_COLUMNS
+
+# Import writes rows in batches of at most this many rows or bytes.
+_INSERT_ROWS = 2_000
+_INSERT_BYTES = 4 * MIB
+_FETCH_ROWS = 1_000
+_IMPORT_MEMORY_LIMIT = 64 * MIB
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """What `import_bundle` did with each execution of the bundle."""
+
+    bundle: Path
+    db: Path
+    imported: tuple[str, ...]
+    skipped: tuple[str, ...]
+    replaced: tuple[str, ...]
+    row_counts: Mapping[str, int]
+    redacted: bool
+    tool_version: str
+
+
+def _store_row_sets(conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str]) -> RowSets:
+    """Digests of the rows the store holds for `execution_ids`, read in batches."""
+    row_sets = RowSets()
+    for spec in store_table_specs():
+        cursor = conn.execute(
+            f"SELECT {', '.join(column_sql(c) for c in spec.columns)} FROM {quote(spec.name)} "
+            "WHERE list_contains($ids, execution_id)",
+            {"ids": list(execution_ids)},
+        )
+        while batch := cursor.fetchmany(_FETCH_ROWS):
+            for values in batch:
+                row = dict(zip(spec.column_names, values, strict=True))
+                row_sets.add(spec.name, row["execution_id"], row_digest(spec, row))
+    return row_sets
+
+
+@dataclass(slots=True)
+class _ImportPlan:
+    """What to do with each execution of a bundle, decided against the store's rows."""
+
+    imported: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+
+
+def _plan_import(conn: duckdb.DuckDBPyConnection, scan: Scan, *, replace: bool) -> _ImportPlan:
+    ours = _store_row_sets(conn, scan.execution_ids)
+    stored_statuses = dict(
+        conn.execute(
+            "SELECT execution_id, status FROM executions WHERE list_contains($ids, execution_id)",
+            {"ids": list(scan.execution_ids)},
+        ).fetchall()
+    )
+    plan = _ImportPlan()
+    for execution_id in scan.execution_ids:
+        differing = [
+            spec.name
+            for spec in store_table_specs()
+            if ours.of(spec.name, execution_id) != scan.row_sets.of(spec.name, execution_id)
+        ]
+        stored_status = stored_statuses.get(execution_id)
+        if not ours.has(execution_id):
+            plan.imported.append(execution_id)
+        elif not differing:
+            plan.skipped.append(execution_id)
+        elif replace and stored_status == "running":
+            plan.running.append(execution_id)
+        elif replace:
+            plan.replaced.append(execution_id)
+        else:
+            plan.conflicts.append((execution_id, f"different rows (in {', '.join(differing)})"))
+    writing = set(plan.imported) | set(plan.replaced)
+    call_ids = [call for eid in sorted(writing) for call in scan.call_ids.get(eid, ())]
+    if call_ids:
+        for call_id, owner in conn.execute(
+            "SELECT call_id, execution_id FROM llm_calls WHERE list_contains($calls, call_id) "
+            "AND NOT list_contains($writing, execution_id)",
+            {"calls": call_ids, "writing": sorted(writing)},
+        ).fetchall():
+            plan.conflicts.append((owner, f"an LLM call {call_id!r} that the bundle also holds"))
+    return plan
+
+
+def _conflict_error(db: str, scan: Scan, conflicts: Sequence[tuple[str, str]]) -> BundleError:
+    execution_id, difference = conflicts[0]
+    more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+    rows_differ = difference.startswith("different rows")
+    hint = (
+        "; the bundle is redacted, so it differs from an unredacted recording of the same run"
+        if scan.manifest["redaction"]["applied"] and rows_differ
+        else ""
+    )
+    remedy = "pass --replace to overwrite" if rows_differ else "an LLM call id is unique"
+    return BundleConflictError(
+        f"{db}: execution {execution_id} is already in the store with {difference}{more}{hint}; "
+        f"nothing was imported ({remedy})"
+    )
+
+
+def _insert_rows(
+    conn: duckdb.DuckDBPyConnection, spec: TableSpec, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    if not rows:
+        return
+    schema = pa.schema([(column.name, ARROW_TYPES[column.type]) for column in spec.columns])
+    staging = pa.Table.from_pylist([dict(row) for row in rows], schema=schema)
+    view_name = f"bundle_{spec.name}"
+    derived = DERIVED_COLUMNS.get(spec.name, {})
+    columns = ", ".join([*(quote(column.name) for column in spec.columns), *derived])
+    casts = ", ".join([*(insert_sql(column) for column in spec.columns), *derived.values()])
+    conn.register(view_name, staging)
+    try:
+        conn.execute(f"INSERT INTO {quote(spec.name)} ({columns}) SELECT {casts} FROM {view_name}")
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            conn.unregister(view_name)
+
+
+def _row_bytes(row: Mapping[str, Any]) -> int:
+    return sum(len(value) for value in row.values() if isinstance(value, str | bytes))
+
+
+def _insert_table(
+    conn: duckdb.DuckDBPyConnection,
+    path: Path,
+    archive: zipfile.ZipFile,
+    scan: Scan,
+    spec: TableSpec,
+    writing: set[str],
+    limits: BundleLimits,
+    *,
+    commit_batches: bool,
+) -> int:
+    """Stream one table member into the store in bounded batches; return the rows written.
+
+    With `commit_batches`, each batch is its own transaction, so DuckDB writes it out.
+    """
+    batch: list[dict[str, Any]] = []
+    batch_bytes = 0
+    written = 0
+
+    def write() -> None:
+        if commit_batches:
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                _insert_rows(conn, spec, batch)
+                conn.execute("COMMIT")
+            except BaseException:
+                rollback(conn)
+                raise
+        else:
+            _insert_rows(conn, spec, batch)
+
+    for row in table_rows(path, archive, scan, spec, limits):
+        if row["execution_id"] not in writing:
+            continue
+        batch.append(row)
+        batch_bytes += _row_bytes(row)
+        if len(batch) >= _INSERT_ROWS or batch_bytes >= _INSERT_BYTES:
+            write()
+            written += len(batch)
+            batch, batch_bytes = [], 0
+    if batch:
+        write()
+    return written + len(batch)
+
+
+def rollback(conn: duckdb.DuckDBPyConnection) -> None:
+    # A failed COMMIT has already rolled back; the original error is the one to report.
+    with contextlib.suppress(duckdb.Error):
+        conn.execute("ROLLBACK")
+
+
+def _delete_rows(
+    conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str], *, orphans_only: bool
+) -> None:
+    """Delete the executions' rows in every table (with `orphans_only`, rows with no execution)."""
+    for spec in store_table_specs():
+        if orphans_only and spec.name == "executions":
+            continue
+        orphan = (
+            " AND execution_id NOT IN (SELECT execution_id FROM executions)" if orphans_only else ""
+        )
+        conn.execute(
+            f"DELETE FROM {quote(spec.name)} WHERE list_contains($ids, execution_id){orphan}",
+            {"ids": list(execution_ids)},
+        )
+
+
+def _write_bundle(
+    conn: duckdb.DuckDBPyConnection,
+    db_label: str,
+    path: Path,
+    archive: zipfile.ZipFile,
+    scan: Scan,
+    limits: BundleLimits,
+    *,
+    replace: bool,
+) -> tuple[_ImportPlan, dict[str, int]]:
+    """Plan the import against the store, then write it (see `import_bundle`)."""
+    row_counts = dict.fromkeys((spec.name for spec in store_table_specs()), 0)
+    # DuckDB may cache little during an import, so committed batches are written out; one row
+    # must still fit several times over.
+    memory_limit = max(_IMPORT_MEMORY_LIMIT, 4 * scan.longest_line)
+    conn.execute(f"SET memory_limit = '{memory_limit // MIB}MiB'")
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        # Rows a crashed import left behind have no executions row; they are not the store's.
+        _delete_rows(conn, scan.execution_ids, orphans_only=True)
+        plan = _plan_import(conn, scan, replace=replace)
+        if plan.running:
+            raise BundleConflictError(
+                f"{db_label}: execution {plan.running[0]} is still running in the store (its "
+                "recorder may be writing it), so --replace leaves it alone; nothing was "
+                "imported (import again once it has finished or shows as interrupted)"
+            )
+        if plan.conflicts:
+            raise _conflict_error(db_label, scan, plan.conflicts)
+        writing = set(plan.imported) | set(plan.replaced)
+        specs = sorted(store_table_specs(), key=lambda spec: spec.name == "executions")
+        if plan.replaced:  # a replacement stays one transaction with the whole import
+            _delete_rows(conn, plan.replaced, orphans_only=False)
+            for spec in specs:
+                row_counts[spec.name] = _insert_table(
+                    conn, path, archive, scan, spec, writing, limits, commit_batches=False
+                )
+            conn.execute("COMMIT")
+            return plan, row_counts
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        raise
+    try:
+        for spec in specs[:-1]:
+            row_counts[spec.name] = _insert_table(
+                conn, path, archive, scan, spec, writing, limits, commit_batches=True
+            )
+        conn.execute("BEGIN TRANSACTION")
+        row_counts["executions"] = _insert_table(
+            conn, path, archive, scan, specs[-1], writing, limits, commit_batches=False
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        with contextlib.suppress(duckdb.Error):
+            _delete_rows(conn, sorted(writing), orphans_only=True)
+        raise
+    return plan, row_counts
+
+
+def import_bundle(
+    db_path: str | os.PathLike[str],
+    bundle_path: str | os.PathLike[str],
+    *,
+    replace: bool = False,
+    limits: BundleLimits | None = None,
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> ImportResult:
+    """Validate the bundle completely, then write its executions into the store.
+
+    Validation and writing both stream the members. New executions are written in committed
+    batches while this process holds the file, each execution's `executions` row last and
+    together, so no reader ever sees a partial execution (rows left by a crash have no
+    `executions` row and are removed by the next import of that execution); memory stays
+    bounded by one row and one batch whatever the bundle's size. An execution already in the
+    store with identical rows is skipped, so importing twice changes nothing. One with different
+    rows is refused (BundleConflictError, nothing written) unless `replace`, which deletes its
+    rows first, in one transaction with the whole import. The store is created when missing.
+    """
+    path = Path(bundle_path)
+    limits = limits or BundleLimits()
+    with open_archive(path, limits) as archive:
+        scan = scan_bundle(path, archive, limits)
+        paths = store_paths(db_path)
+        store = Store(paths, lock_timeout_s=lock_timeout_s)
+        with store.session(create=True) as conn:
+            try:
+                plan, row_counts = _write_bundle(conn, store.path, path, archive, scan, limits,
+                                                 replace=replace)  # fmt: skip
+            except duckdb.Error as error:
+                raise BundleError(
+                    f"{store.path}: writing {path} failed ({first_line(error)}); nothing "
+                    "was imported"
+                ) from error
+            finally:
+                with contextlib.suppress(duckdb.Error):
+                    conn.execute("RESET memory_limit")
+    return ImportResult(
+        bundle=path,
+        db=paths.given,
+        imported=tuple(plan.imported),
+        skipped=tuple(plan.skipped),
+        replaced=tuple(plan.replaced),
+        row_counts=row_counts,
+        redacted=scan.manifest["redaction"]["applied"],
+        tool_version=scan.manifest["tool_version"],
+    )

@@ -1,0 +1,309 @@
+"""Validating a whole bundle in bounded memory, and reading its rows (`read_bundle`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from store.bundle.archive import (
+    BundleLimits,
+    JsonStream,
+    check_directory,
+    count_spans,
+    member_lines,
+    member_stream,
+    open_archive,
+    read_member,
+    refuse,
+    verify_member,
+)
+from store.bundle.format import (
+    MANIFEST_MEMBER,
+    SPANS_MEMBER,
+    Bundle,
+    BundleValueError,
+    TableSpec,
+    decode_value,
+    describe,
+    encode_row,
+    reject_constant,
+    store_table_specs,
+    upgrade_row,
+)
+from store.bundle.manifest import check_manifest, check_tables
+from store.records import FINISHED_EXECUTION_STATUSES
+
+
+def _decode_line(
+    path: Path, spec: TableSpec, number: int, line: str, execution_ids: set[str]
+) -> dict[str, Any]:
+    """One table row, decoded and checked; BundleError names the member, line and column."""
+    where = f"{spec.member} line {number}"
+    try:
+        encoded = json.loads(line, parse_constant=reject_constant)
+    except (ValueError, RecursionError) as error:
+        raise refuse(path, f"{where}: not a JSON object") from error
+    if not isinstance(encoded, dict):
+        raise refuse(path, f"{where}: not a JSON object")
+    names = spec.column_names
+    if len(encoded) != len(names) or any(name not in encoded for name in names):
+        missing = sorted(set(names) - set(encoded))
+        extra = sorted(set(encoded) - set(names))
+        raise refuse(
+            path,
+            f"{where}: columns differ from the table's (missing "
+            f"{missing or 'none'}, unknown {extra or 'none'})",
+        )
+    row = {}
+    for column in spec.columns:
+        try:
+            row[column.name] = decode_value(column, encoded[column.name])
+        except BundleValueError as problem:
+            raise refuse(path, f"{where}: column {column.name}: {problem}") from None
+    if row["execution_id"] not in execution_ids:
+        raise refuse(
+            path,
+            f"{where}: execution_id {describe(row['execution_id'])} is not "
+            "one of the manifest's execution_ids",
+        )
+    return row
+
+
+def _bundle_row(
+    path: Path, scan: Scan, spec: TableSpec, number: int, line: str, execution_ids: set[str]
+) -> dict[str, Any]:
+    """A row decoded with the bundle's columns, then given every current column (NULL if new)."""
+    row = _decode_line(path, scan.bundle_spec(spec), number, line, execution_ids)
+    row = upgrade_row(spec.name, row, scan.manifest["schema_version"])
+    return {name: row.get(name) for name in spec.column_names}
+
+
+def row_digest(spec: TableSpec, row: Mapping[str, Any]) -> int:
+    """A 128-bit digest of a row's canonical JSON, summed per execution to compare row sets."""
+    text = json.dumps(encode_row(spec, row), sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest(), "big")
+
+
+def _key_hash(spec: TableSpec, row: Mapping[str, Any]) -> int:
+    key = json.dumps([row[name] for name in spec.primary_key], ensure_ascii=False)
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+@dataclass(slots=True)
+class RowSets:
+    """Per execution and table, how many rows and the sum of their digests (mod 2**128)."""
+
+    sums: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+
+    def add(self, table: str, execution_id: str, digest: int) -> None:
+        count, total = self.sums.get((table, execution_id), (0, 0))
+        self.sums[(table, execution_id)] = (count + 1, (total + digest) % (1 << 128))
+
+    def of(self, table: str, execution_id: str) -> tuple[int, int]:
+        return self.sums.get((table, execution_id), (0, 0))
+
+    def has(self, execution_id: str) -> bool:
+        return any(self.of(spec.name, execution_id)[0] for spec in store_table_specs())
+
+
+@dataclass(slots=True)
+class Scan:
+    """What validating a bundle learned, without keeping its rows."""
+
+    manifest: dict[str, Any]
+    members: dict[str, dict[str, Any]]
+    infos: dict[str, zipfile.ZipInfo]
+    row_sets: RowSets
+    statuses: dict[str, Any]
+    call_ids: dict[str, list[str]]
+    span_count: int
+    longest_line: int = 0
+
+    @property
+    def execution_ids(self) -> tuple[str, ...]:
+        return tuple(self.manifest["execution_ids"])
+
+    def bundle_spec(self, spec: TableSpec) -> TableSpec:
+        """The table as the bundle's schema version has it (an older one lacks new columns)."""
+        return next(
+            found
+            for found in store_table_specs(self.manifest["schema_version"])
+            if found.name == spec.name
+        )
+
+
+def _scan_table(
+    path: Path, archive: zipfile.ZipFile, scan: Scan, spec: TableSpec, limits: BundleLimits
+) -> None:
+    """Decode and check every row of one table member, keeping digests and keys only."""
+    declared_rows = next(t["rows"] for t in scan.manifest["tables"] if t["name"] == spec.name)
+    execution_ids = set(scan.execution_ids)
+    key_hashes: list[int] = []
+    rows = 0
+    lines = member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
+    for number, line in lines:
+        row = _bundle_row(path, scan, spec, number, line, execution_ids)
+        rows += 1
+        scan.longest_line = max(scan.longest_line, len(line))
+        scan.row_sets.add(spec.name, row["execution_id"], row_digest(spec, row))
+        if spec.primary_key:
+            key_hashes.append(_key_hash(spec, row))
+        if spec.name == "executions":
+            scan.statuses[row["execution_id"]] = row["status"]
+        elif spec.name == "llm_calls":
+            scan.call_ids.setdefault(row["execution_id"], []).append(row["call_id"])
+    if rows != declared_rows:
+        raise refuse(path, f"{spec.member} holds {rows} rows, the manifest says {declared_rows}")
+    if key_hashes:
+        hashes = pa.array(key_hashes, type=pa.uint64())
+        del key_hashes
+        if len(pc.unique(hashes)) != len(hashes):
+            _refuse_duplicate_key(path, archive, scan, spec, hashes, limits)
+
+
+def _refuse_duplicate_key(
+    path: Path,
+    archive: zipfile.ZipFile,
+    scan: Scan,
+    spec: TableSpec,
+    hashes: pa.Array,
+    limits: BundleLimits,
+) -> None:
+    """Find the first row whose primary key repeats an earlier one and refuse it by line."""
+    counts = pc.value_counts(hashes)
+    repeated = {item["values"] for item in counts.to_pylist() if item["counts"] > 1}
+    seen: set[tuple[Any, ...]] = set()
+    lines = member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
+    for number, line in lines:
+        row = _bundle_row(path, scan, spec, number, line, set(scan.execution_ids))
+        if _key_hash(spec, row) not in repeated:
+            continue
+        key = tuple(row[name] for name in spec.primary_key)
+        if key in seen:
+            named = ", ".join(f"{name}={row[name]!r}" for name in spec.primary_key)
+            raise refuse(path, f"{spec.member} line {number}: a second row for {named}")
+        seen.add(key)
+
+
+def scan_bundle(path: Path, archive: zipfile.ZipFile, limits: BundleLimits) -> Scan:
+    """Validate an open bundle completely in bounded memory; BundleError on the first problem.
+
+    Checks, before anything is decoded: the member list (within the limits, every member a
+    plain file of the format with a safe relative path, no duplicates); then the manifest
+    (format, versions, members, tables and columns), every member's size and SHA-256, every
+    row (types, execution ids, primary keys) and the spans document. Members are streamed.
+    """
+    infos = archive.infolist()
+    check_directory(path, infos, limits, path.stat().st_size)
+    by_name = {info.filename: info for info in infos}
+    manifest_info = by_name.get(MANIFEST_MEMBER)
+    if manifest_info is None:
+        raise refuse(path, f"not a truva bundle ({MANIFEST_MEMBER} is missing)")
+    if manifest_info.file_size > limits.max_manifest_bytes:
+        raise refuse(
+            path,
+            f"{MANIFEST_MEMBER} is {manifest_info.file_size} bytes, over the "
+            f"limit of {limits.max_manifest_bytes}",
+        )
+    manifest_bytes = read_member(path, archive, manifest_info, manifest_info.file_size)
+    try:
+        manifest = json.loads(manifest_bytes.decode("utf-8"), parse_constant=reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise refuse(path, f"{MANIFEST_MEMBER} is not valid JSON") from error
+    members = check_manifest(path, manifest)
+    for name in by_name:
+        if name != MANIFEST_MEMBER and name not in members:
+            raise refuse(path, f"member {name!r} is not listed in the manifest")
+    for name, member in members.items():
+        info = by_name.get(name)
+        if info is None:
+            raise refuse(
+                path, f"member {name!r} is listed in the manifest but missing from the archive"
+            )
+        if info.file_size != member["size"]:
+            raise refuse(
+                path,
+                f"member {name!r} is {info.file_size} bytes in the archive, "
+                f"the manifest says {member['size']}",
+            )
+    check_tables(path, manifest, members)
+    for name, member in members.items():
+        verify_member(path, archive, by_name[name], member)
+    scan = Scan(
+        manifest=manifest,
+        members=members,
+        infos=by_name,
+        row_sets=RowSets(),
+        statuses={},
+        call_ids={},
+        span_count=0,
+    )
+    for spec in store_table_specs():
+        _scan_table(path, archive, scan, spec, limits)
+    for execution_id in scan.execution_ids:
+        status = scan.statuses.get(execution_id)
+        if status is None:
+            raise refuse(
+                path,
+                f"execution {execution_id} is listed in the manifest but has no "
+                "row in tables/executions.jsonl",
+            )
+        if status not in FINISHED_EXECUTION_STATUSES:
+            raise refuse(
+                path,
+                f"execution {execution_id} has status {status!r}; a bundle holds "
+                "finished executions only",
+            )
+    spans_size = members[SPANS_MEMBER]["size"]
+    with member_stream(path, archive, by_name[SPANS_MEMBER], spans_size) as read:
+        scan.span_count = count_spans(path, JsonStream(path, read, limits.max_line_bytes))
+    return scan
+
+
+def table_rows(
+    path: Path, archive: zipfile.ZipFile, scan: Scan, spec: TableSpec, limits: BundleLimits
+) -> Iterator[dict[str, Any]]:
+    """The rows of a table member of a scanned bundle, decoded one line at a time."""
+    execution_ids = set(scan.execution_ids)
+    lines = member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
+    for number, line in lines:
+        yield _bundle_row(path, scan, spec, number, line, execution_ids)
+
+
+def read_bundle(
+    bundle_path: str | os.PathLike[str], *, limits: BundleLimits | None = None
+) -> Bundle:
+    """Open and validate a bundle completely; BundleError (one line) on the first problem.
+
+    Validation streams every member (see `import_bundle`); the returned Bundle then holds every
+    row in memory, so this is for bundles small enough to inspect. Reads no store and writes
+    nothing.
+    """
+    path = Path(bundle_path)
+    limits = limits or BundleLimits()
+    with open_archive(path, limits) as archive:
+        scan = scan_bundle(path, archive, limits)
+        rows = {
+            spec.name: tuple(table_rows(path, archive, scan, spec, limits))
+            for spec in store_table_specs()
+        }
+    manifest = scan.manifest
+    return Bundle(
+        path=path,
+        manifest=manifest,
+        execution_ids=scan.execution_ids,
+        redacted=manifest["redaction"]["applied"],
+        tool_version=manifest["tool_version"],
+        created_at=manifest["created_at"],
+        rows=rows,
+        span_count=scan.span_count,
+    )

@@ -1,0 +1,421 @@
+"""Folded rows written to the store: one `INSERT ... SELECT ... ON CONFLICT` per table from Arrow.
+
+Every Arrow table is built before the write (`stage_rows`), so the transaction runs only SQL;
+each upsert sets only the columns its events carry (`COALESCE(excluded.c, c)`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from store.ingest.fold import FoldedRows, fold_segments
+from store.ingest.segments import json_text
+from store.schema import DERIVED_COLUMNS, attempt_search_text_sql
+
+_JSON = pa.large_string()
+_TEXT = pa.string()
+_TIME = pa.float64()  # epoch seconds in staging; stored as TIMESTAMPTZ (columns named *_at)
+_BLOB = pa.large_binary()
+_TEXT_LIST = pa.list_(pa.string())
+
+_EXECUTIONS = pa.schema(
+    [
+        ("execution_id", _TEXT),
+        ("status", _TEXT),
+        ("started_at", _TIME),
+        ("finished_at", _TIME),
+        ("query", _TEXT),
+        ("plan_path", _TEXT),
+        ("stop_reason", _TEXT),
+        ("incomplete_steps", _TEXT_LIST),
+        ("llm_calls", pa.int32()),
+        ("llm_total_tokens", pa.int64()),
+        ("tool_version", _TEXT),
+        ("writer_pid", pa.int32()),
+        ("writer_host", _TEXT),
+        ("writer_token", _TEXT),
+        ("rerun_of", _TEXT),
+        ("labels", _JSON),
+    ]
+)
+_SNAPSHOTS = pa.schema(
+    [
+        ("execution_id", _TEXT),
+        ("plan", _JSON),
+        ("config", _JSON),
+        ("config_sources", _JSON),
+        ("llm", _JSON),
+    ]
+)
+_STEPS = pa.schema(
+    [
+        ("execution_id", _TEXT),
+        ("step_id", _TEXT),
+        ("tool", _TEXT),
+        ("capability", _TEXT),
+        ("url", _TEXT),
+        ("depends_on", _TEXT_LIST),
+        ("parameters", _JSON),
+        ("protected_keys", _JSON),
+        ("orchestrator", pa.bool_()),
+        ("side_effects", _TEXT),
+        ("status", _TEXT),
+        ("dispatch_count", pa.int32()),
+        ("attempts", pa.int32()),
+        ("validation_retries", pa.int32()),
+        ("semantic_retries", pa.int32()),
+        ("final_action", _TEXT),
+        ("final_rule_id", _TEXT),
+        ("error", _TEXT),
+        ("result", _JSON),
+        ("skip_reason", _TEXT),
+        ("started_at", _TIME),
+        ("finished_at", _TIME),
+    ]
+)
+_ATTEMPTS = pa.schema(
+    [
+        ("execution_id", _TEXT),
+        ("step_id", _TEXT),
+        ("n", pa.int32()),
+        ("dispatched", pa.bool_()),
+        ("parameters", _JSON),
+        ("correction_layer", _TEXT),
+        ("method", _TEXT),
+        ("url", _TEXT),
+        ("request_headers", _JSON),
+        ("request_body", _BLOB),
+        ("request_size", pa.int64()),
+        ("http_status", pa.int32()),
+        ("response_headers", _JSON),
+        ("response_body", _BLOB),
+        ("response_size", pa.int64()),
+        ("transport_error", _TEXT),
+        ("transport_error_message", _TEXT),
+        ("elapsed_ms", pa.float64()),
+        ("retry_policy", _TEXT),
+        ("action", _TEXT),
+        ("rule_id", _TEXT),
+        ("reason", _TEXT),
+        ("decision", _JSON),
+        ("decision_layer", _TEXT),
+        ("corrected_parameters", _JSON),
+        ("delay_ms", pa.float64()),
+        ("delay_source", _TEXT),
+        ("started_at", _TIME),
+        ("responded_at", _TIME),
+        ("decided_at", _TIME),
+        ("recovery", _TEXT),
+        ("impact", _TEXT),
+    ]
+)
+_LLM_CALLS = pa.schema(
+    [
+        ("call_id", _TEXT),
+        ("execution_id", _TEXT),
+        ("step_id", _TEXT),
+        ("n", pa.int32()),
+        ("site", _TEXT),
+        ("model", _TEXT),
+        ("base_url", _TEXT),
+        ("temperature", pa.float64()),
+        ("max_tokens", pa.int32()),
+        ("request_body", _BLOB),
+        ("request_size", pa.int64()),
+        ("response_status", pa.int32()),
+        ("response_body", _BLOB),
+        ("response_size", pa.int64()),
+        ("raw_text", pa.large_string()),
+        ("parsed", _JSON),
+        ("parse_error", _TEXT),
+        ("error", _TEXT),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("total_tokens", pa.int64()),
+        ("latency_ms", pa.float64()),
+        ("called_at", _TIME),
+        ("response_headers", _JSON),
+        ("unsent_messages", _JSON),
+    ]
+)
+_EVENTS = pa.schema(
+    [
+        ("execution_id", _TEXT),
+        ("step_id", _TEXT),
+        ("n", pa.int32()),
+        ("seq", pa.int64()),
+        ("writer_token", _TEXT),
+        ("occurred_at", _TIME),
+        ("kind", _TEXT),
+        ("name", _TEXT),
+        ("message", _TEXT),
+        ("attrs", _JSON),
+    ]
+)
+
+
+def _select_expression(column: str) -> str:
+    if column.endswith("_at"):
+        return f"make_timestamptz(CAST(round({column} * 1000000) AS BIGINT)) AS {column}"
+    return column
+
+
+@dataclass(frozen=True, slots=True)
+class _StagedInsert:
+    """One `INSERT ... SELECT` of a table's rows, from an Arrow table built before the write."""
+
+    table_name: str
+    sql: str
+    staging: pa.Table
+
+
+def _stage_table(
+    table_name: str,
+    schema: pa.Schema,
+    rows: Iterable[dict[str, Any]],
+    *,
+    key: tuple[str, ...] = (),
+    on_conflict: str = "",
+    overrides: dict[str, str] | None = None,
+) -> _StagedInsert | None:
+    """The insert of `rows` into `table_name` as one statement; None for no rows.
+
+    `on_conflict` is "" (plain insert), "ignore", or "merge" (non-null new values win).
+    The table's derived columns (`store.schema.DERIVED_COLUMNS`) are computed in the statement.
+    """
+    row_list = list(rows)
+    if not row_list:
+        return None
+    staging = pa.Table.from_pylist(row_list, schema=schema)
+    derived = DERIVED_COLUMNS.get(table_name, {})
+    columns = [*schema.names, *derived]
+    selected = [
+        *(_select_expression(c) for c in schema.names),
+        *(f"{expression} AS {name}" for name, expression in derived.items()),
+    ]
+    sql = (
+        f"INSERT INTO {table_name} ({', '.join(columns)}) "
+        f"SELECT {', '.join(selected)} FROM staging_{table_name}"
+    )
+    if on_conflict == "ignore":
+        sql += " ON CONFLICT DO NOTHING"
+    elif on_conflict == "merge":
+        overrides = overrides or {}
+        assignments = [
+            f"{c} = {overrides.get(c, f'COALESCE(excluded.{c}, {c})')}"
+            for c in columns
+            if c not in key
+        ]
+        sql += f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(assignments)}"
+    return _StagedInsert(table_name, sql, staging)
+
+
+def _run_staged(conn: duckdb.DuckDBPyConnection, insert: _StagedInsert) -> None:
+    view_name = f"staging_{insert.table_name}"
+    conn.register(view_name, insert.staging)
+    try:
+        conn.execute(insert.sql)
+    finally:
+        # An aborted transaction refuses the unregister; the next register replaces the view.
+        with contextlib.suppress(duckdb.Error):
+            conn.unregister(view_name)
+
+
+_UNPLANNED_STEPS = """
+SELECT execution_id, step_id FROM steps
+WHERE tool IS NULL AND list_contains($execution_ids, execution_id)
+"""
+
+_FILL_STEPS_FROM_PLAN = """
+UPDATE steps SET
+    tool = planned.tool,
+    capability = planned.capability,
+    depends_on = planned.depends_on,
+    parameters = coalesce(steps.parameters, planned.parameters)
+FROM staging_planned_steps AS planned
+WHERE steps.tool IS NULL
+    AND steps.execution_id = planned.execution_id
+    AND steps.step_id = planned.step_id
+"""
+
+_PLANNED_STEPS = pa.schema(
+    [
+        ("execution_id", _TEXT),
+        ("step_id", _TEXT),
+        ("tool", _TEXT),
+        ("capability", _TEXT),
+        ("depends_on", _TEXT_LIST),
+        ("parameters", _JSON),
+    ]
+)
+
+
+def _fill_steps_from_plan(conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str]) -> None:
+    """Give steps that never started (skipped) their tool, capability and bindings from the plan.
+
+    Only the plans of executions with such steps are read, so a long plan is not re-parsed on
+    every ingest.
+    """
+    wanted: dict[str, set[str]] = {}
+    for execution_id, step_id in conn.execute(
+        _UNPLANNED_STEPS, {"execution_ids": list(execution_ids)}
+    ).fetchall():
+        wanted.setdefault(execution_id, set()).add(step_id)
+    if not wanted:
+        return
+    planned = _planned_steps(conn, wanted)
+    if planned:
+        staging = pa.Table.from_pylist(planned, schema=_PLANNED_STEPS)
+        _run_staged(conn, _StagedInsert("planned_steps", _FILL_STEPS_FROM_PLAN, staging))
+
+
+def _planned_steps(
+    conn: duckdb.DuckDBPyConnection, wanted: dict[str, set[str]]
+) -> list[dict[str, Any]]:
+    """The plan entries of the `wanted` steps, by execution, read from the plan snapshots."""
+    planned = []
+    for execution_id, plan_text in conn.execute(
+        "SELECT execution_id, CAST(plan AS VARCHAR) FROM execution_snapshots "
+        "WHERE list_contains($ids, execution_id)",
+        {"ids": sorted(wanted)},
+    ).fetchall():
+        try:
+            steps = json.loads(plan_text or "{}").get("steps") or []
+        except (ValueError, AttributeError):
+            continue
+        for step in steps:
+            if not isinstance(step, dict) or step.get("id") not in wanted[execution_id]:
+                continue
+            depends_on = step.get("depends_on") or []
+            planned.append(
+                {
+                    "execution_id": execution_id,
+                    "step_id": step["id"],
+                    "tool": _text_or_none(step.get("tool")),
+                    "capability": _text_or_none(step.get("capability")),
+                    "depends_on": [str(item) for item in depends_on]
+                    if isinstance(depends_on, list)
+                    else [],
+                    "parameters": json_text(step.get("parameters")),
+                }
+            )
+    return planned
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class StagedRows:
+    """Folded rows ready to write: every Arrow table built, so writing runs only SQL."""
+
+    inserts: tuple[_StagedInsert, ...]
+    step_execution_ids: tuple[str, ...]
+
+
+class SegmentDecodeError(Exception):
+    """A batch of segments holds events that cannot be decoded into rows; the batch is at fault."""
+
+
+def stage_rows(rows: FoldedRows) -> StagedRows:
+    """Build the Arrow tables that `write_staged` inserts into every table."""
+    inserts = (
+        _stage_table(
+            "executions",
+            _EXECUTIONS,
+            rows.executions.values(),
+            key=("execution_id",),
+            on_conflict="merge",
+            # A finish states its stop reason and incomplete steps, even when they are empty.
+            overrides={
+                "stop_reason": "CASE WHEN excluded.finished_at IS NOT NULL "
+                "THEN excluded.stop_reason ELSE stop_reason END",
+            },
+        ),
+        _stage_table(
+            "execution_snapshots", _SNAPSHOTS, rows.snapshots.values(), on_conflict="ignore"
+        ),
+        _stage_table(
+            "steps",
+            _STEPS,
+            rows.steps.values(),
+            key=("execution_id", "step_id"),
+            on_conflict="merge",
+        ),
+        _stage_table(
+            "attempts",
+            _ATTEMPTS,
+            rows.attempts.values(),
+            key=("execution_id", "step_id", "n"),
+            on_conflict="merge",
+            # The search text follows whichever bodies the row has once merged.
+            overrides={
+                "search_text": attempt_search_text_sql(
+                    "COALESCE(excluded.request_body, request_body)",
+                    "COALESCE(excluded.response_body, response_body)",
+                )
+            },
+        ),
+        _stage_table("llm_calls", _LLM_CALLS, rows.llm_calls.values(), on_conflict="ignore"),
+        _stage_table("events", _EVENTS, rows.events),
+    )
+    return StagedRows(
+        inserts=tuple(insert for insert in inserts if insert is not None),
+        step_execution_ids=tuple(sorted({execution_id for execution_id, _ in rows.steps})),
+    )
+
+
+def write_staged(conn: duckdb.DuckDBPyConnection, staged: StagedRows) -> None:
+    """Upsert staged rows into every table (the caller owns the transaction)."""
+    for insert in staged.inserts:
+        _run_staged(conn, insert)
+    if staged.step_execution_ids:
+        _fill_steps_from_plan(conn, staged.step_execution_ids)
+
+
+def decode_segments(tables: Sequence[pa.Table]) -> StagedRows:
+    """Fold and stage the events of segment tables; SegmentDecodeError when they do not decode."""
+    try:
+        return stage_rows(fold_segments(tables))
+    except MemoryError:
+        raise
+    except Exception as error:  # any failure to decode is the segments' fault, not the store's
+        raise SegmentDecodeError(f"{type(error).__name__}: {error}") from error
+
+
+def apply_segments(
+    conn: duckdb.DuckDBPyConnection,
+    tables: Sequence[pa.Table],
+    *,
+    segment_names: Sequence[str] = (),
+) -> None:
+    """Write the events of `tables` in one transaction, recording `segment_names` as ingested.
+
+    Raises SegmentDecodeError before touching the database when the events do not decode, and
+    the DuckDB error when the write fails (the transaction is then rolled back).
+    """
+    staged = decode_segments(tables)
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        write_staged(conn, staged)
+        if segment_names:
+            conn.execute(
+                "INSERT INTO ingested_segments "
+                "SELECT unnest($names), make_timestamptz(CAST($now * 1000000 AS BIGINT))",
+                {"names": list(segment_names), "now": time.time()},
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        # A failed COMMIT has already rolled back; the original error is the one to report.
+        with contextlib.suppress(duckdb.Error):
+            conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,131 @@
+"""`truva-console whatif` on a store recorded from the real demo runs (loopback tools and model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from console.demo import record_demo
+from console.entry import main
+from console.whatif import what_if
+from store.queries import ExecutionFilter, open_store
+from store.recorder import StoreRecorder
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory) -> Path:
+    db = Path(tmp_path_factory.mktemp("whatif")) / "demo.duckdb"
+    recorder = StoreRecorder(db)
+    try:
+        record_demo(recorder)
+    finally:
+        recorder.close()
+    return db
+
+
+def _execution_of(db: Path, plan: str) -> str:
+    with duckdb.connect(str(db), read_only=True) as conn:
+        return conn.execute(
+            "SELECT execution_id FROM executions WHERE plan_path = ?", [f"demo:{plan}"]
+        ).fetchone()[0]
+
+
+def _whatif_json(db: Path, capsys, *args: str) -> dict:
+    assert main(["whatif", "--db", str(db), "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_no_override_is_a_regression_check_that_finds_no_change(demo_db, capsys):
+    report = _whatif_json(demo_db, capsys)
+    assert report["decisions"] > 30
+    assert report["changed"] == 0
+    assert report["changes"] == [] and report["by_transition"] == []
+    assert report["not_redecided"] == {"incomplete_inputs": 0, "missing_inputs": [],
+                                       "unreadable": 0}
+
+
+def test_more_attempts_turn_scenario_d_budget_stop_into_a_resend(demo_db, capsys):
+    scenario_d = _execution_of(demo_db, "scenario-d-misclassified-503")
+    report = _whatif_json(demo_db, capsys, "--config", "max_attempts=5")
+    change = next(c for c in report["changes"] if c["execution_id"] == scenario_d)
+    assert change["before"] == {"action": "stop_budget", "rule_id": "budget.attempts"}
+    assert change["after"] == {"action": "retry_same", "rule_id": "transient.retry_same"}
+    assert change["n"] == 3
+    assert "attempt 4 of 5" in change["reason"]
+    assert "tool's answer to attempt #4 is not recorded" in change["consequence"]
+    assert {"before": change["before"], "after": change["after"], "count": 1} in \
+        report["by_transition"]
+
+
+def test_a_lower_limit_stops_a_recorded_resend_and_counts_what_follows(demo_db, capsys):
+    report = _whatif_json(demo_db, capsys, "--config", "max_attempts=2")
+    stopped = [c for c in report["changes"]
+               if c["before"]["rule_id"] == "transient.retry_same"]
+    assert stopped, report
+    assert all(c["after"] == {"action": "stop_budget", "rule_id": "budget.attempts"}
+               for c in stopped)
+    assert all(c["n"] == 2 for c in stopped)
+    # One change listed per step; the decisions after it in the same step are counted apart.
+    assert report["changed"] == report["changed_steps"] + report["after_earlier_change"]
+    assert len({(c["execution_id"], c["step_id"]) for c in report["changes"]}) == \
+        report["changed_steps"]
+
+
+def test_no_correction_budget_turns_accepted_corrections_into_budget_stops(demo_db):
+    report = what_if(open_store(demo_db), None, {"max_validation_retries": 0})
+    accepted = [c for c in report.changes if c.before.rule_id == "analyzer.accept"]
+    assert accepted
+    assert {str(c.after) for c in accepted} == {"stop_budget [budget.corrections]"}
+
+
+def test_filters_select_executions_as_ls_does(demo_db, capsys):
+    scenario_d = _execution_of(demo_db, "scenario-d-misclassified-503")
+    report = _whatif_json(demo_db, capsys, "--rule", "budget.attempts", "--config",
+                          "max_attempts=5")
+    everything = what_if(open_store(demo_db), ExecutionFilter(), {"max_attempts": 5})
+    assert 0 < report["executions"] < everything.executions
+    assert scenario_d in {c["execution_id"] for c in report["changes"]}
+
+
+def test_text_output_names_the_change_and_what_it_cannot_know(demo_db, capsys):
+    assert main(["whatif", "--db", str(demo_db), "--config", "max_attempts=5"]) == 0
+    out = capsys.readouterr().out
+    assert "what-if under config max_attempts=5" in out
+    assert "stop_budget [budget.attempts] → retry_same [transient.retry_same]" in out
+    assert "What this cannot know" in out and "truva-console replay" in out
+
+
+def test_decisions_recorded_without_every_input_are_counted_not_redecided(tmp_path, demo_db):
+    db = tmp_path / "old.duckdb"
+    db.write_bytes(demo_db.read_bytes())
+    with duckdb.connect(str(db)) as conn:
+        conn.execute(
+            "UPDATE attempts SET decision = json_merge_patch(decision, "
+            "'{\"inputs\": {\"backoff\": null}}') WHERE rule_id = 'transient.retry_same'"
+        )
+        count = conn.execute(
+            "SELECT count(*) FROM attempts WHERE rule_id = 'transient.retry_same'"
+        ).fetchone()[0]
+    report = what_if(open_store(db), None, {"max_attempts": 2})
+    assert report.incomplete == count > 0
+    assert report.missing_inputs == {"backoff"}
+    assert all(c.before.rule_id != "transient.retry_same" for c in report.changes)
+
+
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        ("timeout_s=3", "config key 'timeout_s' does not change a decision"),
+        ("max_attempts=-1", "--config max_attempts=-1: expected an integer >= 1, got -1"),
+        ("no_such_key=1", "--config no_such_key=1: expected one of"),
+        ("max_attempts", "--config max_attempts: expected KEY=VALUE"),
+    ],
+    ids=["unused-key", "bad-value", "unknown-key", "no-equals"],
+)
+def test_bad_overrides_are_one_line_and_exit_2(demo_db, capsys, option, expected):
+    assert main(["whatif", "--db", str(demo_db), "--config", option]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1
