@@ -95,17 +95,31 @@ class ExecutionFilter:
 
 
 # Both tables keep a lower-cased decoded `search_text` (store.schema), so a search reads text.
-_TEXT_MATCH = """
-e.execution_id IN (
-    SELECT execution_id FROM attempts WHERE contains(search_text, $text)
-    UNION
-    SELECT execution_id FROM llm_calls WHERE contains(search_text, $text)
-)
+_TEXT_MATCHES = """
+SELECT execution_id FROM attempts WHERE contains(search_text, $text)
+UNION
+SELECT execution_id FROM llm_calls WHERE contains(search_text, $text)
 """
 
 
-def _filter_sql(filters: ExecutionFilter) -> tuple[str, dict[str, Any]]:
-    """A WHERE condition on `executions AS e` and its named parameters."""
+def _text_matches(conn: duckdb.DuckDBPyConnection, filters: ExecutionFilter) -> list[str] | None:
+    """The executions whose bodies or prompts contain `filters.text`; None without a text.
+
+    Searched once per call, so the count and the page that both filter on it do not scan twice.
+    """
+    if not filters.text:
+        return None
+    rows = conn.execute(_TEXT_MATCHES, {"text": filters.text.lower()}).fetchall()
+    return [row[0] for row in rows]
+
+
+def _filter_sql(
+    filters: ExecutionFilter, text_matches: list[str] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """A WHERE condition on `executions AS e` and its named parameters.
+
+    `text_matches` are the executions `_text_matches` found for `filters.text`.
+    """
     clauses: list[str] = []
     params: dict[str, Any] = {}
     if filters.status:
@@ -148,8 +162,8 @@ def _filter_sql(filters: ExecutionFilter) -> tuple[str, dict[str, Any]]:
             f"WHERE {' AND '.join(step_conditions)})"
         )
     if filters.text:
-        clauses.append(_TEXT_MATCH)
-        params["text"] = filters.text.lower()
+        clauses.append("list_contains($text_matches, e.execution_id)")
+        params["text_matches"] = text_matches or []
     return (" AND ".join(clauses) or "TRUE"), params
 
 
@@ -239,8 +253,8 @@ numbered AS (
 )
 """
 
-_STEPS_SQL = """
-WITH """ + _NUMBERED_ATTEMPTS + """, so_far AS (
+_STEPS_SQL = f"""
+WITH {_NUMBERED_ATTEMPTS}, so_far AS (
     SELECT
         step_id,
         count(*) FILTER (
@@ -269,8 +283,8 @@ WHERE s.execution_id = $execution_id
 ORDER BY coalesce(started_at, finished_at) NULLS LAST, step_id
 """
 
-_ATTEMPTS_SQL = """
-WITH """ + _NUMBERED_ATTEMPTS + """
+_ATTEMPTS_SQL = f"""
+WITH {_NUMBERED_ATTEMPTS}
 SELECT
     step_id, n, attempt_number, dispatched, parameters, correction_layer, method, url,
     request_headers, request_body, request_size, http_status AS status, response_headers,
@@ -386,13 +400,14 @@ class Store:
         self, filters: ExecutionFilter | None = None, *, limit: int = 50, offset: int = 0
     ) -> Page:
         """One page of executions matching `filters`, newest first, with the total count."""
-        where, params = _filter_sql(filters or ExecutionFilter())
-        page_sql = (
-            f"WITH page AS (SELECT e.execution_id FROM executions AS e WHERE {where} "
-            "ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC "
-            "LIMIT $limit OFFSET $offset), "
-        )
+        filters = filters or ExecutionFilter()
         with self.session() as conn:
+            where, params = _filter_sql(filters, _text_matches(conn, filters))
+            page_sql = (
+                f"WITH page AS (SELECT e.execution_id FROM executions AS e WHERE {where} "
+                "ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC "
+                "LIMIT $limit OFFSET $offset), "
+            )
             total_row = conn.execute(
                 f"SELECT count(*) FROM executions AS e WHERE {where}", params
             ).fetchone()
@@ -462,10 +477,11 @@ class Store:
 
     def summary_counts(self, filters: ExecutionFilter | None = None) -> dict[str, Any]:
         """Counts of matching executions by status and of their attempts by action, rule, status."""
-        where, params = _filter_sql(filters or ExecutionFilter())
-        matched = f"SELECT e.execution_id FROM executions AS e WHERE {where}"
+        filters = filters or ExecutionFilter()
         counts: dict[str, Any] = {}
         with self.session() as conn:
+            where, params = _filter_sql(filters, _text_matches(conn, filters))
+            matched = f"SELECT e.execution_id FROM executions AS e WHERE {where}"
             counts["executions_by_status"] = dict(
                 conn.execute(
                     f"SELECT e.status, count(*) FROM executions AS e WHERE {where} "

@@ -91,6 +91,20 @@ def test_an_attempt_spread_over_three_batches_is_one_complete_row(conn) -> None:
     assert count(conn, "SELECT count(*) FROM attempts") == 2
 
 
+def test_search_text_holds_both_bodies_when_they_arrive_in_separate_batches(conn) -> None:
+    events = small_execution("exec-search", steps=1)
+    responded = [event.kind for event in events].index("attempt_responded")
+
+    apply_segments(conn, [encode_events(events[:responded], 1, WRITER)])
+    apply_segments(conn, [encode_events(events[responded:], responded + 1, WRITER)])
+
+    rows = conn.execute(
+        "SELECT search_text, lower(decode(request_body) || chr(10) || decode(response_body)) "
+        "FROM attempts WHERE execution_id = 'exec-search' ORDER BY n"
+    ).fetchall()
+    assert len(rows) == 2 and all(kept == expected for kept, expected in rows)
+
+
 def test_execution_row_records_the_writer(conn) -> None:
     apply_segments(conn, [encode_events(small_execution("exec-w"), 1, WRITER)])
 
