@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -445,6 +446,46 @@ class Store:
             f"{self.path}: {id_or_prefix!r} matches several executions ({shown}); "
             "give more of the id"
         )
+
+    def executions_in_order(
+        self, conn: duckdb.DuckDBPyConnection, *, since: datetime | None = None
+    ) -> tuple[list[str], list[str]]:
+        """Every execution id, oldest first, as (finished, still running).
+
+        `since` (a naive UTC datetime) keeps those started at or after it.
+        """
+        rows = conn.execute(
+            "SELECT execution_id, status = 'running' FROM executions "
+            "WHERE $since IS NULL OR started_at >= timezone('UTC', CAST($since AS TIMESTAMP)) "
+            "ORDER BY started_at NULLS LAST, execution_id",
+            {"since": since},
+        ).fetchall()
+        return (
+            [execution_id for execution_id, running in rows if not running],
+            [execution_id for execution_id, running in rows if running],
+        )
+
+    def resolve_finished(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        requested: Sequence[str],
+        still_running: Callable[[str], Exception],
+    ) -> list[str]:
+        """The executions named by ids or unique prefixes, each once, in the order given.
+
+        `still_running(execution_id)` is raised for one that is still running.
+        """
+        chosen: list[str] = []
+        for id_or_prefix in requested:
+            execution_id = self.resolve_execution_id(conn, id_or_prefix)
+            status = conn.execute(
+                "SELECT status FROM executions WHERE execution_id = $id", {"id": execution_id}
+            ).fetchone()
+            if status is not None and status[0] == "running":
+                raise still_running(execution_id)
+            if execution_id not in chosen:
+                chosen.append(execution_id)
+        return chosen
 
     def get_execution(self, execution_id: str) -> ExecutionDetail:
         """Everything recorded about one execution; a unique prefix of its id is enough."""
