@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -443,3 +444,21 @@ def test_rerun_of_recovery_and_impact_are_ingested_and_absent_keys_are_null(conn
     assert conn.execute(
         "SELECT n, recovery, impact FROM attempts ORDER BY n"
     ).fetchall() == [(1, None, None), (2, "stop", "Nothing was booked.")]
+
+
+def test_times_are_stored_as_the_same_instants_whatever_the_session_time_zone(conn) -> None:
+    conn.execute("SET TimeZone = 'America/New_York'")
+    events = small_execution("exec-tz", steps=1)
+    started_at = events[0].started_at
+
+    apply_segments(conn, [encode_events(events, 1, WRITER)])
+
+    epoch, utc_text = conn.execute(
+        "SELECT epoch(started_at), CAST(timezone('UTC', started_at) AS VARCHAR) "
+        "FROM executions WHERE execution_id = 'exec-tz'"
+    ).fetchone()
+    assert epoch == pytest.approx(started_at, abs=1e-6)
+    assert datetime.fromisoformat(utc_text).replace(tzinfo=UTC).timestamp() == pytest.approx(
+        started_at, abs=1e-6
+    )
+    conn.execute("RESET TimeZone")
