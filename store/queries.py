@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -97,17 +98,31 @@ class ExecutionFilter:
 
 
 # Both tables keep a lower-cased decoded `search_text` (store.schema), so a search reads text.
-_TEXT_MATCH = """
-e.execution_id IN (
-    SELECT execution_id FROM attempts WHERE contains(search_text, $text)
-    UNION
-    SELECT execution_id FROM llm_calls WHERE contains(search_text, $text)
-)
+_TEXT_MATCHES = """
+SELECT execution_id FROM attempts WHERE contains(search_text, $text)
+UNION
+SELECT execution_id FROM llm_calls WHERE contains(search_text, $text)
 """
 
 
-def _filter_sql(filters: ExecutionFilter) -> tuple[str, dict[str, Any]]:
-    """A WHERE condition on `executions AS e` and its named parameters."""
+def _text_matches(conn: duckdb.DuckDBPyConnection, filters: ExecutionFilter) -> list[str] | None:
+    """The executions whose bodies or prompts contain `filters.text`; None without a text.
+
+    Searched once per call, so the count and the page that both filter on it do not scan twice.
+    """
+    if not filters.text:
+        return None
+    rows = conn.execute(_TEXT_MATCHES, {"text": filters.text.lower()}).fetchall()
+    return [row[0] for row in rows]
+
+
+def _filter_sql(
+    filters: ExecutionFilter, text_matches: list[str] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """A WHERE condition on `executions AS e` and its named parameters.
+
+    `text_matches` are the executions `_text_matches` found for `filters.text`.
+    """
     clauses: list[str] = []
     params: dict[str, Any] = {}
     if filters.status:
@@ -153,8 +168,8 @@ def _filter_sql(filters: ExecutionFilter) -> tuple[str, dict[str, Any]]:
         clauses.append("contains(json_extract_string(e.labels, '$.test'), $test)")
         params["test"] = filters.test
     if filters.text:
-        clauses.append(_TEXT_MATCH)
-        params["text"] = filters.text.lower()
+        clauses.append("list_contains($text_matches, e.execution_id)")
+        params["text_matches"] = text_matches or []
     return (" AND ".join(clauses) or "TRUE"), params
 
 
@@ -245,8 +260,8 @@ numbered AS (
 )
 """
 
-_STEPS_SQL = """
-WITH """ + _NUMBERED_ATTEMPTS + """, so_far AS (
+_STEPS_SQL = f"""
+WITH {_NUMBERED_ATTEMPTS}, so_far AS (
     SELECT
         step_id,
         count(*) FILTER (
@@ -275,8 +290,8 @@ WHERE s.execution_id = $execution_id
 ORDER BY coalesce(started_at, finished_at) NULLS LAST, step_id
 """
 
-_ATTEMPTS_SQL = """
-WITH """ + _NUMBERED_ATTEMPTS + """
+_ATTEMPTS_SQL = f"""
+WITH {_NUMBERED_ATTEMPTS}
 SELECT
     step_id, n, attempt_number, dispatched, parameters, correction_layer, method, url,
     request_headers, request_body, request_size, http_status AS status, response_headers,
@@ -399,13 +414,14 @@ class Store:
         self, filters: ExecutionFilter | None = None, *, limit: int = 50, offset: int = 0
     ) -> Page:
         """One page of executions matching `filters`, newest first, with the total count."""
-        where, params = _filter_sql(filters or ExecutionFilter())
-        page_sql = (
-            f"WITH page AS (SELECT e.execution_id FROM executions AS e WHERE {where} "
-            "ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC "
-            "LIMIT $limit OFFSET $offset), "
-        )
+        filters = filters or ExecutionFilter()
         with self.session() as conn:
+            where, params = _filter_sql(filters, _text_matches(conn, filters))
+            page_sql = (
+                f"WITH page AS (SELECT e.execution_id FROM executions AS e WHERE {where} "
+                "ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC "
+                "LIMIT $limit OFFSET $offset), "
+            )
             total_row = conn.execute(
                 f"SELECT count(*) FROM executions AS e WHERE {where}", params
             ).fetchone()
@@ -492,6 +508,46 @@ class Store:
             "give more of the id"
         )
 
+    def executions_in_order(
+        self, conn: duckdb.DuckDBPyConnection, *, since: datetime | None = None
+    ) -> tuple[list[str], list[str]]:
+        """Every execution id, oldest first, as (finished, still running).
+
+        `since` (a naive UTC datetime) keeps those started at or after it.
+        """
+        rows = conn.execute(
+            "SELECT execution_id, status = 'running' FROM executions "
+            "WHERE $since IS NULL OR started_at >= timezone('UTC', CAST($since AS TIMESTAMP)) "
+            "ORDER BY started_at NULLS LAST, execution_id",
+            {"since": since},
+        ).fetchall()
+        return (
+            [execution_id for execution_id, running in rows if not running],
+            [execution_id for execution_id, running in rows if running],
+        )
+
+    def resolve_finished(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        requested: Sequence[str],
+        still_running: Callable[[str], Exception],
+    ) -> list[str]:
+        """The executions named by ids or unique prefixes, each once, in the order given.
+
+        `still_running(execution_id)` is raised for one that is still running.
+        """
+        chosen: list[str] = []
+        for id_or_prefix in requested:
+            execution_id = self.resolve_execution_id(conn, id_or_prefix)
+            status = conn.execute(
+                "SELECT status FROM executions WHERE execution_id = $id", {"id": execution_id}
+            ).fetchone()
+            if status is not None and status[0] == "running":
+                raise still_running(execution_id)
+            if execution_id not in chosen:
+                chosen.append(execution_id)
+        return chosen
+
     def get_execution(self, execution_id: str) -> ExecutionDetail:
         """Everything recorded about one execution; a unique prefix of its id is enough."""
         with self.session() as conn:
@@ -523,10 +579,11 @@ class Store:
 
     def summary_counts(self, filters: ExecutionFilter | None = None) -> dict[str, Any]:
         """Counts of matching executions by status and of their attempts by action, rule, status."""
-        where, params = _filter_sql(filters or ExecutionFilter())
-        matched = f"SELECT e.execution_id FROM executions AS e WHERE {where}"
+        filters = filters or ExecutionFilter()
         counts: dict[str, Any] = {}
         with self.session() as conn:
+            where, params = _filter_sql(filters, _text_matches(conn, filters))
+            matched = f"SELECT e.execution_id FROM executions AS e WHERE {where}"
             counts["executions_by_status"] = dict(
                 conn.execute(
                     f"SELECT e.status, count(*) FROM executions AS e WHERE {where} "

@@ -145,29 +145,13 @@ def _choose(
     """(execution ids to publish, running ones skipped by --all)."""
     from store.errors import StoreError
 
-    statuses = dict(conn.execute("SELECT execution_id, status FROM executions").fetchall())
     if every:
-        ordered = [
-            row[0]
-            for row in conn.execute(
-                "SELECT execution_id FROM executions "
-                "WHERE $since IS NULL OR started_at >= timezone('UTC', $since) "
-                "ORDER BY started_at NULLS LAST, execution_id",
-                {"since": since},
-            ).fetchall()
-        ]
-        return (
-            [eid for eid in ordered if statuses[eid] != "running"],
-            [eid for eid in ordered if statuses[eid] == "running"],
+        return store.executions_in_order(conn, since=since)
+
+    def still_running(execution_id: str) -> StoreError:
+        return StoreError(
+            f"{store.path}: execution {execution_id} is still running; publish it once it "
+            "has finished"
         )
-    chosen: list[str] = []
-    for id_or_prefix in requested:
-        execution_id = store.resolve_execution_id(conn, id_or_prefix)
-        if statuses.get(execution_id) == "running":
-            raise StoreError(
-                f"{store.path}: execution {execution_id} is still running; publish it once it "
-                "has finished"
-            )
-        if execution_id not in chosen:
-            chosen.append(execution_id)
-    return chosen, []
+
+    return store.resolve_finished(conn, requested, still_running), []

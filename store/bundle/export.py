@@ -71,31 +71,20 @@ def _choose_executions(
     store: Store, conn: duckdb.DuckDBPyConnection, requested: Sequence[str] | None
 ) -> tuple[list[str], list[str]]:
     """The execution ids to export and, for `requested=None` (all), the running ones skipped."""
-    statuses = dict(conn.execute("SELECT execution_id, status FROM executions").fetchall())
     if requested is None:
-        ordered = [
-            row[0]
-            for row in conn.execute(
-                "SELECT execution_id FROM executions ORDER BY started_at NULLS LAST, execution_id"
-            ).fetchall()
-        ]
-        running = [eid for eid in ordered if statuses[eid] == "running"]
-        chosen = [eid for eid in ordered if statuses[eid] != "running"]
+        chosen, running = store.executions_in_order(conn)
         if not chosen:
             detail = f" ({len(running)} still running)" if running else ""
             raise BundleExportError(f"{store.path}: no finished executions to export{detail}")
         return chosen, running
-    chosen = []
-    for id_or_prefix in requested:
-        execution_id = store.resolve_execution_id(conn, id_or_prefix)
-        if statuses.get(execution_id) == "running":
-            raise BundleExportError(
-                f"{store.path}: execution {execution_id} is still running; export it once it "
-                "has finished (or once its recorder has stopped and it shows as interrupted)"
-            )
-        if execution_id not in chosen:
-            chosen.append(execution_id)
-    return chosen, []
+
+    def still_running(execution_id: str) -> BundleExportError:
+        return BundleExportError(
+            f"{store.path}: execution {execution_id} is still running; export it once it "
+            "has finished (or once its recorder has stopped and it shows as interrupted)"
+        )
+
+    return store.resolve_finished(conn, requested, still_running), []
 
 
 def _check_output(output: Path, db: Path, *, overwrite: bool) -> None:

@@ -522,6 +522,21 @@ def test_cli_record_shows_every_final_action_in_at_least_12_executions(recorded_
     assert actions["stop_no_correction"] == ["demo:no-correction"]
 
 
+def test_the_derived_policy_attempt_counter_is_the_one_each_decision_read(recorded_store):
+    db, _ = recorded_store
+    store = open_store(db)
+    compared = 0
+    for row in store.list_executions(limit=100).executions:
+        for step in store.get_execution(row.execution_id).steps:
+            for attempt in step.attempts:
+                inputs = (attempt.decision or {}).get("inputs") or {}
+                if "attempt_number" in inputs:
+                    assert attempt.attempt_number == inputs["attempt_number"], (
+                        row.plan_path, step.step_id, attempt.n)
+                    compared += 1
+    assert compared >= 40
+
+
 def test_every_final_action_is_an_action_of_the_policy():
     assert sorted(EVERY_FINAL_ACTION) == sorted(
         str(a) for a in Action if a not in INTERMEDIATE_ACTIONS)  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -89,6 +90,20 @@ def test_an_attempt_spread_over_three_batches_is_one_complete_row(conn) -> None:
     ).fetchone()
     assert row == ("POST", 503, "retry_same", "transient.retry_same", 8, 17)
     assert count(conn, "SELECT count(*) FROM attempts") == 2
+
+
+def test_search_text_holds_both_bodies_when_they_arrive_in_separate_batches(conn) -> None:
+    events = small_execution("exec-search", steps=1)
+    responded = [event.kind for event in events].index("attempt_responded")
+
+    apply_segments(conn, [encode_events(events[:responded], 1, WRITER)])
+    apply_segments(conn, [encode_events(events[responded:], responded + 1, WRITER)])
+
+    rows = conn.execute(
+        "SELECT search_text, lower(decode(request_body) || chr(10) || decode(response_body)) "
+        "FROM attempts WHERE execution_id = 'exec-search' ORDER BY n"
+    ).fetchall()
+    assert len(rows) == 2 and all(kept == expected for kept, expected in rows)
 
 
 def test_execution_row_records_the_writer(conn) -> None:
@@ -430,3 +445,21 @@ def test_rerun_of_recovery_and_impact_are_ingested_and_absent_keys_are_null(conn
     assert conn.execute(
         "SELECT n, recovery, impact FROM attempts ORDER BY n"
     ).fetchall() == [(1, None, None), (2, "stop", "Nothing was booked.")]
+
+
+def test_times_are_stored_as_the_same_instants_whatever_the_session_time_zone(conn) -> None:
+    conn.execute("SET TimeZone = 'America/New_York'")
+    events = small_execution("exec-tz", steps=1)
+    started_at = events[0].started_at
+
+    apply_segments(conn, [encode_events(events, 1, WRITER)])
+
+    epoch, utc_text = conn.execute(
+        "SELECT epoch(started_at), CAST(timezone('UTC', started_at) AS VARCHAR) "
+        "FROM executions WHERE execution_id = 'exec-tz'"
+    ).fetchone()
+    assert epoch == pytest.approx(started_at, abs=1e-6)
+    assert datetime.fromisoformat(utc_text).replace(tzinfo=UTC).timestamp() == pytest.approx(
+        started_at, abs=1e-6
+    )
+    conn.execute("RESET TimeZone")
