@@ -31,7 +31,7 @@ samples: $(STAMP)
 
 # Redraw the README screenshot (docs/screenshots/execution-failing-step.svg) from the samples.
 screenshot: $(STAMP)
-	$(BIN)/python scripts/readme_screenshot.py
+	$(BIN)/python docs/screenshots/redraw.py
 
 # Every measure of issue 12's goals table beside its baseline, < 10 min on 2 cores
 # (docs/performance.md). Pass options through BENCH_ARGS, e.g. BENCH_ARGS="--only executor".

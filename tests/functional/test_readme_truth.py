@@ -20,7 +20,7 @@ def svg_text(svg: str) -> str:
 
 def test_screenshot_script_draws_the_failing_step_and_its_decision(tmp_path: Path) -> None:
     out = tmp_path / "shot.svg"
-    child = subprocess.run([sys.executable, str(REPO / "scripts" / "readme_screenshot.py"),
+    child = subprocess.run([sys.executable, str(REPO / "docs" / "screenshots" / "redraw.py"),
                             str(out)], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert child.returncode == 0, child.stderr
     shown = svg_text(out.read_text(encoding="utf-8"))

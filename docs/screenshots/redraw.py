@@ -1,6 +1,6 @@
 """Draw the README screenshot: the execution screen on a failing step of the sample traces.
 
-Run with `make screenshot` (or `python scripts/readme_screenshot.py [OUT.svg]`); it writes
+Run with `make screenshot` (or `python docs/screenshots/redraw.py [OUT.svg]`); it writes
 docs/screenshots/execution-failing-step.svg, an SVG exported by Textual.
 """
 
@@ -16,9 +16,7 @@ from console.tui.app import TruvaConsoleApp
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.widgets.tables import AttemptTable, StepTable
 
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "docs" / "screenshots" / (
-    "execution-failing-step.svg"
-)
+DEFAULT_OUT = Path(__file__).resolve().parent / "execution-failing-step.svg"
 SIZE = (120, 36)
 # scenario-d: a 503 that means "not found", resent until the attempts ran out.
 SAMPLE = "scenario-d-misclassified-503"
