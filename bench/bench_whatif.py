@@ -56,7 +56,8 @@ def baseline(db: Path) -> int:
     rows = 0
     ids = store.matching_execution_ids(None)
     for start in range(0, len(ids), 2000):
-        for row in store.recorded_decisions(ids[start : start + 2000]):
+        batch, _ = store.recorded_decisions(ids[start : start + 2000])
+        for row in batch:
             json.loads(row[5])
             rows += 1
     return rows

@@ -6,9 +6,14 @@ them with the config keys in `overrides` changed, and reports which decisions co
 differently. With no overrides it is a regression check of the policy code itself: every
 decision the installed version would take differently from the one that recorded it.
 
-What it cannot know, and says: the tool's answer to an attempt that was never made (a stop
-that becomes a retry), and what follows a changed decision in the same step (the recorded
-attempts after it would not have happened as recorded). `replay` answers those. Decisions
+Only decisions the change can alter are re-run: a decision whose rule, and every rule before
+it in its table, reads none of the changed inputs (`executor.rule_reads`) keeps its action and
+rule under the change, so it is counted as examined and unchanged (`not_rerun`). Without
+overrides every decision is re-run.
+
+What it cannot know, and says: the tool's answer to an attempt that was never made (a stop that
+becomes a retry), and what follows a changed decision in the same step (the recorded attempts
+after it would not have happened as recorded). `replay` answers those. Decisions
 recorded before every input was kept (older versions) are counted, not re-decided.
 Headless: no Textual.
 """
@@ -21,7 +26,18 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from executor.policy import INTERMEDIATE_ACTIONS, Action, Decision, DecisionInputs, redecider
+from executor.rule_reads import RULE_READS
+
+from executor.policy import (
+    INTERMEDIATE_ACTIONS,
+    PREDISPATCH_RULES,
+    RESPONSE_RULES,
+    Action,
+    Decision,
+    DecisionInputs,
+    redecider,
+)
+from executor.policy.redecide import REDECIDE_BACKOFF_KEYS
 from store.queries import ExecutionFilter, Store
 
 # Executions read per store session, so a writer waiting for the file gets its turns.
@@ -88,6 +104,7 @@ class WhatIfReport:
     missing_inputs: set[str] = field(default_factory=set)
     unreadable: int = 0
     first_unreadable: str | None = None
+    not_rerun: int = 0
 
     @property
     def changed_steps(self) -> int:
@@ -116,6 +133,7 @@ class WhatIfReport:
                 "missing_inputs": sorted(self.missing_inputs),
                 "unreadable": self.unreadable,
             },
+            "not_rerun": self.not_rerun,
         }
 
     def transitions(self) -> list[tuple[tuple[Verdict, Verdict], int]]:
@@ -135,19 +153,42 @@ def what_if(
     """
     decide_again = redecider(overrides)
     report = WhatIfReport(overrides=dict(overrides))
+    unaffected = unaffected_rule_ids(overrides)
     step_changed: set[tuple[str, str]] = set()
-    for row in _recorded_decisions(store, filters, report):
+    for row in _recorded_decisions(store, filters, report, unaffected):
         _redecide_row(row, decide_again, report, step_changed)
     return report
 
 
+def unaffected_rule_ids(overrides: Mapping[str, Any]) -> frozenset[str]:
+    """Rule ids whose decisions `overrides` cannot change: neither the rule nor any rule before
+    it in its table reads an input the overrides change. Empty without overrides (everything
+    is re-run), and from the first rule `executor.rule_reads` does not list, onwards."""
+    if not overrides:
+        return frozenset()
+    changed = {"backoff" if key in REDECIDE_BACKOFF_KEYS else key for key in overrides}
+    unaffected: set[str] = set()
+    for table in (PREDISPATCH_RULES, RESPONSE_RULES):
+        for rule in table:
+            reads = RULE_READS.get(rule.rule_id)
+            if reads is None or changed.intersection(reads):
+                break
+            unaffected.add(rule.rule_id)
+    return frozenset(unaffected)
+
+
 def _recorded_decisions(
-    store: Store, filters: ExecutionFilter | None, report: WhatIfReport
+    store: Store, filters: ExecutionFilter | None, report: WhatIfReport,
+    unaffected: frozenset[str],
 ) -> Iterator[tuple[str, str, int, str | None, str | None, str | None]]:
     ids = store.matching_execution_ids(filters)
     report.executions = len(ids)
     for start in range(0, len(ids), EXECUTIONS_PER_BATCH):
-        yield from store.recorded_decisions(ids[start : start + EXECUTIONS_PER_BATCH])
+        batch = ids[start : start + EXECUTIONS_PER_BATCH]
+        rows, skipped = store.recorded_decisions(batch, skip_rules=sorted(unaffected))
+        report.decisions += skipped
+        report.not_rerun += skipped
+        yield from rows
 
 
 def _redecide_row(

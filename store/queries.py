@@ -450,41 +450,28 @@ class Store:
         return [row[0] for row in rows]
 
     def recorded_decisions(
-        self, execution_ids: list[str]
-    ) -> list[tuple[str, str, int, str | None, str | None, str | None]]:
+        self, execution_ids: list[str], *, skip_rules: list[str] | None = None
+    ) -> tuple[list[tuple[str, str, int, str | None, str | None, str | None]], int]:
         """(execution id, step id, n, action, rule id, decision inputs as JSON text) of every
-        decided attempt of `execution_ids`, in execution, step and attempt order."""
+        decided attempt of `execution_ids`, in execution, step and attempt order, and how many
+        decided attempts were left out because their rule id is in `skip_rules`."""
+        skip = list(skip_rules or [])
+        where = "a.execution_id IN (SELECT unnest($ids)) AND a.action IS NOT NULL"
         with self.session() as conn:
-            return conn.execute(
+            skipped_row = conn.execute(
+                f"SELECT count(*) FROM attempts AS a WHERE {where} "
+                "AND list_contains($skip, a.rule_id)",
+                {"ids": execution_ids, "skip": skip},
+            ).fetchone() if skip else (0,)
+            rows = conn.execute(
                 "SELECT a.execution_id, a.step_id, a.n, a.action, a.rule_id, "
                 "CAST(json_extract(a.decision, '$.inputs') AS VARCHAR) "
                 "FROM attempts AS a JOIN executions AS e USING (execution_id) "
-                "WHERE a.execution_id IN (SELECT unnest($ids)) AND a.action IS NOT NULL "
+                f"WHERE {where} AND NOT list_contains($skip, coalesce(a.rule_id, '')) "
                 "ORDER BY e.started_at NULLS FIRST, a.execution_id, a.step_id, a.n",
-                {"ids": execution_ids},
+                {"ids": execution_ids, "skip": skip},
             ).fetchall()
-
-    def tool_responses(
-        self, *, tool: str | None = None, batch_rows: int = 5_000
-    ) -> Iterator[list[tuple[str, str | None, str, str, int, int, str | None, bytes | None]]]:
-        """Batches of every answered attempt as (tool, capability, execution id, step id, n,
-        HTTP status, response headers JSON, response body), by tool, capability, execution,
-        step and attempt; only `tool`'s when given."""
-        where = "a.dispatched AND a.http_status IS NOT NULL AND a.http_status > 0"
-        params: dict[str, Any] = {}
-        if tool:
-            where += " AND s.tool = $tool"
-            params["tool"] = tool
-        with self.session() as conn:
-            cursor = conn.execute(
-                "SELECT s.tool, s.capability, a.execution_id, a.step_id, a.n, a.http_status, "
-                "CAST(a.response_headers AS VARCHAR), a.response_body "
-                "FROM attempts AS a JOIN steps AS s USING (execution_id, step_id) "
-                f"WHERE {where} ORDER BY s.tool, s.capability, a.execution_id, a.step_id, a.n",
-                params,
-            )
-            while batch := cursor.fetchmany(batch_rows):
-                yield batch
+        return rows, int(skipped_row[0]) if skipped_row else 0
 
     def resolve_execution_id(self, conn: duckdb.DuckDBPyConnection, id_or_prefix: str) -> str:
         """The one execution id equal to, or else starting with, `id_or_prefix`."""

@@ -92,6 +92,13 @@ def render_report(report: WhatIfReport, *, filtered: bool = False) -> str:
         if len(report.changes) > _SHOWN_CHANGES:
             lines.append(f"    … and {len(report.changes) - _SHOWN_CHANGES} more steps (--json "
                          "lists all)")
+    if report.not_rerun:
+        lines.append("")
+        lines.append(
+            f"  {counted(report.not_rerun, 'decision')} not re-run: their rules, and the rules "
+            "before them, read none of the changed keys, so they stay as recorded (run "
+            "whatif without --config to check the policy code itself)"
+        )
     if report.incomplete:
         lines.append("")
         lines.append(

@@ -21,6 +21,8 @@ _CONFIG_INPUT_FIELDS = (
 )
 # Config keys that `decide()` reads through the `backoff` input.
 _CONFIG_BACKOFF_FIELDS = ("initial_delay_ms", "max_delay_ms", "backoff_factor", "jitter")
+# The backoff keys, which `decide()` reads through the one `backoff` input.
+REDECIDE_BACKOFF_KEYS = frozenset(_CONFIG_BACKOFF_FIELDS)
 REDECIDE_KEYS = _CONFIG_INPUT_FIELDS + _CONFIG_BACKOFF_FIELDS
 
 

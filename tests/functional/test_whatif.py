@@ -8,9 +8,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import console.whatif
 from console.demo import record_demo
 from console.entry import main
-from console.whatif import what_if
+from console.whatif import unaffected_rule_ids, what_if
 from store.queries import ExecutionFilter, open_store
 from store.recorder import StoreRecorder
 
@@ -129,3 +130,29 @@ def test_bad_overrides_are_one_line_and_exit_2(demo_db, capsys, option, expected
     assert main(["whatif", "--db", str(demo_db), "--config", option]) == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"max_attempts": 5}, {"max_attempts": 2}, {"max_validation_retries": 0},
+     {"retry_after_max_ms": 0}, {"initial_delay_ms": 5000, "max_wall_clock_s": 1},
+     {"semantic_retry_enabled": False}, {"error_analyzer_enabled": False}],
+    ids=["attempts-5", "attempts-2", "no-corrections", "no-retry-after", "slow-backoff",
+         "no-layer-4", "no-layer-3"],
+)
+def test_decisions_left_out_as_unaffected_would_not_have_changed(demo_db, monkeypatch,
+                                                                  overrides):
+    pruned = what_if(open_store(demo_db), None, overrides)
+    monkeypatch.setattr(console.whatif, "unaffected_rule_ids", lambda _: frozenset())
+    full = what_if(open_store(demo_db), None, overrides)
+    assert full.not_rerun == 0
+    assert pruned.decisions == full.decisions
+    assert (pruned.changed, pruned.changes, pruned.by_transition) == \
+        (full.changed, full.changes, full.by_transition)
+
+
+def test_only_rules_that_read_a_changed_key_are_rerun():
+    unaffected = unaffected_rule_ids({"max_attempts": 5})
+    assert "success.2xx" in unaffected and "terminal.auth_or_method" in unaffected
+    assert "transient.retry_same" not in unaffected and "budget.attempts" not in unaffected
+    assert unaffected_rule_ids({}) == frozenset()
