@@ -26,8 +26,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from executor.rule_reads import RULE_READS
-
 from executor.policy import (
     INTERMEDIATE_ACTIONS,
     PREDISPATCH_RULES,
@@ -38,6 +36,7 @@ from executor.policy import (
     redecider,
 )
 from executor.policy.redecide import REDECIDE_BACKOFF_KEYS
+from executor.rule_reads import RULE_READS
 from store.queries import ExecutionFilter, Store
 
 # Executions read per store session, so a writer waiting for the file gets its turns.
