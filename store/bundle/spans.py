@@ -365,7 +365,10 @@ def _flags(context: Any) -> int:
 
 def _span_json(span: Any) -> dict[str, Any]:
     context = span.get_span_context()
-    result: dict[str, Any] = {"traceId": f"{context.trace_id:032x}", "spanId": f"{context.span_id:016x}"}
+    result: dict[str, Any] = {
+        "traceId": f"{context.trace_id:032x}",
+        "spanId": f"{context.span_id:016x}",
+    }
     if context.trace_state is not None:
         _put(result, "traceState", ",".join(f"{k}={v}" for k, v in context.trace_state.items()))
     if span.parent:
