@@ -192,8 +192,7 @@ def write_bundle(
             table_rows = rows.get(spec.name, ())
             stage(spec.member, _batched(row_line(spec, row) for row in table_rows))
             row_counts[spec.name] = len(table_rows)
-        encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-        stage(SPANS_MEMBER, _batched_text(itertools.chain(encoder.iterencode(spans), ["\n"])))
+        stage(SPANS_MEMBER, _batched_text(itertools.chain(_json_pieces(spans, 6), ["\n"])))
         manifest = build_manifest(
             execution_ids,
             [(name, member.size, member.digest.hexdigest()) for name, member in staged],
@@ -229,6 +228,30 @@ def _batched(pieces: Iterable[bytes]) -> Iterator[bytes]:
             run, size = [], 0
     if run:
         yield b"".join(run)
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_pieces(value: Any, depth: int) -> Iterator[str]:
+    """`_compact_json(value)` in pieces: containers `depth` levels deep are walked, the values
+    below them (the spans of an OTLP document, at 6) encoded whole by the C encoder."""
+    if depth and isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        yield "{"
+        for index, (key, item) in enumerate(value.items()):
+            yield ("," if index else "") + _compact_json(key) + ":"
+            yield from _json_pieces(item, depth - 1)
+        yield "}"
+    elif depth and isinstance(value, list | tuple):
+        yield "["
+        for index, item in enumerate(value):
+            if index:
+                yield ","
+            yield from _json_pieces(item, depth - 1)
+        yield "]"
+    else:
+        yield _compact_json(value)
 
 
 def _batched_text(pieces: Iterable[str]) -> Iterator[bytes]:

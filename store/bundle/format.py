@@ -304,8 +304,8 @@ def decode_value(column: ColumnSpec, value: Any) -> Any:
         return text
     if kind == "BLOB":
         text = _valid_text(value, "base64 text")
-        try:
-            return base64.b64decode(text, validate=True)
+        try:  # strict: only the base64 alphabet with its padding (as b64decode's validate)
+            return binascii.a2b_base64(text, strict_mode=True)
         except (binascii.Error, ValueError) as error:
             raise BundleValueError(f"expected base64 text, got {describe(value)}") from error
     if kind in ("INTEGER", "BIGINT"):

@@ -137,8 +137,10 @@ def _insert_rows(
 ) -> None:
     if not rows:
         return
-    schema = pa.schema([(column.name, ARROW_TYPES[column.type]) for column in spec.columns])
-    staging = pa.Table.from_pylist([dict(row) for row in rows], schema=schema)
+    staging = pa.table({
+        column.name: pa.array([row[column.name] for row in rows], type=ARROW_TYPES[column.type])
+        for column in spec.columns
+    })  # fmt: skip
     view_name = f"bundle_{spec.name}"
     derived = DERIVED_COLUMNS.get(spec.name, {})
     columns = ", ".join([*(quote(column.name) for column in spec.columns), *derived])

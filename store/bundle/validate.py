@@ -34,7 +34,7 @@ from store.bundle.format import (
     TableSpec,
     decode_value,
     describe,
-    encode_row,
+    encode_value,
     reject_constant,
     store_table_specs,
     upgrade_row,
@@ -88,9 +88,24 @@ def _bundle_row(
 
 
 def row_digest(spec: TableSpec, row: Mapping[str, Any]) -> int:
-    """A 128-bit digest of a row's canonical JSON, summed per execution to compare row sets."""
-    text = json.dumps(encode_row(spec, row), sort_keys=True, ensure_ascii=False, allow_nan=False)
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest(), "big")
+    """A 128-bit digest of a row's values, summed per execution to compare row sets.
+
+    BLOB values are hashed as their bytes (with their length), the others as the JSON of their
+    encoded values in column order, so no body is base64-encoded again to be compared.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    scalars: list[Any] = []
+    for column in spec.columns:
+        value = row[column.name]
+        if column.type == "BLOB" and value is not None:
+            data = bytes(value)
+            digest.update(len(data).to_bytes(8, "big"))
+            digest.update(data)
+            scalars.append(len(data))
+        else:
+            scalars.append(encode_value(column, value))
+    digest.update(json.dumps(scalars, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    return int.from_bytes(digest.digest(), "big")
 
 
 def _key_hash(spec: TableSpec, row: Mapping[str, Any]) -> int:

@@ -94,3 +94,21 @@ def test_values_the_direct_encoder_does_not_know_fall_back_to_protobuf():
 
 def test_no_spans_is_the_empty_document():
     assert otlp_json([]) == spans_to_otlp_json([]) == {"resourceSpans": []}
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "s"},
+                                                            "spans": [{"a": [1, "é"]}] * 3}]}]},
+        {"resourceSpans": 5},
+        {1: 2, "k": [[[[[[[1.5]]]]]]]},
+        {"a": ("x\u2028", None, True)},
+        [],
+    ],
+)  # fmt: skip
+def test_the_spans_member_is_written_in_pieces_that_join_to_the_compact_document(document):
+    from store.bundle.export import _json_pieces
+
+    pieces = list(_json_pieces(document, 6))
+    assert "".join(pieces) == compact(document)
