@@ -206,8 +206,8 @@ def _may_need_redaction(lowered: str) -> bool:
     """False only when the ASCII-lowered text holds none of the hint words, so neither the
     patterns' nor the shapes' gates would open: one linear RE2 pass instead of `re` scanning
     the text once per gate (each several times slower on prose)."""
-    if _HINT_PREFILTER is None:
-        return True
+    if _HINT_PREFILTER is None or len(lowered) < _PREFILTER_MIN_CHARS:
+        return True  # a short text: `re` checks its gates faster than RE2 is called
     try:
         return _HINT_PREFILTER.search(lowered) is not None
     except UnicodeEncodeError:  # lone surrogates (undecodable body bytes): let the gates judge
@@ -258,6 +258,7 @@ _SECRETISH_WORDS = frozenset(
 # looks random (`looks_random`). Matched on the ASCII-lowered text.
 _SECRETISH_HINT = re.compile(_SECRETISH)
 _HINT_PREFILTER = _hint_prefilter()
+_PREFILTER_MIN_CHARS = 1024
 _SECRETISH_ASSIGNMENT = re.compile(
     rf"((?<![a-z])(?:{_SECRETISH})[a-z0-9_-]{{0,20}}+[\"']?[\t ]{{0,3}}[:=][\t ]{{0,3}}[\"']?)"
     r"([a-z0-9+/_.~=-]{16,})"

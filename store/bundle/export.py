@@ -256,16 +256,7 @@ def _json_pieces(value: Any, depth: int) -> Iterator[str]:
 
 def _batched_text(pieces: Iterable[str]) -> Iterator[bytes]:
     """Text `pieces` (a JSON encoder's many small ones) as UTF-8 runs of about `_PIECE_BYTES`."""
-    run: list[str] = []
-    size = 0
-    for piece in pieces:
-        run.append(piece)
-        size += len(piece)
-        if size >= _PIECE_BYTES:
-            yield "".join(run).encode("utf-8")
-            run, size = [], 0
-    if run:
-        yield "".join(run).encode("utf-8")
+    return _batched(piece.encode("utf-8") for piece in pieces)
 
 
 class _StagedMember:

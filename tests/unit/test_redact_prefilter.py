@@ -37,7 +37,9 @@ def test_the_prefilter_is_re2():
 @pytest.mark.parametrize("word", GATE_WORDS)
 def test_every_gate_word_passes_the_prefilter_in_any_case(word):
     assert gates_open(f"prose {word} prose")
+    padding = "prose " * 200  # long enough for the prefilter to be asked
     for form in (word, word.upper(), word.title(), f"prose {word} prose", f"é{word}✓"):
+        form = padding + form + padding
         if gates_open(form):
             assert redact._may_need_redaction(redact._ascii_lower(form)), form
 
@@ -45,7 +47,12 @@ def test_every_gate_word_passes_the_prefilter_in_any_case(word):
 @pytest.mark.parametrize("name", sorted(SECRET_FORMS))
 def test_every_secret_form_passes_the_prefilter(name):
     text, _secret = SECRET_FORMS[name]
-    assert redact._may_need_redaction(redact._ascii_lower(text))
+    assert redact._may_need_redaction(redact._ascii_lower(text + " prose" * 300))
+
+
+def test_short_texts_skip_the_prefilter_and_go_to_the_gates():
+    assert redact._may_need_redaction("plain short prose")
+    assert not redact._may_need_redaction("plain long prose " * 100)
 
 
 def test_the_prefilter_holds_back_only_texts_no_gate_opens_for():
@@ -53,7 +60,7 @@ def test_the_prefilter_holds_back_only_texts_no_gate_opens_for():
     alphabet = string.ascii_letters + string.digits + " _-:/=\"'{}[],.\n" + "éü✓"
     held_back = 0
     for _ in range(4_000):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60)))
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) * 40
         if not redact._may_need_redaction(redact._ascii_lower(text)):
             held_back += 1
             assert not gates_open(text), text
