@@ -211,15 +211,14 @@ def quote(identifier: str) -> str:
 
 
 def _row_order(spec: TableSpec) -> str:
-    """ORDER BY for a table's rows in the order of all their columns: the leading columns up to
-    the last primary-key column when the key is such a prefix (unique, so later columns never
-    break a tie, and 20 KB bodies are never compared), else ALL."""
+    """ORDER BY for a table's rows in the order of all their columns (ORDER BY ALL): the leading
+    columns up to the last primary-key column hold the unique key, so later columns never break
+    a tie and 20 KB bodies are never compared; ALL for a table without a key."""
+    if not spec.primary_key:
+        return "ALL"
     names = spec.column_names
-    if spec.primary_key:
-        end = max(names.index(name) for name in spec.primary_key) + 1
-        if set(spec.primary_key) <= set(names[:end]):
-            return ", ".join(quote(name) for name in names[:end])
-    return "ALL"
+    end = max(names.index(name) for name in spec.primary_key) + 1
+    return ", ".join(quote(name) for name in names[:end])
 
 
 def read_execution_rows(
