@@ -20,6 +20,23 @@ class Migration:
     statements: tuple[str, ...]
 
 
+# One row per backoff wait: planned vs actual (the `backoffs` view).
+_BACKOFFS_SELECT = """
+    SELECT
+        execution_id,
+        step_id,
+        n,
+        min(occurred_at) AS planned_at,
+        max(CAST(attrs ->> 'planned_ms' AS DOUBLE)) AS planned_ms,
+        max(attrs ->> 'source') AS delay_source,
+        max(CAST(attrs ->> 'actual_ms' AS DOUBLE))
+            FILTER (WHERE name IN ('finished', 'cancelled')) AS actual_ms,
+        max(name) FILTER (WHERE name IN ('finished', 'cancelled')) AS outcome
+    FROM events
+    WHERE kind = 'backoff'
+    GROUP BY execution_id, step_id, n
+"""
+
 # Version 1 kept timestamps as naive UTC TIMESTAMP (version 3 makes them TIMESTAMPTZ);
 # durations are DOUBLE milliseconds; JSON values are DuckDB JSON; bodies are BLOB, byte-exact.
 _SCHEMA_V1 = (
@@ -167,22 +184,7 @@ _SCHEMA_V1 = (
         ingested_at TIMESTAMP NOT NULL
     )
     """,
-    """
-    CREATE VIEW backoffs AS
-    SELECT
-        execution_id,
-        step_id,
-        n,
-        min(occurred_at) AS planned_at,
-        max(CAST(attrs ->> 'planned_ms' AS DOUBLE)) AS planned_ms,
-        max(attrs ->> 'source') AS delay_source,
-        max(CAST(attrs ->> 'actual_ms' AS DOUBLE))
-            FILTER (WHERE name IN ('finished', 'cancelled')) AS actual_ms,
-        max(name) FILTER (WHERE name IN ('finished', 'cancelled')) AS outcome
-    FROM events
-    WHERE kind = 'backoff'
-    GROUP BY execution_id, step_id, n
-    """,
+    f"CREATE VIEW backoffs AS {_BACKOFFS_SELECT}",
 )
 
 # Version 2: a re-run names the execution it re-ran; a final decision its recovery and impact.
@@ -244,11 +246,14 @@ _TIMESTAMP_COLUMNS = (
 # response headers are kept; a lower-cased decoded `search_text` serves text search; the
 # `*_text` views decode bodies. Every ALTER runs before the UPDATEs of the same transaction.
 _SCHEMA_V3 = (
+    # The stored times are UTC; the cast reads them so (and replays from the WAL so, where the
+    # ICU time zones are not loaded yet), not in the machine's time zone.
+    "SET TimeZone = 'UTC'",
     "ALTER TABLE attempts RENAME COLUMN status TO http_status",
     "ALTER TABLE attempts DROP COLUMN attempt_number",
     *(
         f"ALTER TABLE {table} ALTER COLUMN {column} SET DATA TYPE TIMESTAMPTZ "
-        f"USING timezone('UTC', {column})"
+        f"USING CAST({column} AS TIMESTAMPTZ)"
         for table, column in _TIMESTAMP_COLUMNS
     ),
     *(
@@ -262,6 +267,8 @@ _SCHEMA_V3 = (
     "UPDATE llm_calls SET unsent_messages = messages "
     "WHERE messages IS NOT NULL AND coalesce(octet_length(request_body), 0) = 0",
     "ALTER TABLE llm_calls DROP COLUMN messages",
+    # A view keeps the column types it was created with; re-create it over the new types.
+    f"CREATE OR REPLACE VIEW backoffs AS {_BACKOFFS_SELECT}",
     f"UPDATE attempts SET search_text = {DERIVED_COLUMNS['attempts']['search_text']}",
     f"UPDATE llm_calls SET search_text = {DERIVED_COLUMNS['llm_calls']['search_text']}",
     f"""
@@ -284,6 +291,7 @@ _SCHEMA_V3 = (
         {decoded_text_sql("response_body")} AS response_text
     FROM llm_calls
     """,
+    "RESET TimeZone",
 )
 
 MIGRATIONS: tuple[Migration, ...] = (

@@ -9,6 +9,8 @@ counts BIGINT, keeps each prompt once, and adds `search_text` and the `*_text` v
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -16,7 +18,7 @@ import pytest
 
 from executor.plan import parse_plan
 from store.queries import ExecutionFilter, open_store
-from store.schema import MIGRATIONS, SCHEMA_VERSION, stored_schema_version
+from store.schema import MIGRATIONS, SCHEMA_VERSION, shape_problems, stored_schema_version
 from tests.support.plans import capability, plan, run_cli, step
 from tests.support.tool_server import ScriptedToolServer, ToolReply
 
@@ -158,6 +160,7 @@ def test_an_older_store_reads_as_v3_columns_views_and_types(
     assert store.list_executions(ExecutionFilter(http_status=409)).total == 1
     with duckdb.connect(str(path), read_only=True) as conn:
         assert stored_schema_version(conn) == SCHEMA_VERSION
+        assert shape_problems(conn) == []  # reopened: the views' types are the tables' types
         columns = _columns(conn)
         assert {("attempts", "http_status"), ("llm_calls", "unsent_messages"),
                 ("llm_calls", "response_headers")} <= columns  # fmt: skip
@@ -175,3 +178,37 @@ def test_an_older_store_reads_as_v3_columns_views_and_types(
         ).fetchall() == [
             ("call-sent", '[{"role":"user","content":"Why was Zimmer refused?"}]'),
             ("call-unsent", '[{"role": "user", "content": "never sent"}]')]  # fmt: skip
+
+
+def test_a_new_store_reopened_in_another_process_has_the_expected_shape(tmp_path: Path) -> None:
+    path = tmp_path / "new.duckdb"
+    open_store(path, create=True)
+    code = (
+        "import sys, duckdb; from store.schema import shape_problems; "
+        "conn = duckdb.connect(sys.argv[1], read_only=True); print(shape_problems(conn))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_migration_left_in_the_wal_by_a_killed_process_replays_in_utc(tmp_path: Path) -> None:
+    path = tmp_path / "killed.duckdb"
+    make = (
+        "import os, sys, duckdb; from store.schema import MIGRATIONS, ensure_schema; "
+        "c = duckdb.connect(sys.argv[1]); c.execute(\"SET TimeZone = 'America/New_York'\"); "
+        "[c.execute(s) for s in MIGRATIONS[0].statements]; "
+        "c.execute(\"INSERT INTO schema_info VALUES ('schema_version', '1')\"); "
+        "c.execute(\"INSERT INTO executions (execution_id, status, started_at) VALUES "
+        "('e', 'failed', TIMESTAMP '2026-01-01 00:00:00.5')\"); c.execute('CHECKPOINT'); "
+        "ensure_schema(c, 'x', create=True); os._exit(0)"  # killed: the migration is in the WAL
+    )
+    subprocess.run([sys.executable, "-c", make, str(path)], check=True)
+    assert path.with_name(path.name + ".wal").exists()
+    read = (
+        "import sys, duckdb; from store.schema import shape_problems; "
+        "c = duckdb.connect(sys.argv[1], read_only=True); "
+        "print(shape_problems(c), c.execute('SELECT epoch(started_at) FROM executions').fetchall())"
+    )
+    out = subprocess.run([sys.executable, "-c", read, str(path)], capture_output=True, text=True)
+    assert out.stdout.strip() == "[] [(1767225600.5,)]", out.stdout + out.stderr
