@@ -210,8 +210,9 @@ def write_bundle(
         )
 
 
-# Members are deflated at level 1: several times faster than the default 6 on these texts, for
-# a bundle about a fifth larger.
+# Members are deflated at level 1: on the benchmark's 104 MiB llm_calls member, deflate 0.64 s
+# and inflate 0.34 s against 1.55 s and 0.56 s at the default 6 (import inflates each member
+# three times), for 11 MiB instead of 4 MiB.
 _COMPRESS_LEVEL = 1
 _PIECE_BYTES = MIB
 
