@@ -40,7 +40,7 @@ _TIMESTAMP_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 # Non-finite DOUBLE values are written as these strings; JSON has no token for them.
-_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 class BundleError(StoreError):
@@ -325,8 +325,8 @@ def decode_value(column: ColumnSpec, value: Any) -> Any:
             raise BundleValueError(f"expected a {bits}-bit integer, got {describe(value)}")
         return value
     if kind == "DOUBLE":
-        if isinstance(value, str) and value in _NON_FINITE:
-            return _NON_FINITE[value]
+        if isinstance(value, str) and value in NON_FINITE:
+            return NON_FINITE[value]
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise BundleValueError(f"expected a number, got {describe(value)}")
         return float(value)
