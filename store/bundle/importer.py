@@ -19,13 +19,14 @@ from store.bundle.format import (
     MIB,
     BundleConflictError,
     BundleError,
+    ColumnSpec,
     TableSpec,
     column_sql,
     insert_sql,
     quote,
     store_table_specs,
 )
-from store.bundle.validate import RowSets, Scan, row_digest, scan_bundle, table_rows
+from store.bundle.validate import RowSets, Scan, row_digest, rows_to_write, scan_bundle
 from store.connection import DEFAULT_LOCK_TIMEOUT_S, first_line, store_paths
 from store.queries import Store
 from store.schema import DERIVED_COLUMNS
@@ -133,19 +134,42 @@ def _conflict_error(db: str, scan: Scan, conflicts: Sequence[tuple[str, str]]) -
 
 
 def _insert_rows(
-    conn: duckdb.DuckDBPyConnection, spec: TableSpec, rows: Sequence[Mapping[str, Any]]
+    conn: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    blobs_as_text: bool,
 ) -> None:
+    """Insert a batch of rows; with `blobs_as_text` their BLOB values are base64 text, which
+    DuckDB decodes (`from_base64`) instead of Python."""
     if not rows:
         return
-    schema = pa.schema([(column.name, ARROW_TYPES[column.type]) for column in spec.columns])
-    staging = pa.Table.from_pylist([dict(row) for row in rows], schema=schema)
+
+    def base64_text(column: ColumnSpec) -> bool:
+        return blobs_as_text and column.type == "BLOB"
+
+    staging = pa.table({
+        column.name: pa.array(
+            [row[column.name] for row in rows],
+            type=pa.large_string() if base64_text(column) else ARROW_TYPES[column.type],
+        )
+        for column in spec.columns
+    })  # fmt: skip
     view_name = f"bundle_{spec.name}"
     derived = DERIVED_COLUMNS.get(spec.name, {})
-    columns = ", ".join([*(quote(column.name) for column in spec.columns), *derived])
-    casts = ", ".join([*(insert_sql(column) for column in spec.columns), *derived.values()])
+    names = [quote(column.name) for column in spec.columns]
+    casts = ", ".join(
+        f"{f'from_base64({name})' if base64_text(column) else insert_sql(column)} AS {name}"
+        for name, column in zip(names, spec.columns, strict=True)
+    )
+    # Derived columns are computed from the typed values (bodies as BLOB).
+    insert = (
+        f"INSERT INTO {quote(spec.name)} ({', '.join([*names, *derived])}) "
+        f"SELECT {', '.join([*names, *derived.values()])} FROM (SELECT {casts} FROM {view_name})"
+    )
     conn.register(view_name, staging)
     try:
-        conn.execute(f"INSERT INTO {quote(spec.name)} ({columns}) SELECT {casts} FROM {view_name}")
+        conn.execute(insert)
     finally:
         with contextlib.suppress(duckdb.Error):
             conn.unregister(view_name)
@@ -173,20 +197,21 @@ def _insert_table(
     batch: list[dict[str, Any]] = []
     batch_bytes = 0
     written = 0
+    rows, blobs_as_text = rows_to_write(path, archive, scan, spec, limits)
 
     def write() -> None:
         if commit_batches:
             conn.execute("BEGIN TRANSACTION")
             try:
-                _insert_rows(conn, spec, batch)
+                _insert_rows(conn, spec, batch, blobs_as_text=blobs_as_text)
                 conn.execute("COMMIT")
             except BaseException:
                 rollback(conn)
                 raise
         else:
-            _insert_rows(conn, spec, batch)
+            _insert_rows(conn, spec, batch, blobs_as_text=blobs_as_text)
 
-    for row in table_rows(path, archive, scan, spec, limits):
+    for row in rows:
         if row["execution_id"] not in writing:
             continue
         batch.append(row)

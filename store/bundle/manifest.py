@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,14 +25,15 @@ _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 def build_manifest(
     execution_ids: Sequence[str],
-    members: Sequence[tuple[str, bytes]],
+    members: Sequence[tuple[str, int, str]],
     row_counts: Mapping[str, int],
     span_count: int,
     *,
     redaction: Mapping[str, Any],
     created_at: str,
 ) -> dict[str, Any]:
-    """The manifest of a bundle of these members (every member but the manifest itself)."""
+    """The manifest of a bundle of these members (every member but the manifest itself), each
+    given as its name, size and SHA-256 (hex)."""
     tables = [
         {
             "name": spec.name,
@@ -67,8 +67,7 @@ def build_manifest(
             "spans": span_count,
         },
         "members": [
-            {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-            for name, data in members
+            {"name": name, "size": size, "sha256": sha256} for name, size, sha256 in members
         ],
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -298,7 +299,155 @@ def _other_events(event_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
 
 def spans_document(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[dict[str, Any], int]:
     """The OTLP/JSON document of the spans rebuilt from `rows`, and how many spans it holds."""
-    from executor.telemetry import build_spans_from_events, spans_to_otlp_json
+    from executor.telemetry import build_spans_from_events
 
     spans = build_spans_from_events(events_from_rows(rows))
-    return spans_to_otlp_json(spans), len(spans)
+    return otlp_json(spans), len(spans)
+
+
+# ---------------------------------------------------------------------------------------------
+# OTLP/JSON straight from the spans
+# ---------------------------------------------------------------------------------------------
+# `executor.telemetry.spans_to_otlp_json` encodes the spans to protobuf and converts the
+# message with protobuf's generic `MessageToDict`, which dominated an export's cost. Below is
+# the same document built directly: the same fields in protobuf's field order, defaults left
+# out as proto3 JSON leaves them, 64-bit integers as decimal text, ids as hex. A value the
+# direct encoder does not know (bytes, maps, integers beyond 64 bits) falls back to the
+# protobuf path for the whole document; tests/unit/test_bundle_spans.py holds them equal.
+
+_INT64 = (-(2**63), 2**63 - 1)
+_SPAN_KINDS = {"INTERNAL": 1, "SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}
+_FLAGS_HAS_IS_REMOTE, _FLAGS_IS_REMOTE = 0x100, 0x200
+_NON_FINITE_DOUBLES = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+class _NotDirect(Exception):
+    """A value the direct encoder leaves to protobuf."""
+
+
+def _any_value(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, str):
+        return {"stringValue": str(value)}
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise _NotDirect
+        return {"intValue": str(int(value))}
+    if isinstance(value, float):
+        if math.isnan(value):
+            return {"doubleValue": "NaN"}
+        return {"doubleValue": _NON_FINITE_DOUBLES.get(value, float(value))}
+    if isinstance(value, list | tuple):
+        values = [_any_value(item) for item in value]
+        return {"arrayValue": {"values": values} if values else {}}
+    raise _NotDirect
+
+
+def _attributes_json(attributes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    if not attributes:
+        return []
+    result = []
+    for key, value in attributes.items():
+        if not isinstance(key, str):
+            raise _NotDirect
+        item: dict[str, Any] = {"key": key} if key else {}
+        item["value"] = _any_value(value)
+        result.append(item)
+    return result
+
+
+def _put(target: dict[str, Any], name: str, value: Any) -> None:
+    """Set a field unless it holds its proto3 default (as protobuf's JSON leaves it out)."""
+    if value:
+        target[name] = value
+
+
+def _flags(context: Any) -> int:
+    return _FLAGS_HAS_IS_REMOTE | (_FLAGS_IS_REMOTE if context and context.is_remote else 0)
+
+
+def _span_json(span: Any) -> dict[str, Any]:
+    context = span.get_span_context()
+    result: dict[str, Any] = {
+        "traceId": f"{context.trace_id:032x}",
+        "spanId": f"{context.span_id:016x}",
+    }
+    if context.trace_state is not None:
+        _put(result, "traceState", ",".join(f"{k}={v}" for k, v in context.trace_state.items()))
+    if span.parent:
+        result["parentSpanId"] = f"{span.parent.span_id:016x}"
+    _put(result, "name", span.name)
+    result["kind"] = _SPAN_KINDS[span.kind.name]
+    _put(result, "startTimeUnixNano", str(span.start_time) if span.start_time else None)
+    _put(result, "endTimeUnixNano", str(span.end_time) if span.end_time else None)
+    _put(result, "attributes", _attributes_json(span.attributes))
+    _put(result, "droppedAttributesCount", span.dropped_attributes)
+    events = []
+    for event in span.events:
+        encoded: dict[str, Any] = {}
+        _put(encoded, "timeUnixNano", str(event.timestamp) if event.timestamp else None)
+        _put(encoded, "name", event.name)
+        _put(encoded, "attributes", _attributes_json(event.attributes))
+        _put(encoded, "droppedAttributesCount", event.dropped_attributes)
+        events.append(encoded)
+    _put(result, "events", events)
+    _put(result, "droppedEventsCount", span.dropped_events)
+    links = []
+    for link in span.links:
+        encoded = {
+            "traceId": f"{link.context.trace_id:032x}",
+            "spanId": f"{link.context.span_id:016x}",
+        }
+        _put(encoded, "attributes", _attributes_json(link.attributes))
+        _put(encoded, "droppedAttributesCount", link.dropped_attributes)
+        encoded["flags"] = _flags(link.context)
+        links.append(encoded)
+    _put(result, "links", links)
+    _put(result, "droppedLinksCount", span.dropped_links)
+    if span.status is not None:
+        status: dict[str, Any] = {}
+        _put(status, "message", span.status.description)
+        _put(status, "code", span.status.status_code.value)
+        result["status"] = status
+    result["flags"] = _flags(span.parent)
+    return result
+
+
+def _direct_otlp_json(spans: Sequence[Any]) -> dict[str, Any]:
+    grouped: dict[Any, dict[Any, list[dict[str, Any]]]] = {}
+    for span in spans:
+        scopes = grouped.setdefault(span.resource, {})
+        scopes.setdefault(span.instrumentation_scope or None, []).append(_span_json(span))
+    resource_spans = []
+    for resource, scopes in grouped.items():
+        scope_spans = []
+        for scope, encoded in scopes.items():
+            scope_json: dict[str, Any] = {}
+            if scope is not None:
+                _put(scope_json, "name", scope.name)
+                _put(scope_json, "version", scope.version)
+                _put(scope_json, "attributes", _attributes_json(scope.attributes))
+            item: dict[str, Any] = {"scope": scope_json, "spans": encoded}
+            _put(item, "schemaUrl", scope.schema_url if scope is not None else None)
+            scope_spans.append(item)
+        resource_json: dict[str, Any] = {}
+        _put(resource_json, "attributes", _attributes_json(resource.attributes))
+        entry: dict[str, Any] = {"resource": resource_json, "scopeSpans": scope_spans}
+        _put(entry, "schemaUrl", resource.schema_url)
+        resource_spans.append(entry)
+    return {"resourceSpans": resource_spans}
+
+
+def otlp_json(spans: Sequence[Any]) -> dict[str, Any]:
+    """`executor.telemetry.spans_to_otlp_json(spans)`, built without protobuf where it can be."""
+    if not spans:
+        return {"resourceSpans": []}
+    try:
+        return _direct_otlp_json(spans)
+    except _NotDirect:
+        from executor.telemetry import spans_to_otlp_json
+
+        return spans_to_otlp_json(spans)

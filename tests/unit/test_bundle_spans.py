@@ -1,0 +1,114 @@
+"""The bundle's OTLP/JSON spans are built without protobuf, and equal protobuf's document."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from console.samples import sample_trace_files
+from executor.eventlog import read_event_log
+from executor.telemetry import build_spans_from_events, spans_to_otlp_json
+from store.bundle.spans import otlp_json
+from tests.support.events_factory import realistic_execution, small_execution
+
+
+def compact(document: dict[str, Any]) -> str:
+    """The bytes a bundle writes (key order included)."""
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def hand_made_spans(attributes: dict[str, Any]) -> list[Any]:
+    """Spans of every kind and status, with links, events and the given attributes."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "t", "n": 3, "ratio": 0.5}, "https://schema/r")
+    )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("scope-a", "1.2", schema_url="https://schema/s")
+    other = provider.get_tracer("scope-b")
+    with tracer.start_as_current_span("root", kind=SpanKind.SERVER, attributes=attributes) as root:
+        root.add_event("e1", {"k": "v", "i": 1})
+        root.add_event("", {}, timestamp=5)
+        root.set_status(Status(StatusCode.ERROR, "broken"))
+        for kind in (SpanKind.CLIENT, SpanKind.PRODUCER, SpanKind.CONSUMER, SpanKind.INTERNAL):
+            with other.start_as_current_span(
+                "", kind=kind, links=[Link(root.get_span_context(), {"why": "x"})]
+            ) as child:
+                child.set_status(Status(StatusCode.OK))
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+EDGE_ATTRIBUTES = {
+    "": "empty key",
+    "text": "",
+    "zero": 0,
+    "false": False,
+    "true": True,
+    "negative": -(2**63),
+    "big": 2**63 - 1,
+    "float": 1.0,
+    "zero_float": 0.0,
+    "nan": math.nan,
+    "inf": math.inf,
+    "minus_inf": -math.inf,
+    "strings": ("a", "", "ü"),
+    "ints": (1, 0, -2),
+    "floats": (0.25,),
+    "bools": (False, True),
+    "empty": (),
+    "unicode": "prompt ✓ \u2028 \x00",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["realistic", "small", "samples", "hand_made"],
+)
+def test_the_direct_otlp_json_is_protobufs_document_byte_for_byte(name):
+    if name == "realistic":
+        spans = build_spans_from_events(realistic_execution("exec-direct"))
+    elif name == "small":
+        spans = build_spans_from_events(small_execution("exec-small"))
+    elif name == "samples":
+        events = [event for path in sample_trace_files() for event in read_event_log(path)]
+        spans = build_spans_from_events(events)
+    else:
+        spans = hand_made_spans(EDGE_ATTRIBUTES)
+    assert spans
+    assert compact(otlp_json(spans)) == compact(spans_to_otlp_json(spans))
+
+
+def test_values_the_direct_encoder_does_not_know_fall_back_to_protobuf():
+    spans = hand_made_spans({"bytes": b"\x00\x01", "huge": 2**64})
+    assert compact(otlp_json(spans)) == compact(spans_to_otlp_json(spans))
+
+
+def test_no_spans_is_the_empty_document():
+    assert otlp_json([]) == spans_to_otlp_json([]) == {"resourceSpans": []}
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "s"},
+                                                            "spans": [{"a": [1, "é"]}] * 3}]}]},
+        {"resourceSpans": 5},
+        {1: 2, "k": [[[[[[[1.5]]]]]]]},
+        {"a": ("x\u2028", None, True)},
+        [],
+    ],
+)  # fmt: skip
+def test_the_spans_member_is_written_in_pieces_that_join_to_the_compact_document(document):
+    from store.bundle.export import _json_pieces
+
+    pieces = list(_json_pieces(document, 6))
+    assert "".join(pieces) == compact(document)
