@@ -7,8 +7,8 @@ import string
 
 import pytest
 
-from executor import redact
-from executor.redact import redact_body, redact_secrets, redact_sensitive_text
+from executor.redact import patterns, redact_body, redact_secrets, redact_sensitive_text, shapes
+from executor.redact import text as redact
 from tests.support.secrets import SECRET_FORMS
 
 # Every literal a gate of `_redact_text` looks for (named patterns, secret-ish words, shapes).
@@ -22,11 +22,11 @@ GATE_WORDS = (
 
 def gates_open(text: str) -> bool:
     """Whether the named or the shape gate of `_redact_text` opens (the `re` hints)."""
-    lowered = redact._ascii_lower(text)
+    lowered = patterns.ascii_lower(text)
     return (
-        redact._NAMED_HINT.search(lowered) is not None
-        or redact._SHAPE_HINT.search(text) is not None
-        or redact._SECRETISH_HINT.search(lowered) is not None
+        patterns.NAMED_HINT.search(lowered) is not None
+        or shapes._SHAPE_HINT.search(text) is not None
+        or shapes._SECRETISH_HINT.search(lowered) is not None
     )
 
 
@@ -41,13 +41,13 @@ def test_every_gate_word_passes_the_prefilter_in_any_case(word):
     for form in (word, word.upper(), word.title(), f"prose {word} prose", f"é{word}✓"):
         form = padding + form + padding
         if gates_open(form):
-            assert redact._may_need_redaction(redact._ascii_lower(form)), form
+            assert redact._may_need_redaction(patterns.ascii_lower(form)), form
 
 
 @pytest.mark.parametrize("name", sorted(SECRET_FORMS))
 def test_every_secret_form_passes_the_prefilter(name):
     text, _secret = SECRET_FORMS[name]
-    assert redact._may_need_redaction(redact._ascii_lower(text + " prose" * 300))
+    assert redact._may_need_redaction(patterns.ascii_lower(text + " prose" * 300))
 
 
 def test_short_texts_skip_the_prefilter_and_go_to_the_gates():
@@ -61,7 +61,7 @@ def test_the_prefilter_holds_back_only_texts_no_gate_opens_for():
     held_back = 0
     for _ in range(4_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) * 40
-        if not redact._may_need_redaction(redact._ascii_lower(text)):
+        if not redact._may_need_redaction(patterns.ascii_lower(text)):
             held_back += 1
             assert not gates_open(text), text
             assert redact_secrets(text) == text == redact_sensitive_text(text)
