@@ -156,7 +156,7 @@ def test_a_v1_bundle_with_a_v2_column_is_refused(source_db: Path, tmp_path: Path
 
     assert result.code == 2
     assert ("manifest.json: table executions columns do not match store schema version 1 "
-            "(unknown rerun_of)") in result.stderr  # fmt: skip
+            "(unknown rerun_of, labels)") in result.stderr  # fmt: skip
 
 
 @pytest.mark.parametrize("version", [1, 2])
