@@ -473,6 +473,28 @@ class Store:
             ).fetchall()
         return rows, int(skipped_row[0]) if skipped_row else 0
 
+    def tool_responses(
+        self, *, tool: str | None = None, batch_rows: int = 5_000
+    ) -> Iterator[list[tuple[str, str | None, str, str, int, int, str | None, bytes | None]]]:
+        """Batches of every answered attempt as (tool, capability, execution id, step id, n,
+        HTTP status, response headers JSON, response body), by tool, capability, execution,
+        step and attempt; only `tool`'s when given."""
+        where = "a.dispatched AND a.http_status IS NOT NULL AND a.http_status > 0"
+        params: dict[str, Any] = {}
+        if tool:
+            where += " AND s.tool = $tool"
+            params["tool"] = tool
+        with self.session() as conn:
+            cursor = conn.execute(
+                "SELECT s.tool, s.capability, a.execution_id, a.step_id, a.n, a.http_status, "
+                "CAST(a.response_headers AS VARCHAR), a.response_body "
+                "FROM attempts AS a JOIN steps AS s USING (execution_id, step_id) "
+                f"WHERE {where} ORDER BY s.tool, s.capability, a.execution_id, a.step_id, a.n",
+                params,
+            )
+            while batch := cursor.fetchmany(batch_rows):
+                yield batch
+
     def resolve_execution_id(self, conn: duckdb.DuckDBPyConnection, id_or_prefix: str) -> str:
         """The one execution id equal to, or else starting with, `id_or_prefix`."""
         matches = [

@@ -18,7 +18,7 @@ from console.render.execution_columns import (
     query_cell,
     sort_rows,
 )
-from console.render.formats import ArgumentProblem, parse_time
+from console.render.formats import ArgumentProblem, labels_marker, lineage_marker, parse_time
 from store.errors import StoreError
 from store.queries import (
     ACTIONS,
@@ -120,6 +120,11 @@ def filters_from_args(args: argparse.Namespace, *, now: float | None = None) -> 
     )
 
 
+def _markers(row: Any) -> str:
+    """What the query cell shows before the query: the lineage and the labels, never cut."""
+    return lineage_marker(row.rerun_of, row.plan_path) + labels_marker(row.labels)
+
+
 def write_table(
     page: Page, out: TextIO, *, filtered: bool = False, db_path: str | None = None
 ) -> None:
@@ -135,7 +140,8 @@ def write_table(
     header = tuple(column.header for column in EXECUTION_COLUMNS)
     rows = [
         tuple(
-            query_cell(row, _QUERY_WIDTH) if column.key == "query" else column.cell(row)
+            query_cell(row, _QUERY_WIDTH + len(_markers(row))) if column.key == "query"
+            else column.cell(row)
             for column in EXECUTION_COLUMNS
         )
         for row in page.executions

@@ -166,7 +166,7 @@ async def test_call_tool_is_corrected_by_layer_3_through_the_llm_option(
     assert [r.json for r in tool_server.received()] == [{"city": "Tokio"}, {"city": "Tokyo"}]
     assert len(llm_server.requests) == 1
     assert "weather in Tokyo" in llm_server.prompts[0]
-    decided = [e.decision["rule_id"] for e in recorder.of_kind("attempt_decided")]
+    decided = [e.decision.rule_id for e in recorder.of_kind("attempt_decided")]
     assert decided == ["analyzer.accept", "success.2xx"]
 
 
