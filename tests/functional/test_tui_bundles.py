@@ -15,7 +15,7 @@ from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.tables import ExecutionTable
 from store.bundles import read_bundle
 from store.queries import open_store
-from tests.functional.test_tui_stores import screen_loaded, settle_until, shown_text, tui_app
+from tests.support.tui import screen_loaded, settle_until, shown_text, tui_app
 
 SIZE = (120, 36)
 MISCLASSIFIED_503 = sample_execution_ids()["scenario-d-misclassified-503"]

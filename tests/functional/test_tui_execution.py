@@ -6,57 +6,30 @@ import base64
 import json
 from pathlib import Path
 
-import pytest
-from textual.widgets import Static, TabbedContent, TextArea
+from textual.widgets import TabbedContent, TextArea
 
 from console.tui.app import TruvaConsoleApp
-from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.tables import AttemptTable, StepTable
 from store.recorder import StoreRecorder
-from tests.functional.test_tui_stores import (
+from tests.support.events_factory import NON_UTF8_BODY, START_AT, realistic_execution
+from tests.support.tui import (
     ANALYZER_ANSWER,
     TRIP,
     RealStore,
-    record_real_store,
-    record_synthetic_store,
-    screen_loaded,
-    settle_until,
-    shown_text,
+    open_execution,
+    static_text,
     tui_app,
 )
-from tests.support.events_factory import NON_UTF8_BODY, START_AT, realistic_execution
 
 SIZE = (120, 36)
-
-
-@pytest.fixture(scope="module")
-def real_store(tmp_path_factory: pytest.TempPathFactory) -> RealStore:
-    return record_real_store(tmp_path_factory.mktemp("tui-execution"))
-
-
-@pytest.fixture(scope="module")
-def synthetic_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return record_synthetic_store(tmp_path_factory.mktemp("tui-synthetic") / "debug.duckdb")
 
 
 async def settle(app: TruvaConsoleApp, pilot) -> None:
     """Wait until every worker has finished and its messages are handled."""
     await app.workers.wait_for_complete()
     await pilot.pause()
-
-
-async def open_execution(app: TruvaConsoleApp, pilot, execution_id: str) -> ExecutionScreen:
-    await screen_loaded(pilot)
-    app.open_execution(execution_id)
-    await settle_until(pilot, lambda: isinstance(app.screen, ExecutionScreen), "the execution")
-    await screen_loaded(pilot)
-    return app.screen
-
-
-def static_text(screen: ExecutionScreen, selector: str, width: int = 116) -> str:
-    return shown_text(screen.query_one(selector, Static).content, width)
 
 
 def row_keys(table) -> list[str]:

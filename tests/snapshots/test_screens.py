@@ -8,7 +8,7 @@ import pytest
 
 from console.tui.app import TruvaConsoleApp
 from console.tui.screens.execution import ExecutionScreen
-from tests.functional.test_tui_stores import (
+from tests.support.tui import (
     TRIP,
     record_synthetic_store,
     screen_loaded,
