@@ -78,7 +78,7 @@ async def test_decision_tab_shows_rule_reason_inputs_and_rules_that_did_not_matc
         assert (screen.step_id, screen.attempt_n) == ("step-1", 1)
         attempt = screen.detail.step("step-1").attempts[0]
         decision = static_text(screen, "#decision-body", width=300)
-        assert "retry_corrected  by rule analyzer.accept  (layer analyzer)" in decision
+        assert "retry_corrected by rule analyzer.accept (layer analyzer)" in decision
         assert f"reason     {attempt.reason}" in decision
         assert 'corrected  {"city": "Tokyo"}' in decision
         assert "Why not: earlier rules that did not match" in decision
@@ -109,10 +109,10 @@ async def test_moving_to_the_next_attempt_shows_its_decision(real_store: RealSto
         screen = await open_execution(app, pilot, real_store.rate_limited)
         await pilot.press("enter")  # step-1: focus its attempts
         assert app.focused is screen.query_one(AttemptTable)
-        assert "retry_same  by rule transient.retry_same" in static_text(screen, "#decision-body")
+        assert "retry_same by rule transient.retry_same" in static_text(screen, "#decision-body")
         await pilot.press("down")
         assert screen.attempt_n == 2
-        assert "success  by rule success.2xx" in static_text(screen, "#decision-body")
+        assert "success by rule success.2xx" in static_text(screen, "#decision-body")
         highlighted = {id(m): m.n for m in messages
                        if isinstance(m, AttemptTable.AttemptHighlighted)}  # fmt: skip
         assert 2 in highlighted.values()

@@ -16,18 +16,21 @@ from textual.worker import Worker, WorkerState
 
 from console.printable import printable
 from console.render.formats import format_time
+from console.render.rich_views import step_text
+from console.render.views import step_view
 from console.tui.screens.palette import PaletteCommand
-from console.tui.screens.store_source import StoreSource, StoreUnavailable
+from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, StoreRequests
+from console.tui.screens.store_source import StoreSource
 from console.tui.widgets.attempt_detail import TAB_IDS, AttemptDetail
-from console.tui.widgets.cells import duration_text, inline_json, status_text, twin_command
+from console.tui.widgets.cells import duration_text, status_text, twin_command
 from console.tui.widgets.tables import AttemptTable, StepTable
-from console.words import counted, sent_parameters
+from console.words import counted
 from store.queries import ExecutionDetail, StepRecord
 
 _TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events")
 
 
-class ExecutionScreen(Screen):
+class ExecutionScreen(StoreBacked, Screen):
     """Steps, attempts and the attempt detail of one execution; polls while it is running."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -55,12 +58,10 @@ class ExecutionScreen(Screen):
         request: int
         detail: ExecutionDetail
 
-    @dataclass
-    class LoadFailed(Message):
+    class LoadFailed(StoreLoadFailed):
         """The execution could not be read; `problem` is one line."""
 
-        request: int
-        problem: str
+    WORKER_GROUP = "execution-detail"
 
     @dataclass
     class RerunFinished(Message):
@@ -92,8 +93,7 @@ class ExecutionScreen(Screen):
         self.step_id: str | None = None
         self.attempt_n: int | None = None
         self.problem: str | None = None
-        self._request = 0
-        self._in_flight = False
+        self.requests = StoreRequests()
         self.rerunning = False
 
     def compose(self) -> ComposeResult:
@@ -110,8 +110,7 @@ class ExecutionScreen(Screen):
         self._update_twin()
         self.query_one(StepTable).focus()
         self.load_execution()
-        if self.refresh_interval_s:
-            self.set_interval(self.refresh_interval_s, self.poll_store, name="poll-store")
+        self.start_polling()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Offer replay once a step of a finished execution is selected."""
@@ -145,32 +144,23 @@ class ExecutionScreen(Screen):
     def _update_twin(self) -> None:
         self.sub_title = f"CLI: {self.twin_command}"
 
-    def poll_store(self) -> None:
-        """Reload while the execution is running (called by the refresh timer)."""
-        running = self.detail is None or self.detail.execution.status == "running"
-        if running and not self._in_flight:
-            self.load_execution()
+    def wants_poll(self) -> bool:
+        """Poll while the execution is running (or not read yet)."""
+        return self.detail is None or self.detail.execution.status == "running"
+
+    def reload(self) -> None:
+        """Read the execution again."""
+        self.load_execution()
 
     def load_execution(self) -> None:
         """Start a query for the execution; stale answers are ignored."""
-        self._request += 1
-        self._in_flight = True
-        self._fetch_execution(self._request, self.execution_id)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="execution-detail")
-    def _fetch_execution(self, request: int, execution_id: str) -> None:
-        try:
-            detail = self.source.get_execution(execution_id)
-        except StoreUnavailable as error:
-            self.post_message(self.LoadFailed(request, str(error)))
-            return
-        self.post_message(self.ExecutionLoaded(request, detail))
+        execution_id = self.execution_id
+        self.run_store_work(lambda: self.source.get_execution(execution_id), self.ExecutionLoaded)
 
     @on(ExecutionLoaded)
     def _execution_loaded(self, message: ExecutionLoaded) -> None:
-        if message.request != self._request:
+        if not self.requests.answered(message.request):
             return
-        self._in_flight = False
         if message.detail == self.detail:
             return
         self.detail, self.problem = message.detail, None
@@ -179,9 +169,8 @@ class ExecutionScreen(Screen):
 
     @on(LoadFailed)
     def _load_failed(self, message: LoadFailed) -> None:
-        if message.request != self._request:
+        if not self.requests.answered(message.request):
             return
-        self._in_flight = False
         if message.problem != self.problem:
             self.notify(message.problem, title="Cannot read the execution", severity="error")
         self.problem = message.problem
@@ -192,13 +181,14 @@ class ExecutionScreen(Screen):
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "execution-detail" and event.state == WorkerState.ERROR:
-            self._in_flight = False
-            self.notify(f"unexpected error: {event.worker.error}", severity="error")
         if event.worker.group == "rerun" and event.state == WorkerState.ERROR:
             self.rerunning = False
             self.refresh_bindings()
             self.notify(f"unexpected error: {event.worker.error}", severity="error")
+
+    def store_work_crashed(self, problem: str) -> None:
+        """Say so in a notification; the screen keeps what it shows."""
+        self.notify(problem, severity="error")
 
     # ---------------------------------------------------------------- rendering
 
@@ -251,35 +241,13 @@ class ExecutionScreen(Screen):
             attempts_table.show_attempts(())
             detail_pane.show_note("This execution has no recorded steps yet.")
             return
-        self.query_one("#step-summary", Static).update(self._step_text(step))
+        self.query_one("#step-summary", Static).update(step_text(step_view(step)))
         attempts_table.show_attempts(step.attempts)
         numbers = [attempt.n for attempt in step.attempts]
         if not keep_attempt or self.attempt_n not in numbers:
             self.attempt_n = numbers[0] if numbers else None
         attempts_table.move_to_key(None if self.attempt_n is None else str(self.attempt_n))
         self._show_attempt(self.attempt_n)
-
-    def _step_text(self, step: StepRecord) -> Text:
-        text = Text.assemble(
-            (printable(step.step_id), "bold"), "  ",
-            printable(f"{step.tool}.{step.capability}") if step.tool else "", "  ",
-            status_text(step.status),
-            f"  ·  depends on {printable(', '.join(step.depends_on)) or '-'}",
-        )  # fmt: skip
-        runs = sent_parameters(step.attempts)
-        if not runs or inline_json(runs[0].parameters) != inline_json(step.parameters):
-            text.append_text(Text.assemble(("  ·  planned ", "bold"),
-                                           inline_json(step.parameters)))  # fmt: skip
-        for run in runs:
-            text.append_text(Text.assemble((f"  ·  {run.verb} {run.attempts_label} ", "bold"),
-                                           inline_json(run.parameters), run.note))  # fmt: skip
-        if step.final_action:
-            text.append(printable(f"  ·  outcome {step.final_action} by rule {step.final_rule_id}"))
-        if step.error:
-            text.append(f"  ·  error {printable(step.error)}", style="red")
-        if step.skip_reason:
-            text.append(f"  ·  skipped: {printable(step.skip_reason)}", style="yellow")
-        return text
 
     def _show_attempt(self, n: int | None) -> None:
         step = self._step(self.step_id)

@@ -6,18 +6,18 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Header, Static
-from textual.worker import Worker, WorkerState
 
 from console.printable import printable
 from console.tui.screens.bundle import ExportDialog, ImportDialog
 from console.tui.screens.palette import PaletteCommand
-from console.tui.screens.store_source import StoreSource, StoreUnavailable
+from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, StoreRequests
+from console.tui.screens.store_source import StoreSource
 from console.tui.widgets.cells import twin_command
 from console.tui.widgets.filter_bar import FilterBar, FilterSyntaxError, ParsedFilter, parse_filter
 from console.tui.widgets.tables import ExecutionTable
@@ -27,7 +27,7 @@ from store.queries import ExecutionFilter, Page
 DEFAULT_PAGE_SIZE = 200
 
 
-class ExecutionsScreen(Screen):
+class ExecutionsScreen(StoreBacked, Screen):
     """Lists executions one page at a time (`limit`/`offset`), polling the store while shown."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -54,13 +54,10 @@ class ExecutionsScreen(Screen):
         request: int
         page: Page
 
-    @dataclass
-    class LoadFailed(Message):
+    class LoadFailed(StoreLoadFailed):
         """The store could not be read; `problem` is one line; `held`: another process has it."""
 
-        request: int
-        problem: str
-        held: bool = False
+    WORKER_GROUP = "executions-page"
 
     def __init__(
         self,
@@ -81,8 +78,7 @@ class ExecutionsScreen(Screen):
         self.problem: str | None = None
         self.held_notice: str | None = None
         self.filter_problem: str | None = None
-        self._request = 0
-        self._in_flight = False
+        self.requests = StoreRequests()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -99,8 +95,7 @@ class ExecutionsScreen(Screen):
         self._update_twin()
         self.query_one(ExecutionTable).focus()
         self.load_page()
-        if self.refresh_interval_s:
-            self.set_interval(self.refresh_interval_s, self.poll_store, name="poll-store")
+        self.start_polling()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Show the paging keys only when there is a page to go to."""
@@ -129,10 +124,13 @@ class ExecutionsScreen(Screen):
     def _update_twin(self) -> None:
         self.sub_title = f"CLI: {self.twin_command}"
 
-    def poll_store(self) -> None:
-        """Reload the page while this screen is shown and no load is running (the timer's job)."""
-        if self.is_current and not self._in_flight:
-            self.load_page()
+    def wants_poll(self) -> bool:
+        """Poll only while this screen is shown."""
+        return self.is_current
+
+    def reload(self) -> None:
+        """Read the page again."""
+        self.load_page()
 
     def on_screen_resume(self) -> None:
         """Back from an execution: show what was recorded meanwhile."""
@@ -141,28 +139,20 @@ class ExecutionsScreen(Screen):
 
     def load_page(self) -> None:
         """Start a query for the current filter and offset; stale answers are ignored."""
-        self._request += 1
-        self._in_flight = True
         try:
             filters = parse_filter(self.parsed_filter.text).filters
         except FilterSyntaxError:
             filters = self.parsed_filter.filters
-        self._fetch_page(self._request, filters, self.page_offset)
+        offset, limit = self.page_offset, self.page_size
+        self.run_store_work(lambda: self._read_page(filters, limit, offset), self.PageLoaded)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="executions-page")
-    def _fetch_page(self, request: int, filters: ExecutionFilter, offset: int) -> None:
-        try:
-            page = self.source.list_page(filters, limit=self.page_size, offset=offset)
-        except StoreUnavailable as error:
-            self.post_message(self.LoadFailed(request, str(error), held=error.held))
-            return
-        self.post_message(self.PageLoaded(request, page))
+    def _read_page(self, filters: ExecutionFilter, limit: int, offset: int) -> Page:
+        return self.source.list_page(filters, limit=limit, offset=offset)
 
     @on(PageLoaded)
     def _page_loaded(self, message: PageLoaded) -> None:
-        if message.request != self._request:
+        if not self.requests.answered(message.request):
             return
-        self._in_flight = False
         page = message.page
         if not page.executions and page.total and self.page_offset:
             self.page_offset = max(0, (page.total - 1) // self.page_size * self.page_size)
@@ -176,9 +166,8 @@ class ExecutionsScreen(Screen):
 
     @on(LoadFailed)
     def _load_failed(self, message: LoadFailed) -> None:
-        if message.request != self._request:
+        if not self.requests.answered(message.request):
             return
-        self._in_flight = False
         if message.held and self.page is not None and self.problem is None:
             # Another process has the file for now: keep the rows last read, say why they are.
             message.stop()
@@ -193,12 +182,10 @@ class ExecutionsScreen(Screen):
         self.problem = message.problem
         self._show_page()
 
-    @on(Worker.StateChanged)
-    def _worker_failed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "executions-page" and event.state == WorkerState.ERROR:
-            self._in_flight = False
-            self.problem = f"unexpected error: {event.worker.error}"
-            self._show_page()
+    def store_work_crashed(self, problem: str) -> None:
+        """Show the crash in place of the list."""
+        self.problem = problem
+        self._show_page()
 
     # ---------------------------------------------------------------- rendering
 

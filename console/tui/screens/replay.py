@@ -24,7 +24,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, RadioButton, RadioSet, Static, TextArea
-from textual.worker import Worker, WorkerState
 
 from console.render.replay_text import describe_original
 from console.replay.engine import (
@@ -40,6 +39,7 @@ from console.replay.engine import (
     prepare_replay,
 )
 from console.tui.screens.palette import PaletteCommand
+from console.tui.screens.store_backed import StoreBacked, StoreRequests, one_line
 from console.tui.widgets.cells import inline_json, twin_command
 from console.tui.widgets.replay_view import (
     DispatchTable,
@@ -77,10 +77,6 @@ class ReplayRequest:
     db_path: Path
 
 
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
-
-
 def response_file_text(value: Any) -> str:
     """The content of a `--response` file for a checked edit: indented JSON and a newline."""
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
@@ -94,7 +90,7 @@ def write_edit_files(edit_files: tuple[EditFile, ...]) -> dict[int, Any]:
     return load_edits([f"{edit.number}={edit.path}" for edit in edit_files])
 
 
-class ReplayScreen(Screen):
+class ReplayScreen(StoreBacked, Screen):
     """One recorded step: its dispatches, an editor for their responses, and the replay result."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -109,6 +105,8 @@ class ReplayScreen(Screen):
         Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
                 tooltip="Copy the equivalent `truva-console replay` command"),
     ]  # fmt: skip
+
+    WORKER_GROUP = "replay-run"
 
     @dataclass
     class ReplayStarted(Message):
@@ -161,7 +159,7 @@ class ReplayScreen(Screen):
         self.problem: str | None = None
         self.running = False
         self.replayer: Replayer | None = None
-        self._run = 0
+        self.requests = StoreRequests()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -200,7 +198,7 @@ class ReplayScreen(Screen):
         try:
             return self.detail.step(self.step_id)
         except StoreError as error:
-            self.setup_problem = _one_line(error)
+            self.setup_problem = one_line(error)
             return None
 
     def _prepare(self, step: StepRecord) -> None:
@@ -210,7 +208,7 @@ class ReplayScreen(Screen):
             self.setup = prepare_replay(self.detail, self.step_id)
             responses = self.setup.recorded
         except (ReplayError, StoreError) as error:
-            self.setup_problem = f"cannot replay {self.step_id}: {_one_line(error)}"
+            self.setup_problem = f"cannot replay {self.step_id}: {one_line(error)}"
         dispatched = [attempt for attempt in step.attempts if attempt.dispatched]
         self.recorded = tuple(
             RecordedDispatch(number, attempt, responses[number - 1] if responses else None)
@@ -394,9 +392,8 @@ class ReplayScreen(Screen):
             value = edited_value(self.edits[number], f"dispatch {number}")
             edit_files.append(EditFile(number, self.edit_path(number), response_file_text(value)))
         overrides = dict(parse_config_override(token) for token in self._override_tokens())
-        self._run += 1
         return ReplayRequest(
-            run=self._run,
+            run=self.requests.start(),
             detail=self.detail,
             step_id=self.step_id,
             edit_files=tuple(edit_files),
@@ -414,7 +411,7 @@ class ReplayScreen(Screen):
         try:
             request = self.replay_request()
         except (ResponseSpecError, ReplayError) as error:
-            self._show_problem(_one_line(error))
+            self._show_problem(one_line(error))
             return
         self.running = True
         self._show_problem(None)
@@ -434,7 +431,7 @@ class ReplayScreen(Screen):
             )  # fmt: skip
             recorder = await asyncio.to_thread(StoreRecorder, request.db_path)
         except (ResponseSpecError, ReplayError, StoreError, OSError) as error:
-            self.post_message(self.ReplayFailed(request.run, _one_line(error)))
+            self.post_message(self.ReplayFailed(request.run, one_line(error)))
             return
         replayer = Replayer(setup, recorder=recorder)
         self.post_message(self.ReplayStarted(request.run, replayer))
@@ -446,12 +443,12 @@ class ReplayScreen(Screen):
 
     @on(ReplayStarted)
     def _replay_started(self, message: ReplayStarted) -> None:
-        if message.run == self._run and self.running:
+        if message.run == self.requests.current and self.running:
             self.replayer = message.replayer
 
     @on(ReplayFinished)
     def _replay_finished(self, message: ReplayFinished) -> None:
-        if message.run != self._run:
+        if not self.requests.answered(message.run):
             return
         self.running, self.replayer = False, None
         self.result, self.recording_problem = message.result, message.recording_problem
@@ -461,20 +458,19 @@ class ReplayScreen(Screen):
 
     @on(ReplayFailed)
     def _replay_failed(self, message: ReplayFailed) -> None:
-        if message.run != self._run:
+        if not self.requests.answered(message.run):
             return
         self.running, self.replayer = False, None
         self._show_problem(message.problem)
         self._show_result()
         self.refresh_bindings()
 
-    @on(Worker.StateChanged)
-    def _worker_failed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "replay-run" and event.state == WorkerState.ERROR:
-            self.running, self.replayer = False, None
-            self._show_problem(f"unexpected error: {_one_line(event.worker.error)}")
-            self._show_result()
-            self.refresh_bindings()
+    def store_work_crashed(self, problem: str) -> None:
+        """The replay worker raised: say so under the inputs."""
+        self.running, self.replayer = False, None
+        self._show_problem(problem)
+        self._show_result()
+        self.refresh_bindings()
 
     # ------------------------------------------------------------------ actions
 
