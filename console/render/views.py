@@ -15,6 +15,7 @@ from typing import Any
 
 from console.render.formats import format_time
 from console.words import counted, reached_wire, received_text, sent_parameters
+from executor.policy import RuleMiss
 from store.queries import (
     AttemptRecord,
     BackoffRecord,
@@ -192,16 +193,8 @@ def llm_call_view(call: LLMCallRecord) -> LLMCallView:
 
 
 @dataclass(frozen=True, slots=True)
-class RuleMiss:
-    """An earlier rule that did not match, and why."""
-
-    rule_id: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class LayerNote:
-    """A correction layer: consulted or not, and why."""
+class LayerVerdict:
+    """A correction layer of a decision: `consulted` or `not consulted`, with the detail."""
 
     layer: str
     verdict: str
@@ -223,7 +216,7 @@ class DecisionView:
     delay: str | None
     corrected: str | None
     not_matched: tuple[RuleMiss, ...]
-    layers: tuple[LayerNote, ...]
+    layers: tuple[LayerVerdict, ...]
     inputs: tuple[tuple[str, str], ...]
 
     @property
@@ -402,7 +395,7 @@ def _decision(attempt: AttemptRecord) -> DecisionView:
             for miss in decision.get("not_matched") or []
         ),
         layers=tuple(
-            LayerNote(
+            LayerVerdict(
                 str(note.get("layer")),
                 "consulted" if note.get("consulted") else "not consulted",
                 str(note.get("detail")),

@@ -9,12 +9,13 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
 
+from console.tui.actions import bindings
 from console.tui.screens.store_backed import StoreBacked, StoreRequests, one_line
 from console.tui.widgets.cells import twin_command
 from store.bundles import ExportResult, ImportResult, export_bundle, import_bundle
@@ -74,10 +75,8 @@ def import_summary(result: ImportResult) -> Text:
 class ExportDialog(StoreBacked, ModalScreen[None]):
     """Writes the highlighted execution, or every listed one, to a bundle file."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Close", id="close-dialog", key_display="esc",
-                tooltip="Close the dialog"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "dialog"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("dialog")
 
     WORKER_GROUP = "bundle-export"
 
@@ -253,10 +252,8 @@ class ExportDialog(StoreBacked, ModalScreen[None]):
 class ImportDialog(StoreBacked, ModalScreen[None]):
     """Loads a bundle file into the store the console shows."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Close", id="close-dialog", key_display="esc",
-                tooltip="Close the dialog"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "dialog"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("dialog")
 
     WORKER_GROUP = "bundle-import"
 

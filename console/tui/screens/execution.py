@@ -8,7 +8,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, TabbedContent, Tabs
@@ -18,38 +18,26 @@ from console.printable import printable
 from console.render.formats import format_time
 from console.render.rich_views import step_text
 from console.render.views import step_view
+from console.tui.actions import bindings
+from console.tui.messages import ExecutionRequested, ReplayRequested
 from console.tui.screens.palette import PaletteCommand
+from console.tui.screens.panes import PaneScreen
 from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, StoreRequests
 from console.tui.screens.store_source import StoreSource
-from console.tui.widgets.attempt_detail import TAB_IDS, AttemptDetail
+from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.cells import duration_text, status_text, twin_command
 from console.tui.widgets.tables import AttemptTable, StepTable
 from console.words import counted
 from store.queries import ExecutionDetail, StepRecord
 
-_TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events")
 
-
-class ExecutionScreen(StoreBacked, Screen):
+class ExecutionScreen(StoreBacked, PaneScreen, Screen):
     """Steps, attempts and the attempt detail of one execution; polls while it is running."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,backspace", "back", "Back", id="back", key_display="esc",
-                tooltip="Back to the executions list"),
-        Binding("r", "refresh", "Refresh", id="refresh", tooltip="Query the store again now"),
-        Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
-                tooltip="Copy the equivalent `truva-console explain` command"),
-        Binding("R", "replay_step", "Replay step", id="replay-step", key_display="R",
-                tooltip="Replay the selected step locally with edited tool responses"),
-        Binding("F", "rerun_failed", "Re-run failed", id="rerun-failed", key_display="F",
-                tooltip="Run the failed, rejected and skipped steps again as a new execution, "
-                        "reusing the results of the steps that succeeded (truva-console rerun)"),
-        *(
-            Binding(str(number), f"show_tab('{tab_id}')", title, show=False,
-                    id=f"show-{tab_id}", tooltip=f"Show the {title} tab of the attempt")
-            for number, (tab_id, title) in enumerate(zip(TAB_IDS, _TAB_TITLES, strict=True), 1)
-        ),
-    ]  # fmt: skip
+    ACTION_SCOPE = "execution"
+    PANES = (("steps", "Steps"), ("attempts", "Attempts"), ("attempt-detail", "Detail"))
+    PALETTE_IF_ENABLED = frozenset({"rerun-failed"})
+    BINDINGS: ClassVar[list[BindingType]] = bindings("execution")
 
     @dataclass
     class ExecutionLoaded(Message):
@@ -107,6 +95,7 @@ class ExecutionScreen(StoreBacked, Screen):
 
     def on_mount(self) -> None:
         self.title = "truva-console"
+        self.label_panes()
         self._update_twin()
         self.query_one(StepTable).focus()
         self.load_execution()
@@ -307,7 +296,10 @@ class ExecutionScreen(StoreBacked, Screen):
         self._show_attempt(n)
 
     def action_back(self) -> None:
-        """Back to the executions list."""
+        """Back to the executions list; with a zoomed pane, restore it first."""
+        if self.maximized is not None:
+            self.minimize()
+            return
         self.dismiss()
 
     def action_refresh(self) -> None:
@@ -320,10 +312,9 @@ class ExecutionScreen(StoreBacked, Screen):
 
     def action_replay_step(self, step_id: str | None = None) -> None:
         """Open the replay screen for `step_id` (the selected step by default)."""
-        open_replay = getattr(self.app, "open_replay", None)
         step_id = step_id or self.step_id
-        if self.detail is not None and step_id is not None and open_replay is not None:
-            open_replay(self.detail, step_id)
+        if self.detail is not None and step_id is not None:
+            self.post_message(ReplayRequested(self.detail, step_id))
 
     def action_rerun_failed(self) -> None:
         """Re-run the failed steps in a worker, then open the new execution."""
@@ -356,9 +347,7 @@ class ExecutionScreen(StoreBacked, Screen):
         self.rerunning = False
         self.refresh_bindings()
         self.notify(f"execution {message.execution_id}: {message.status}", title="Re-run finished")
-        open_execution = getattr(self.app, "open_execution", None)
-        if open_execution is not None:
-            open_execution(message.execution_id)
+        self.post_message(ExecutionRequested(message.execution_id))
 
     @on(RerunFailed)
     def _rerun_failed(self, message: RerunFailed) -> None:
@@ -371,29 +360,17 @@ class ExecutionScreen(StoreBacked, Screen):
         self.app.copy_to_clipboard(self.twin_command)
         self.notify(self.twin_command, title="Copied the CLI command")
 
+    def action_twin(self, action_id: str) -> str | None:
+        """The `explain` command for `copy-cli`, the `rerun` command for `rerun-failed`."""
+        if action_id == "copy-cli":
+            return self.twin_command
+        if action_id == "rerun-failed":
+            return self.rerun_twin_command
+        return None
+
     def palette_commands(self) -> list[PaletteCommand]:
-        """Commands of this screen for the command palette."""
-        commands = [
-            PaletteCommand("view: Back to executions", "Return to the list", self.action_back),
-            PaletteCommand("view: Refresh", "Query the store again now", self.action_refresh),
-            PaletteCommand("cli: Copy the explain command", self.twin_command,
-                           self.action_copy_twin),
-        ]  # fmt: skip
-        if self.check_action("rerun_failed", ()):
-            commands.append(PaletteCommand(
-                "execution: Re-run failed steps",
-                f"A new execution reusing the steps that succeeded · CLI: "
-                f"{self.rerun_twin_command}",
-                self.action_rerun_failed,
-            ))  # fmt: skip
-        for tab_id, title in zip(TAB_IDS, _TAB_TITLES, strict=True):
-            commands.append(
-                PaletteCommand(
-                    f"tab: {title}",
-                    f"Show the {title} tab",
-                    lambda tab_id=tab_id: self.action_show_tab(tab_id),
-                )
-            )
+        """Commands of this screen for the command palette: the registry's, then per step."""
+        commands = self.registry_commands()
         for step in self.detail.steps if self.detail else ():
             commands.append(
                 PaletteCommand(

@@ -8,14 +8,17 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Header, Static
 
 from console.printable import printable
+from console.tui.actions import bindings
+from console.tui.messages import ExecutionRequested
 from console.tui.screens.bundle import ExportDialog, ImportDialog
 from console.tui.screens.palette import PaletteCommand
+from console.tui.screens.panes import PaneScreen
 from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, StoreRequests
 from console.tui.screens.store_source import StoreSource
 from console.tui.widgets.cells import twin_command
@@ -27,25 +30,12 @@ from store.queries import ExecutionFilter, Page
 DEFAULT_PAGE_SIZE = 200
 
 
-class ExecutionsScreen(StoreBacked, Screen):
+class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
     """Lists executions one page at a time (`limit`/`offset`), polling the store while shown."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "focus_filter", "Filter", id="focus-filter", key_display="/",
-                tooltip="Edit the filter, e.g. status:failed rule:budget.attempts text:PARIS"),
-        Binding("r", "refresh", "Refresh", id="refresh",
-                tooltip="Query the store again now"),
-        Binding("n", "next_page", "Next page", id="next-page",
-                tooltip="Show the next page of older executions"),
-        Binding("p", "previous_page", "Prev page", id="previous-page",
-                tooltip="Show the previous page of newer executions"),
-        Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
-                tooltip="Copy the equivalent `truva-console ls` command"),
-        Binding("x", "export", "Export", id="export-bundle",
-                tooltip="Write the highlighted execution (or all listed) to a trace bundle"),
-        Binding("i", "import_bundle", "Import", id="import-bundle",
-                tooltip="Load a trace bundle file into this store"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "executions"
+    PANES = (("filter", "Filter"), ("executions-table", "Executions"))
+    BINDINGS: ClassVar[list[BindingType]] = bindings("executions")
 
     @dataclass
     class PageLoaded(Message):
@@ -92,6 +82,7 @@ class ExecutionsScreen(StoreBacked, Screen):
 
     def on_mount(self) -> None:
         self.title = "truva-console"
+        self.label_panes()
         self._update_twin()
         self.query_one(ExecutionTable).focus()
         self.load_page()
@@ -363,12 +354,14 @@ class ExecutionsScreen(StoreBacked, Screen):
         """Open the import dialog."""
         self.app.push_screen(ImportDialog(self.source.db_path, db_arg=self.db_arg))
 
+    def action_twin(self, action_id: str) -> str | None:
+        """The `ls` command for `copy-cli`."""
+        return self.twin_command if action_id == "copy-cli" else None
+
     def palette_commands(self) -> list[PaletteCommand]:
-        """Commands of this screen for the command palette."""
+        """Commands of this screen for the command palette: the registry's, then per row."""
         commands = [
-            PaletteCommand("view: Refresh", "Query the store again now", self.action_refresh),
-            PaletteCommand("filter: Edit filter", "Focus the filter bar",
-                           self.action_focus_filter),
+            *self.registry_commands(),
             PaletteCommand("filter: Clear filter", "List every execution",
                            lambda: self.apply_filter(ParsedFilter())),
             PaletteCommand("filter: Failed executions", "status:failed",
@@ -377,11 +370,6 @@ class ExecutionsScreen(StoreBacked, Screen):
                            lambda: self.apply_filter(parse_filter("status:partial"))),
             PaletteCommand("filter: Running executions", "status:running",
                            lambda: self.apply_filter(parse_filter("status:running"))),
-            PaletteCommand("page: Next page", "Older executions", self.action_next_page),
-            PaletteCommand("page: Previous page", "Newer executions", self.action_previous_page),
-            PaletteCommand("cli: Copy the ls command", self.twin_command, self.action_copy_twin),
-            PaletteCommand("bundle: Import file", "Load a trace bundle into this store",
-                           self.action_import_bundle),
         ]  # fmt: skip
         if self.page and self.page.executions and self.problem is None:
             commands.append(
@@ -391,13 +379,14 @@ class ExecutionsScreen(StoreBacked, Screen):
                     lambda: self.action_export(all_listed=True),
                 )
             )
-        open_execution = getattr(self.app, "open_execution", None)
-        for row in self.page.executions if self.page and open_execution else ():
+        for row in self.page.executions if self.page else ():
             commands.append(
                 PaletteCommand(
                     f"execution: Open {row.execution_id}",
                     f"{row.status} · {row.query or ''}",
-                    lambda execution_id=row.execution_id: open_execution(execution_id),
+                    lambda execution_id=row.execution_id: self.post_message(
+                        ExecutionRequested(execution_id)
+                    ),
                 )
             )
         for row in self.page.executions if self.page and self.problem is None else ():

@@ -19,7 +19,7 @@ from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
@@ -38,7 +38,10 @@ from console.replay.engine import (
     parse_config_override,
     prepare_replay,
 )
+from console.tui.actions import bindings
+from console.tui.messages import ExecutionRequested
 from console.tui.screens.palette import PaletteCommand
+from console.tui.screens.panes import PaneScreen
 from console.tui.screens.store_backed import StoreBacked, StoreRequests, one_line
 from console.tui.widgets.cells import inline_json, twin_command
 from console.tui.widgets.replay_view import (
@@ -90,21 +93,13 @@ def write_edit_files(edit_files: tuple[EditFile, ...]) -> dict[int, Any]:
     return load_edits([f"{edit.number}={edit.path}" for edit in edit_files])
 
 
-class ReplayScreen(StoreBacked, Screen):
+class ReplayScreen(StoreBacked, PaneScreen, Screen):
     """One recorded step: its dispatches, an editor for their responses, and the replay result."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back", id="back", key_display="esc",
-                tooltip="Back to the execution (while a replay runs: cancel it)"),
-        Binding("ctrl+r", "run_replay", "Run replay", id="run-replay",
-                tooltip="Replay the step with the edited responses, LLM mode and overrides"),
-        Binding("ctrl+t", "restore_response", "Restore recorded", id="restore-response",
-                tooltip="Put the recorded response of this dispatch back in the editor"),
-        Binding("ctrl+o", "open_replay", "Open replay", id="open-replay",
-                tooltip="Open the replay execution in the execution screen"),
-        Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
-                tooltip="Copy the equivalent `truva-console replay` command"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "replay"
+    PANES = (("dispatches", "Dispatches"), ("llm-mode", "LLM layers"),
+             ("config-overrides", "config overrides"), ("response-editor", "Response"))  # fmt: skip
+    BINDINGS: ClassVar[list[BindingType]] = bindings("replay")
 
     WORKER_GROUP = "replay-run"
 
@@ -489,7 +484,13 @@ class ReplayScreen(StoreBacked, Screen):
         self.query_one(f"#llm-{mode}", RadioButton).value = True
 
     def action_back(self) -> None:
-        """Back to the execution; while a replay runs, cancel it instead (it then reports)."""
+        """Back to the execution; while a replay runs, cancel it instead (it then reports).
+
+        With a zoomed pane, restore it first.
+        """
+        if self.maximized is not None:
+            self.minimize()
+            return
         if self.running:
             if self.replayer is not None:
                 self.replayer.cancel()
@@ -504,24 +505,25 @@ class ReplayScreen(StoreBacked, Screen):
 
     def action_open_replay(self) -> None:
         """Open the replay execution in the execution screen."""
-        open_execution = getattr(self.app, "open_execution", None)
-        if self.result is not None and open_execution is not None:
-            open_execution(self.result.execution_id)
+        if self.result is not None:
+            self.post_message(ExecutionRequested(self.result.execution_id))
 
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
         self.notify(self.twin_command, title="Copied the CLI command")
 
+    def action_twin(self, action_id: str) -> str | None:
+        """The `replay` command for `copy-cli` and `run-replay`."""
+        return self.twin_command if action_id in ("copy-cli", "run-replay") else None
+
     def palette_commands(self) -> list[PaletteCommand]:
-        """Commands of this screen for the command palette."""
+        """Commands of this screen for the command palette: the registry's, then the inputs."""
         editor = self.query_one("#response-editor", TextArea)
         commands = [
-            PaletteCommand("replay: Run replay", "Replay the step now", self.action_run_replay),
+            *self.registry_commands(),
             PaletteCommand("replay: Edit response", f"Edit the response to dispatch "
                            f"{self.dispatch_n}", editor.focus),
-            PaletteCommand("replay: Restore recorded response", f"Dispatch {self.dispatch_n}",
-                           self.action_restore_response),
             PaletteCommand("replay: Edit config overrides", "KEY=VALUE, e.g. max_attempts=5",
                            self.query_one("#config-overrides", Input).focus),
             *(
@@ -534,10 +536,6 @@ class ReplayScreen(StoreBacked, Screen):
                                lambda number=number: self.select_dispatch(number))
                 for number in range(1, self._row_count() + 1)
             ),
-            PaletteCommand("view: Back to the execution", "Leave the replay screen",
-                           self.action_back),
-            PaletteCommand("cli: Copy the replay command", self.twin_command,
-                           self.action_copy_twin),
         ]  # fmt: skip
         if self.result is not None:
             commands.append(

@@ -23,6 +23,8 @@ TAB_IDS = ("tab-decision", "tab-request", "tab-response", "tab-llm", "tab-events
 class AttemptDetail(Vertical):
     """Tabs for the selected attempt, or a note when the step has no attempt to show."""
 
+    ALLOW_MAXIMIZE = True
+
     def compose(self) -> ComposeResult:
         with ContentSwitcher(initial="detail-note", id="detail-switcher"):
             yield Static("Select an attempt.", id="detail-note")

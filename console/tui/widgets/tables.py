@@ -7,12 +7,13 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import events, on
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
 from console.printable import printable
 from console.render.formats import format_duration, format_time
+from console.tui.actions import bindings
 from console.tui.widgets.cells import (
     action_text,
     delay_text,
@@ -30,18 +31,8 @@ _QUERY_WIDTH = 40
 class NavigableTable(DataTable):
     """A row-cursor DataTable with vim keys (j/k, g/G) and an Enter that opens the row."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "select_cursor", "Open", id="open-row",
-                tooltip="Open the highlighted row"),
-        Binding("j", "cursor_down", "Down", show=False, id="row-down",
-                tooltip="Move to the next row"),
-        Binding("k", "cursor_up", "Up", show=False, id="row-up",
-                tooltip="Move to the previous row"),
-        Binding("g", "scroll_top", "First row", show=False, id="row-first",
-                tooltip="Move to the first row"),
-        Binding("G", "scroll_bottom", "Last row", show=False, id="row-last",
-                tooltip="Move to the last row"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "table"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("table")
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
