@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console.printable import printable
-from console.render.views import AttemptView, EventView, LLMCallView, StepView
+from console.render.views import AttemptView, BodyDisplay, EventView, LLMCallView, StepView
 
 STATUS_STYLES = {
     "succeeded": "bold green",
@@ -59,6 +59,10 @@ def _headers(headers: tuple[str, ...]) -> list[tuple[str, RenderableType | str]]
     if not headers:
         return [("headers", "-")]
     return [("headers" if index == 0 else "", header) for index, header in enumerate(headers)]
+
+
+def _body_note(body: BodyDisplay) -> str:
+    return body.note + (" (pretty-printed here)" if body.pretty is not None else "")
 
 
 def _pairs(pairs: tuple[tuple[str, str], ...]) -> Table:
@@ -137,7 +141,7 @@ def request_renderable(view: AttemptView) -> RenderableType:
     if sent.corrected:
         rows.append(("corrected", sent.corrected))
     rows += _headers(sent.headers)
-    rows.append(("body", sent.body.note))
+    rows.append(("body", _body_note(sent.body)))
     return _fields(rows)
 
 
@@ -160,7 +164,7 @@ def response_renderable(view: AttemptView) -> RenderableType:
         rows.append(("message", received.message))
     rows.append(("retry policy", received.retry_policy or "-"))
     rows += _headers(received.headers)
-    rows.append(("body", received.body.note))
+    rows.append(("body", _body_note(received.body)))
     return _fields(rows)
 
 

@@ -176,6 +176,7 @@ class ReplayScreen(StoreBacked, PaneScreen, Screen):
 
     def on_mount(self) -> None:
         self.title = "truva-console"
+        self.query_one(DispatchTable).border_title = "Dispatches"
         self.query_one("#llm-mode", RadioSet).border_title = "LLM layers"
         self.query_one("#config-overrides", Input).border_title = "config overrides"
         step = self._original_step()
