@@ -13,8 +13,8 @@ from console.render.execution_columns import EXECUTION_COLUMNS, RowOrder
 from console.samples import prepare_sample_store
 from console.tui.app import TruvaConsoleApp
 from console.tui.widgets.tables import ExecutionTable
-from tests.functional.test_tui_stores import screen_loaded, tui_app
 from tests.support.plans import run_cli
+from tests.support.tui import screen_loaded, tui_app
 
 HEADERS = {column.key: column.header for column in EXECUTION_COLUMNS}
 

@@ -20,8 +20,8 @@ from console.tui.screens.replay import ReplayScreen
 from console.tui.widgets.replay_view import DispatchTable, edited_value
 from console.tui.widgets.tables import ExecutionTable
 from store.queries import open_store
-from tests.functional.test_tui_stores import screen_loaded, settle_until, shown_text, tui_app
 from tests.support.plans import run_cli
+from tests.support.tui import screen_loaded, settle_until, shown_text, tui_app
 
 SIZE = (120, 36)
 # scenario-d: step-1 got 503 three times and stopped by budget.attempts.

@@ -22,7 +22,7 @@ from console.tui.widgets.attempt_detail import decision_renderable
 from console.tui.widgets.cells import action_text
 from console.tui.widgets.tables import AttemptTable, StepTable
 from store.queries import ExecutionDetail, open_store
-from tests.functional.test_tui_stores import screen_loaded, settle_until, tui_app
+from tests.support.tui import screen_loaded, settle_until, tui_app
 
 SIZE = (120, 36)
 RATE_LIMITED = sample_execution_ids()["scenario-b-rate-limit"]

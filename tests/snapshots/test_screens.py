@@ -8,7 +8,7 @@ import pytest
 
 from console.tui.app import TruvaConsoleApp
 from console.tui.screens.execution import ExecutionScreen
-from tests.functional.test_tui_stores import (
+from tests.support.tui import (
     TRIP,
     record_synthetic_store,
     screen_loaded,
@@ -80,3 +80,9 @@ def test_empty_store_screen(snap_compare, in_tmp: Path) -> None:
 def test_unreadable_store_screen(snap_compare, in_tmp: Path) -> None:
     (in_tmp / DB).write_text("hello, I am not a database\n")
     assert snap_compare(console_app(), terminal_size=SIZE, run_before=_settle)
+
+
+def test_help_screen_of_the_steps_pane(snap_compare, in_tmp: Path) -> None:
+    record_synthetic_store(in_tmp / DB)
+    assert snap_compare(console_app(), terminal_size=SIZE,
+                        run_before=_open_trip("step-1", 1, tab="f1"))  # fmt: skip

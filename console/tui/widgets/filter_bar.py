@@ -13,11 +13,12 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from textual import on
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import Input
 
 from console.render.formats import ArgumentProblem, parse_time
+from console.tui.actions import bindings
 from store.queries import ACTIONS, EXECUTION_STATUSES, ExecutionFilter
 
 # token key -> (ExecutionFilter field, `ls` option)
@@ -114,10 +115,8 @@ def _typed(name: str, value: str, *, now: float) -> str | int | float:
 class FilterBar(Input):
     """A one-line filter input; Enter applies it, Escape leaves it."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "leave", "Leave filter", id="leave-filter",
-                tooltip="Go back to the table without applying the filter"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "filter"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("filter")
 
     @dataclass
     class FilterApplied(Message):

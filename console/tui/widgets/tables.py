@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import events, on
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -24,6 +24,7 @@ from console.render.execution_columns import (
     sort_rows,
 )
 from console.render.formats import format_duration
+from console.tui.actions import bindings
 from console.tui.widgets.cells import action_text, delay_text, http_text, status_text
 from store.queries import AttemptRecord, ExecutionRow, StepRecord
 
@@ -31,18 +32,8 @@ from store.queries import AttemptRecord, ExecutionRow, StepRecord
 class NavigableTable(DataTable):
     """A row-cursor DataTable with vim keys (j/k, g/G) and an Enter that opens the row."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "select_cursor", "Open", id="open-row",
-                tooltip="Open the highlighted row"),
-        Binding("j", "cursor_down", "Down", show=False, id="row-down",
-                tooltip="Move to the next row"),
-        Binding("k", "cursor_up", "Up", show=False, id="row-up",
-                tooltip="Move to the previous row"),
-        Binding("g", "scroll_top", "First row", show=False, id="row-first",
-                tooltip="Move to the first row"),
-        Binding("G", "scroll_bottom", "Last row", show=False, id="row-last",
-                tooltip="Move to the last row"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "table"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("table")
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -88,12 +79,8 @@ class ExecutionTable(NavigableTable):
     width that is left.
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "sort_next", "Sort", id="sort-column",
-                tooltip="Sort this page by the next column (again: the one after)"),
-        Binding("S", "sort_reverse", "Reverse", id="sort-reverse", key_display="S",
-                tooltip="Reverse the sort order of this page"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "execution-table"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("execution-table")
 
     @dataclass
     class ExecutionHighlighted(Message):
