@@ -80,7 +80,7 @@ def test_explain_and_ls_print_no_escape_byte(hostile_store: tuple[Path, str]) ->
 async def test_tui_cells_and_panes_show_escapes(hostile_store: tuple[Path, str]) -> None:
     db, execution_id = hostile_store
     app = tui_app(db, live_refresh=False)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with app.run_test(size=(200, 40)) as pilot:  # every list column fits
         await screen_loaded(pilot)
         await app.workers.wait_for_complete()
         await pilot.pause()

@@ -47,7 +47,7 @@ async def open_execution(app, pilot, execution_id: str) -> ExecutionScreen:
 async def test_f_reruns_the_failed_steps_and_opens_the_new_execution(partial_run, tool_server):
     db, original = partial_run
     app = tui_app(db, db_arg=str(db), live_refresh=False)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(200, 40)) as pilot:  # the whole query column fits
         screen = await open_execution(app, pilot, original)
         binding = next(b for b in screen.BINDINGS if getattr(b, "id", None) == "rerun-failed")
         assert (binding.key, binding.action) == ("F", "rerun_failed") and binding.tooltip

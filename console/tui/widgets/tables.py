@@ -107,6 +107,14 @@ class ExecutionTable(NavigableTable):
         self._rows: tuple[ExecutionRow, ...] = ()
         self._header_signature: tuple[object, ...] = ()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Offer sorting once there are rows, and reversing once sorted by a column."""
+        if action == "sort_next":
+            return self.row_count > 0
+        if action == "sort_reverse":
+            return self.row_count > 0 and self.order.key is not None
+        return super().check_action(action, parameters)
+
     def show_rows(self, rows: tuple[ExecutionRow, ...]) -> None:
         """Replace the rows, keeping the cursor on the same execution when it is still listed."""
         self._rows = tuple(rows)
