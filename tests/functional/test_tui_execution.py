@@ -205,6 +205,8 @@ async def test_backoff_and_events_tab(synthetic_db: Path) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-1")
+        screen.select_attempt(1)
         await pilot.press("5")
         events = static_text(screen, "#events-body", width=200)
         assert "planned  1000.0 ms (set by retry_after_header)" in events

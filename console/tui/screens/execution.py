@@ -16,6 +16,7 @@ from textual.worker import Worker, WorkerState
 
 from console.printable import printable
 from console.render.formats import format_time
+from console.render.navigation import next_failed, opening_position
 from console.tui.screens.palette import PaletteCommand
 from console.tui.screens.store_source import StoreSource, StoreUnavailable
 from console.tui.widgets.attempt_detail import TAB_IDS, AttemptDetail
@@ -41,6 +42,11 @@ class ExecutionScreen(Screen):
         Binding("F", "rerun_failed", "Re-run failed", id="rerun-failed", key_display="F",
                 tooltip="Run the failed, rejected and skipped steps again as a new execution, "
                         "reusing the results of the steps that succeeded (truva-console rerun)"),
+        Binding("n,right_square_bracket", "next_failed", "Next failed", id="next-failed",
+                key_display="n", tooltip="Jump to the next failed attempt of this execution"),
+        Binding("N,left_square_bracket", "previous_failed", "Prev failed", id="previous-failed",
+                key_display="N", show=False,
+                tooltip="Jump to the previous failed attempt of this execution"),
         *(
             Binding(str(number), f"show_tab('{tab_id}')", title, show=False,
                     id=f"show-{tab_id}", tooltip=f"Show the {title} tab of the attempt")
@@ -210,8 +216,7 @@ class ExecutionScreen(Screen):
         steps.show_steps(detail.steps)
         known = {step.step_id for step in detail.steps}
         if self.step_id not in known:
-            self.step_id = detail.steps[0].step_id if detail.steps else None
-            self.attempt_n = None
+            self.step_id, self.attempt_n = opening_position(detail)
         steps.move_to_key(self.step_id)
         self._show_step(self.step_id, keep_attempt=True)
 
@@ -337,6 +342,26 @@ class ExecutionScreen(Screen):
         """Show attempt `n` of the selected step and put the cursor on it."""
         self.query_one(AttemptTable).move_to_key(str(n))
         self._show_attempt(n)
+
+    def action_next_failed(self, backwards: bool = False) -> None:
+        """Show the next (or previous) failed attempt, across steps."""
+        if self.detail is None:
+            return
+        target = next_failed(self.detail, self.step_id, self.attempt_n, backwards=backwards)
+        if target is None:
+            self.notify("No failed attempt in this execution.", title="Next failed")
+            return
+        step_id, n = target
+        if step_id != self.step_id:
+            self.attempt_n = n
+            self.query_one(StepTable).move_to_key(step_id)
+            self._show_step(step_id, keep_attempt=True)
+        else:
+            self.select_attempt(n)
+
+    def action_previous_failed(self) -> None:
+        """Show the previous failed attempt, across steps."""
+        self.action_next_failed(backwards=True)
 
     def action_back(self) -> None:
         """Back to the executions list."""

@@ -15,6 +15,7 @@ from textual.widgets import ContentSwitcher, Footer, Header, Static
 from textual.worker import Worker, WorkerState
 
 from console.printable import printable
+from console.render.navigation import next_failed_execution
 from console.tui.screens.bundle import ExportDialog, ImportDialog
 from console.tui.screens.palette import PaletteCommand
 from console.tui.screens.store_source import StoreSource, StoreUnavailable
@@ -41,6 +42,8 @@ class ExecutionsScreen(Screen):
                 tooltip="Show the previous page of newer executions"),
         Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
                 tooltip="Copy the equivalent `truva-console ls` command"),
+        Binding("f", "next_failed_execution", "Next failed", id="next-failed-execution",
+                tooltip="Move to the next execution that failed, below the highlighted one"),
         Binding("x", "export", "Export", id="export-bundle",
                 tooltip="Write the highlighted execution (or all listed) to a trace bundle"),
         Binding("i", "import_bundle", "Import", id="import-bundle",
@@ -343,6 +346,16 @@ class ExecutionsScreen(Screen):
             self.page_offset = max(0, self.page_offset - self.page_size)
             self._update_twin()
             self.load_page()
+
+    def action_next_failed_execution(self) -> None:
+        """Put the cursor on the next failed execution of the page (wrapping around)."""
+        table = self.query_one(ExecutionTable)
+        rows = self.page.executions if self.page else ()
+        target = next_failed_execution(rows, table.highlighted_key())
+        if target is None:
+            self.notify("No failed execution on this page.", title="Next failed")
+            return
+        table.move_to_key(target)
 
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""

@@ -1,0 +1,83 @@
+"""The execution screen as a debugging instrument, through Pilot: where it opens, failed-attempt
+jumps, the pager, editor and copy keys, search, decision panel, timeline, diff and warnings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console.tui.screens.execution import ExecutionScreen
+from console.tui.screens.executions import ExecutionsScreen
+from console.tui.widgets.tables import AttemptTable, ExecutionTable, StepTable
+from tests.functional.test_tui_execution import open_execution
+from tests.functional.test_tui_stores import (
+    EXHAUSTED,
+    SMALL,
+    TRIP,
+    record_synthetic_store,
+    screen_loaded,
+    tui_app,
+)
+
+SIZE = (120, 36)
+
+
+@pytest.fixture(scope="module")
+def synthetic_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return record_synthetic_store(tmp_path_factory.mktemp("tui-debugging") / "debug.duckdb")
+
+
+async def test_an_execution_opens_on_its_first_failing_step_at_the_decisive_attempt(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        assert (screen.step_id, screen.attempt_n) == ("step-3", 1)
+        assert screen.query_one(StepTable).highlighted_key() == "step-3"
+        screen.dismiss()
+        screen = await open_execution(app, pilot, EXHAUSTED)
+        # three 503s: the third attempt was decided by budget.attempts, the step's final rule
+        assert (screen.step_id, screen.attempt_n) == ("step-1", 3)
+        assert screen.query_one(AttemptTable).highlighted_key() == "3"
+
+
+async def test_n_and_shift_n_jump_between_failed_attempts_across_steps(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        await pilot.press("n")
+        await pilot.pause()
+        assert (screen.step_id, screen.attempt_n) == ("step-5", 1)
+        await pilot.press("n")  # wraps around to the 429 of step-1
+        await pilot.pause()
+        assert (screen.step_id, screen.attempt_n) == ("step-1", 1)
+        assert screen.query_one(StepTable).highlighted_key() == "step-1"
+        await pilot.press("right_square_bracket")  # the 400 that the analyzer corrected
+        await pilot.pause()
+        assert (screen.step_id, screen.attempt_n) == ("step-2", 1)
+        await pilot.press("N")
+        await pilot.pause()
+        assert (screen.step_id, screen.attempt_n) == ("step-1", 1)
+        await pilot.press("left_square_bracket")
+        await pilot.pause()
+        assert (screen.step_id, screen.attempt_n) == ("step-5", 1)
+        assert screen.query_one(AttemptTable).highlighted_key() == "1"
+
+
+async def test_f_on_the_list_moves_to_the_next_failed_execution(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await screen_loaded(pilot)
+        assert isinstance(app.screen, ExecutionsScreen)
+        table = app.screen.query_one(ExecutionTable)
+        assert table.highlighted_key() == EXHAUSTED  # newest first: exhausted, small, trip
+        await pilot.press("f")
+        assert table.highlighted_key() == TRIP  # SMALL succeeded, so it is passed over
+        await pilot.press("f")
+        assert table.highlighted_key() == EXHAUSTED
+        assert table.highlighted_key() != SMALL
+        assert not isinstance(app.screen, ExecutionScreen)
