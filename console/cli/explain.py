@@ -10,6 +10,7 @@ from typing import Any
 
 from console.exits import fail
 from console.printable import printable
+from console.render.decision import split_inputs
 from console.render.formats import format_duration, format_time
 from console.words import counted, reached_wire, received_text, sent_parameters
 from store.connection import resolve_db_path
@@ -189,10 +190,6 @@ class _Lines:
 
 def _json_inline(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=False)
-
-
-def _scalar(value: Any) -> str:
-    return value if isinstance(value, str) else _json_inline(value)
 
 
 def render_explain(detail: ExecutionDetail, steps: tuple[StepRecord, ...]) -> str:
@@ -381,12 +378,13 @@ def _render_decision(
             for name, value in budgets.items()
         )
         out.field("budgets", left, depth=3)
-    if inputs:
-        pairs = " ".join(f"{key}={_scalar(value)}" for key, value in inputs.items())
-        wrapped = textwrap.wrap(pairs, width=_WRAP_WIDTH, break_long_words=False,
+    read, rest = split_inputs(attempt.rule_id, inputs)
+    for label, pairs in (("read", read), ("inputs", rest)):
+        joined = " ".join(f"{key}={value}" for key, value in pairs)
+        wrapped = textwrap.wrap(joined, width=_WRAP_WIDTH, break_long_words=False,
                                 break_on_hyphens=False)  # fmt: skip
         for index, line in enumerate(wrapped):
-            out.field("inputs" if index == 0 else "", line, depth=3)
+            out.field(label if index == 0 else "", line, depth=3)
     if attempt.delay_ms is not None:
         out.field("delay", f"{attempt.delay_ms:.1f} ms ({attempt.delay_source})", depth=3)
     if attempt.corrected_parameters is not None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.widgets import Collapsible, Static
 
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.tables import AttemptTable, ExecutionTable, StepTable
-from tests.functional.test_tui_execution import open_execution
+from tests.functional.test_tui_execution import open_execution, static_text
 from tests.functional.test_tui_stores import (
     EXHAUSTED,
     SMALL,
@@ -81,3 +82,26 @@ async def test_f_on_the_list_moves_to_the_next_failed_execution(synthetic_db: Pa
         assert table.highlighted_key() == EXHAUSTED
         assert table.highlighted_key() != SMALL
         assert not isinstance(app.screen, ExecutionScreen)
+
+
+async def test_decision_panel_shows_the_inputs_the_rule_read_and_folds_the_rest(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-1")
+        screen.select_attempt(1)  # the 429 resent by transient.retry_same
+        await pilot.pause()
+        body = static_text(screen, "#decision-body", width=200)
+        assert "Inputs transient.retry_same read" in body
+        read = body.split("Inputs transient.retry_same read", 1)[1].split("Why not", 1)[0]
+        assert "status" in read and "429" in read and "attempt_number" in read
+        assert "max_attempts" in read and "side_effects" not in read
+        folded = screen.query_one("#decision-all-inputs", Collapsible)
+        assert folded.collapsed and folded.title.startswith("all inputs (")
+        others = static_text(screen, "#decision-other-inputs", width=200)
+        assert "side_effects" in others and "attempt_number" not in others
+        folded.collapsed = False
+        await pilot.pause()
+        assert screen.query_one("#decision-other-inputs", Static).region.height > 0

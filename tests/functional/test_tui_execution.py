@@ -112,8 +112,9 @@ async def test_decision_tab_shows_rule_reason_inputs_and_rules_that_did_not_matc
         not_matched = attempt.decision["not_matched"]
         transient = next(m for m in not_matched if m["rule_id"] == "transient.retry_same")
         assert "transient.retry_same" in decision and transient["reason"] in decision
-        assert "Inputs the rules read" in decision
-        assert "analyzer.changes.city" in decision and "validation_retries" in decision
+        assert "Inputs analyzer.accept read" in decision
+        assert "analyzer.changes.city" in decision and "validation_retries" not in decision
+        assert "validation_retries" in static_text(screen, "#decision-other-inputs", width=300)
 
 
 async def test_decision_tab_shows_recovery_impact_and_why_no_layer_ran(

@@ -15,7 +15,8 @@ from textual.widgets import ContentSwitcher, Static, TabbedContent, TabPane, Tex
 
 from console.printable import printable
 from console.render.formats import format_duration, format_time
-from console.tui.widgets.cells import action_text, inline_json
+from console.tui.widgets.cells import inline_json
+from console.tui.widgets.decision_panel import DecisionPanel
 from console.words import reached_wire, received_text
 from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRecord, StepRecord
 
@@ -58,20 +59,6 @@ def body_display(body: bytes | None) -> BodyDisplay:
     return BodyDisplay(text, None, f"{size} bytes, UTF-8 text")
 
 
-def flatten_inputs(inputs: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """Decision inputs as (dotted key, value) pairs; nested objects are spread out."""
-    if not isinstance(inputs, dict):
-        return [(prefix or "inputs", inline_json(inputs))]
-    pairs: list[tuple[str, str]] = []
-    for key, value in inputs.items():
-        name = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, dict) and value:
-            pairs += flatten_inputs(value, name)
-        else:
-            pairs.append((name, "null" if value is None else inline_json(value)))
-    return pairs
-
-
 def _fields(rows: list[tuple[str, RenderableType | str]]) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
@@ -90,69 +77,6 @@ def _headers(headers: Any) -> list[tuple[str, str]]:
         return [("headers", "-")]
     return [("headers" if index == 0 else "", printable(f"{name}: {value}"))
             for index, (name, value) in enumerate(dict(headers).items())]  # fmt: skip
-
-
-def decision_renderable(attempt: AttemptRecord) -> RenderableType:
-    """The decision: action, rule, reason, the inputs it read, and every earlier rule's miss."""
-    if attempt.action is None:
-        return Text("No decision recorded for this attempt (it was still in flight).")
-    decision = attempt.decision if isinstance(attempt.decision, dict) else {}
-    layer = f"  (layer {attempt.decision_layer})" if attempt.decision_layer else ""
-    rule = printable(attempt.rule_id) or "-"
-    headline = Text.assemble(action_text(attempt.action), "  by rule ", (rule, "bold"),
-                             printable(layer))  # fmt: skip
-    rows: list[tuple[str, RenderableType | str]] = [
-        ("action", headline),
-        ("reason", attempt.reason or "-"),
-    ]
-    if decision.get("impact"):
-        rows.append(("impact", str(decision["impact"])))
-    if decision.get("recovery"):
-        rows.append(("recovery", Text(str(decision["recovery"]), style="bold")))
-    if attempt.delay_ms is not None:
-        rows.append(("delay", f"{attempt.delay_ms:.1f} ms before the next attempt "
-                              f"(set by {attempt.delay_source})"))  # fmt: skip
-    if attempt.corrected_parameters is not None:
-        rows.append(("corrected", inline_json(attempt.corrected_parameters)))
-    parts: list[RenderableType] = [_fields(rows)]
-    not_matched = decision.get("not_matched") or []
-    parts.append(_heading("Why not: earlier rules that did not match (first match wins)"))
-    if not_matched:
-        misses = Table.grid(padding=(0, 2))
-        misses.add_column(style="yellow", no_wrap=True)
-        misses.add_column(overflow="fold")
-        for miss in not_matched:
-            misses.add_row(printable(str(miss.get("rule_id"))), printable(str(miss.get("reason"))))
-        parts.append(misses)
-    else:
-        parts.append(Text("none: the first rule matched", style="dim"))
-    layers = decision.get("layers") or []
-    if layers:
-        parts.append(_heading("Correction layers: consulted, or why not"))
-        notes = Table.grid(padding=(0, 2))
-        notes.add_column(style="yellow", no_wrap=True)
-        notes.add_column(no_wrap=True)
-        notes.add_column(overflow="fold")
-        for note in layers:
-            consulted = "consulted" if note.get("consulted") else "not consulted"
-            notes.add_row(str(note.get("layer")), consulted, str(note.get("detail")))
-        parts.append(notes)
-    parts.append(_heading("Inputs the rules read"))
-    inputs = decision.get("inputs")
-    parts.append(_pairs(flatten_inputs(inputs)) if inputs else Text("none recorded", style="dim"))
-    return Group(*parts)
-
-
-def _pairs(pairs: list[tuple[str, str]]) -> Table:
-    """Key/value pairs two to a row, read left to right."""
-    grid = Table.grid(padding=(0, 2), expand=True)
-    for _ in range(2):
-        grid.add_column(style="bold", no_wrap=True)
-        grid.add_column(overflow="fold", ratio=1)
-    for index in range(0, len(pairs), 2):
-        left, right = pairs[index], pairs[index + 1] if index + 1 < len(pairs) else ("", "")
-        grid.add_row(*(printable(cell) for cell in (*left, *right)))
-    return grid
 
 
 def request_renderable(attempt: AttemptRecord) -> RenderableType:
@@ -293,11 +217,8 @@ class AttemptDetail(Vertical):
         with ContentSwitcher(initial="detail-note", id="detail-switcher"):
             yield Static("Select an attempt.", id="detail-note")
             with TabbedContent(id="detail-tabs"):
-                with (
-                    TabPane("Decision", id="tab-decision"),
-                    VerticalScroll(classes="detail-scroll"),
-                ):
-                    yield Static(id="decision-body")
+                with TabPane("Decision", id="tab-decision"):
+                    yield DecisionPanel(id="decision-panel", classes="detail-scroll")
                 with TabPane("Request", id="tab-request"):
                     yield Static(id="request-head", classes="detail-head")
                     yield TextArea.code_editor(read_only=True, id="request-body",
@@ -323,7 +244,7 @@ class AttemptDetail(Vertical):
         self, attempt: AttemptRecord, step: StepRecord, detail: ExecutionDetail
     ) -> None:
         """Fill every tab from `attempt`."""
-        self.query_one("#decision-body", Static).update(decision_renderable(attempt))
+        self.query_one(DecisionPanel).show(attempt)
         self.query_one("#request-head", Static).update(request_renderable(attempt))
         self._show_body("#request-body", attempt.request_body if attempt.dispatched else None)
         self.query_one("#response-head", Static).update(response_renderable(attempt))
