@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import textwrap
 from typing import Any
@@ -12,6 +13,7 @@ from console.exits import fail
 from console.printable import printable
 from console.render.decision import split_inputs
 from console.render.formats import format_duration, format_time
+from console.render.timeline import LEGEND, execution_timeline, step_timeline
 from console.words import counted, reached_wire, received_text, sent_parameters
 from store.connection import resolve_db_path
 from store.errors import StoreError
@@ -42,6 +44,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("execution", metavar="EXECUTION", help="execution id, or a unique prefix")
     parser.add_argument("step", metavar="STEP", nargs="?", help="only this step")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
+    parser.add_argument("--timeline", action="store_true",
+                        help="draw the attempts, LLM calls and backoff waits on one time axis "
+                             "(the execution, then each step) instead of the full explanation")
     parser.set_defaults(handler=run)
 
 
@@ -53,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
         steps = (detail.step(args.step),) if args.step else detail.steps
     except StoreError as error:
         return fail(error)
-    if args.json:
+    if getattr(args, "timeline", False) and not args.json:
+        sys.stdout.write(printable(render_timelines(detail, steps)))
+    elif args.json:
         json.dump(explain_document(detail, steps), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
@@ -190,6 +197,19 @@ class _Lines:
 
 def _json_inline(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=False)
+
+
+def render_timelines(
+    detail: ExecutionDetail, steps: tuple[StepRecord, ...], *, width: int | None = None
+) -> str:
+    """The execution's waterfall (when every step is shown), then each step's, and a legend."""
+    width = width or max(60, shutil.get_terminal_size((80, 24)).columns)
+    lines = [f"execution {detail.execution.execution_id}  {detail.execution.status}"]
+    if len(steps) == len(detail.steps):
+        lines += ["", *execution_timeline(detail, width=width)]
+    for step in steps:
+        lines += ["", *step_timeline(step, width=width)]
+    return "\n".join([*lines, "", LEGEND]) + "\n"
 
 
 def render_explain(detail: ExecutionDetail, steps: tuple[StepRecord, ...]) -> str:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from textual.widgets import Collapsible, Static
+from textual.widgets import Collapsible, Static, TabbedContent
 
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.tables import AttemptTable, ExecutionTable, StepTable
+from console.tui.widgets.timeline_view import TimelineView
 from tests.functional.test_tui_execution import open_execution, static_text
 from tests.functional.test_tui_stores import (
     EXHAUSTED,
@@ -105,3 +106,23 @@ async def test_decision_panel_shows_the_inputs_the_rule_read_and_folds_the_rest(
         folded.collapsed = False
         await pilot.pause()
         assert screen.query_one("#decision-other-inputs", Static).region.height > 0
+
+
+async def test_key_6_shows_the_timeline_of_the_step_and_of_the_execution(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-1")
+        await pilot.press("6")
+        await pilot.pause()
+        tabs = screen.query_one("#detail-tabs", TabbedContent)
+        assert tabs.active == "tab-timeline"
+        view = screen.query_one(TimelineView)
+        text = "\n".join(view.lines(view.size.width))
+        assert view.size.width > 80
+        assert text.startswith("Step step-1\nstep-1     0─")
+        assert "wait 1.00 s planned · 1.00 s actual · Retry-After" in text
+        assert "\nExecution\nexecution  0─" in text
+        assert max(len(line) for line in text.splitlines()) <= view.size.width

@@ -25,7 +25,7 @@ from console.tui.widgets.tables import AttemptTable, StepTable
 from console.words import counted, sent_parameters
 from store.queries import ExecutionDetail, StepRecord
 
-_TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events")
+_TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events", "Timeline")
 
 
 class ExecutionScreen(Screen):

@@ -17,13 +17,15 @@ from console.printable import printable
 from console.render.formats import format_duration, format_time
 from console.tui.widgets.cells import inline_json
 from console.tui.widgets.decision_panel import DecisionPanel
+from console.tui.widgets.timeline_view import TimelineView
 from console.words import reached_wire, received_text
 from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRecord, StepRecord
 
 # Bodies above this size are shown as they are: no pretty-printing, no highlighting.
 PRETTY_PRINT_LIMIT_BYTES = 2_000_000
 
-TAB_IDS = ("tab-decision", "tab-request", "tab-response", "tab-llm", "tab-events")
+TAB_IDS = ("tab-decision", "tab-request", "tab-response", "tab-llm", "tab-events",
+           "tab-timeline")
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +236,11 @@ class AttemptDetail(Vertical):
                     VerticalScroll(classes="detail-scroll"),
                 ):
                     yield Static(id="events-body")
+                with (
+                    TabPane("Timeline", id="tab-timeline"),
+                    VerticalScroll(classes="detail-scroll"),
+                ):
+                    yield TimelineView(id="timeline-body")
 
     def show_note(self, text: str) -> None:
         """Show `text` instead of the tabs."""
@@ -252,6 +259,7 @@ class AttemptDetail(Vertical):
         llm_area = self.query_one("#llm-text", TextArea)
         llm_area.load_text(printable(llm_text(attempt.llm_calls, step.llm_calls)))
         self.query_one("#events-body", Static).update(events_renderable(attempt, step, detail))
+        self.query_one(TimelineView).show(step, detail)
         tabs = self.query_one("#detail-tabs", TabbedContent)
         tabs.get_tab("tab-llm").label = f"LLM ({len(attempt.llm_calls)})"
         other_events = sum(1 for e in attempt.events if e.kind != "backoff")
