@@ -13,6 +13,7 @@ from console.exits import fail
 from console.printable import printable
 from console.render.decision import split_inputs
 from console.render.formats import format_duration, format_time
+from console.render.request_diff import diff_lines, request_diffs
 from console.render.timeline import LEGEND, execution_timeline, step_timeline
 from console.words import counted, reached_wire, received_text, sent_parameters
 from store.connection import resolve_db_path
@@ -263,6 +264,12 @@ def _render_step(out: _Lines, step: StepRecord) -> None:
         label = f"{run.verb} {run.attempts_label}"
         out.add(f"{label.ljust(_LABEL_WIDTH - 1)} {_json_inline(run.parameters)}{run.note}",
                 depth=1)  # fmt: skip
+    for diff in request_diffs(step):
+        if diff.changes:
+            head, *changes = diff_lines(diff)
+            out.field("changed", head, depth=1)
+            for change in changes:
+                out.add(change.strip(), depth=1 + 3)
     if step.protected_keys:
         out.field("protected", _json_inline(step.protected_keys), depth=1)
     if (step.side_effects and step.side_effects != "none") or step.orchestrator:

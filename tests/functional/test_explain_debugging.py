@@ -41,3 +41,16 @@ def test_explain_prints_the_inputs_the_rule_read_apart(db: str) -> None:
     assert "status=429" in read and "attempt_number=1" in read and "side_effects" not in read
     rest = result.stdout.split(read, 1)[1]
     assert rest.lstrip().startswith("inputs ") and "side_effects=none" in rest
+
+
+def test_explain_shows_what_the_correction_changed_and_who_proposed_it(db: str) -> None:
+    result = run_cli("--db", db, "explain", TRIP, "step-2")
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    index = next(i for i, line in enumerate(lines) if line.strip().startswith("changed "))
+    assert lines[index].split(None, 1)[1] == (
+        "#1 → #2  analyzer layer, LLM call 1 (error_analysis, model gpt-test)"
+    )
+    assert lines[index + 1].strip() == 'age: "thirty" → 30'
+    resent = run_cli("--db", db, "explain", TRIP, "step-1")  # a 429 resent as it was
+    assert not [line for line in resent.stdout.splitlines() if line.startswith("    changed ")]

@@ -126,3 +126,21 @@ async def test_key_6_shows_the_timeline_of_the_step_and_of_the_execution(
         assert "wait 1.00 s planned · 1.00 s actual · Retry-After" in text
         assert "\nExecution\nexecution  0─" in text
         assert max(len(line) for line in text.splitlines()) <= view.size.width
+
+
+async def test_key_7_shows_the_request_diff_with_layer_and_llm_call(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-2")
+        screen.select_attempt(2)
+        await pilot.press("7")
+        await pilot.pause()
+        assert screen.query_one("#detail-tabs", TabbedContent).active == "tab-diff"
+        diff = static_text(screen, "#diff-body", width=120)
+        assert "▶ #1 → #2  analyzer layer, LLM call 1 (error_analysis, model gpt-test)" in diff
+        assert 'age "thirty" → 30' in " ".join(diff.split())
+        screen.select_step("step-1")
+        screen.select_attempt(1)
+        await pilot.pause()
+        assert "  #1 → #2  resent unchanged" in static_text(screen, "#diff-body", width=120)

@@ -25,7 +25,8 @@ from console.tui.widgets.tables import AttemptTable, StepTable
 from console.words import counted, sent_parameters
 from store.queries import ExecutionDetail, StepRecord
 
-_TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events", "Timeline")
+_TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events", "Timeline",
+               "Diff")
 
 
 class ExecutionScreen(Screen):

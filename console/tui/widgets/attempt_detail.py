@@ -17,6 +17,7 @@ from console.printable import printable
 from console.render.formats import format_duration, format_time
 from console.tui.widgets.cells import inline_json
 from console.tui.widgets.decision_panel import DecisionPanel
+from console.tui.widgets.diff_view import diff_renderable
 from console.tui.widgets.timeline_view import TimelineView
 from console.words import reached_wire, received_text
 from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRecord, StepRecord
@@ -25,7 +26,7 @@ from store.queries import AttemptRecord, EventRecord, ExecutionDetail, LLMCallRe
 PRETTY_PRINT_LIMIT_BYTES = 2_000_000
 
 TAB_IDS = ("tab-decision", "tab-request", "tab-response", "tab-llm", "tab-events",
-           "tab-timeline")
+           "tab-timeline", "tab-diff")
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +242,8 @@ class AttemptDetail(Vertical):
                     VerticalScroll(classes="detail-scroll"),
                 ):
                     yield TimelineView(id="timeline-body")
+                with TabPane("Diff", id="tab-diff"), VerticalScroll(classes="detail-scroll"):
+                    yield Static(id="diff-body")
 
     def show_note(self, text: str) -> None:
         """Show `text` instead of the tabs."""
@@ -260,6 +263,7 @@ class AttemptDetail(Vertical):
         llm_area.load_text(printable(llm_text(attempt.llm_calls, step.llm_calls)))
         self.query_one("#events-body", Static).update(events_renderable(attempt, step, detail))
         self.query_one(TimelineView).show(step, detail)
+        self.query_one("#diff-body", Static).update(diff_renderable(step, attempt.n))
         tabs = self.query_one("#detail-tabs", TabbedContent)
         tabs.get_tab("tab-llm").label = f"LLM ({len(attempt.llm_calls)})"
         other_events = sum(1 for e in attempt.events if e.kind != "backoff")
