@@ -15,6 +15,7 @@ from console.render.decision import split_inputs
 from console.render.formats import format_duration, format_time
 from console.render.request_diff import diff_lines, request_diffs
 from console.render.timeline import LEGEND, execution_timeline, step_timeline
+from console.render.warnings import attempt_warnings
 from console.words import counted, reached_wire, received_text, sent_parameters
 from store.connection import resolve_db_path
 from store.errors import StoreError
@@ -308,6 +309,8 @@ def _render_attempt(out: _Lines, attempt: AttemptRecord) -> None:
     if attempt.dispatched:
         _render_sent(out, attempt)
         _render_received(out, attempt)
+        for warning in attempt_warnings(attempt):
+            out.field("warning", f"⚠ tool contract: {warning.message}", depth=2)
     else:
         out.field("sent", "nothing: the request was not dispatched", depth=2)
         out.field("parameters", _json_inline(attempt.parameters), depth=3)

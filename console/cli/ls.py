@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from console.exits import fail
 from console.printable import printable
 from console.render.formats import ArgumentProblem, format_duration, format_time, parse_time
+from executor.contract import WARNING_CODES
 from store.connection import resolve_db_path
 from store.errors import StoreError
 from store.queries import (
@@ -50,6 +51,11 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--until", metavar="TIME", help="started before TIME (same forms)")
     parser.add_argument("--text", help="text in request/response bodies, LLM prompts or answers")
+    parser.add_argument(
+        "--warning", nargs="?", const="any", choices=("any", *WARNING_CODES), metavar="KIND",
+        help="a response broke the tool contract (any, or one of: "
+        f"{', '.join(WARNING_CODES)}); KIND defaults to any",
+    )
     parser.add_argument("--limit", type=int, default=50, help="rows per page (default 50)")
     parser.add_argument("--offset", type=int, default=0, help="rows to skip (default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -96,6 +102,7 @@ def filters_from_args(args: argparse.Namespace, *, now: float | None = None) -> 
         since=None if args.since is None else parse_time("--since", args.since, now=now),
         until=None if args.until is None else parse_time("--until", args.until, now=now),
         text=args.text or None,
+        warning=getattr(args, "warning", None),
     )
 
 
@@ -142,7 +149,7 @@ def write_table(
     rows = [
         (
             row.execution_id,
-            row.status,
+            row.status + (f" ⚠{row.contract_warnings}" if row.contract_warnings else ""),
             format_time(row.started_at),
             format_duration(row.duration_ms) if row.status != "running" else "running",
             _steps_cell(row),

@@ -17,6 +17,7 @@ from textual.worker import Worker, WorkerState
 from console.printable import printable
 from console.render.formats import format_time
 from console.render.navigation import next_failed, opening_position
+from console.render.warnings import execution_warnings
 from console.tui.screens.palette import PaletteCommand
 from console.tui.screens.store_source import StoreSource, StoreUnavailable
 from console.tui.widgets.attempt_detail import TAB_IDS, AttemptDetail
@@ -238,6 +239,11 @@ class ExecutionScreen(Screen):
         )  # fmt: skip
         if row.stop_reason:
             text.append(f"\nstopped: {printable(row.stop_reason)}", style="yellow")
+        warned = execution_warnings(detail)
+        if warned:
+            text.append(f"\n⚠ {counted(len(warned), 'tool-contract warning')}: "
+                        f"{printable(warned[0][2].message)} ({warned[0][0]} #{warned[0][1]})"
+                        + (" …" if len(warned) > 1 else ""), style="yellow")  # fmt: skip
         return text
 
     def _step(self, step_id: str | None) -> StepRecord | None:

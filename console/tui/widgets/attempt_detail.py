@@ -15,6 +15,7 @@ from textual.widgets import ContentSwitcher, Static, TabbedContent, TabPane, Tex
 
 from console.printable import printable
 from console.render.formats import format_duration, format_time
+from console.render.warnings import attempt_warnings
 from console.tui.widgets.cells import inline_json
 from console.tui.widgets.decision_panel import DecisionPanel
 from console.tui.widgets.diff_view import diff_renderable
@@ -124,6 +125,8 @@ def response_renderable(attempt: AttemptRecord) -> RenderableType:
         got = received_text(attempt.dispatched, attempt.status, None)
         rows = [("received", Text(f"{got}{elapsed}", style="bold"))]
     rows.append(("retry policy", attempt.retry_policy or "-"))
+    rows += [("contract" if index == 0 else "", Text(f"⚠ {printable(w.message)}", style="yellow"))
+             for index, w in enumerate(attempt_warnings(attempt))]  # fmt: skip
     rows += _headers(attempt.response_headers)
     rows.append(("body", body_display(attempt.response_body).note))
     return _fields(rows)

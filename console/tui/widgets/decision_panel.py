@@ -11,6 +11,7 @@ from textual.widgets import Collapsible, Static
 
 from console.printable import printable
 from console.render.decision import DecisionView, decision_view
+from console.render.warnings import attempt_warnings
 from console.tui.widgets.cells import action_text
 from store.queries import AttemptRecord
 
@@ -104,7 +105,9 @@ class DecisionPanel(VerticalScroll):
             body.update(Text("No decision recorded for this attempt (it was still in flight)."))
             folded.display = False
             return
-        body.update(decision_renderable(view))
+        warnings = attempt_warnings(attempt)
+        body.update(Group(*(Text(f"⚠ tool contract: {printable(w.message)}", style="bold yellow")
+                            for w in warnings), decision_renderable(view)))  # fmt: skip
         folded.display = bool(view.other_inputs)
         folded.title = f"all inputs ({len(view.other_inputs)} more)"
         self.query_one("#decision-other-inputs", Static).update(_pairs(view.other_inputs))

@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.widgets import Input
 
 from console.render.formats import ArgumentProblem, parse_time
+from executor.contract import WARNING_CODES
 from store.queries import ACTIONS, EXECUTION_STATUSES, ExecutionFilter
 
 # token key -> (ExecutionFilter field, `ls` option)
@@ -33,6 +34,8 @@ FILTER_KEYS: dict[str, tuple[str, str]] = {
     "since": ("since", "--since"),
     "until": ("until", "--until"),
     "text": ("text", "--text"),
+    "warn": ("warning", "--warning"),
+    "warning": ("warning", "--warning"),
 }
 
 
@@ -98,6 +101,10 @@ def _typed(name: str, value: str, *, now: float) -> str | int | float:
         )
     if name == "action" and value not in ACTIONS:
         raise FilterSyntaxError(f"filter action:{value}: expected one of {', '.join(ACTIONS)}")
+    if name == "warning" and value not in ("any", *WARNING_CODES):
+        raise FilterSyntaxError(
+            f"filter warn:{value}: expected any or one of {', '.join(WARNING_CODES)}"
+        )
     if name == "http_status":
         if not value.isdigit():
             raise FilterSyntaxError(f"filter http:{value}: expected a number such as 429")

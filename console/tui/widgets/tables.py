@@ -13,6 +13,7 @@ from textual.widgets import DataTable
 
 from console.printable import printable
 from console.render.formats import format_duration, format_time
+from console.render.warnings import attempt_warnings, badge, step_warning_count
 from console.tui.widgets.cells import (
     action_text,
     delay_text,
@@ -25,6 +26,7 @@ from console.tui.widgets.cells import (
 from store.queries import AttemptRecord, ExecutionRow, StepRecord
 
 _QUERY_WIDTH = 40
+_BADGE_STYLE = "bold yellow"
 
 
 class NavigableTable(DataTable):
@@ -118,7 +120,8 @@ class ExecutionTable(NavigableTable):
         for row in rows:
             self.add_row(
                 printable(row.execution_id),
-                status_text(row.status),
+                Text.assemble(status_text(row.status),
+                              (badge(row.contract_warnings), _BADGE_STYLE)),
                 format_time(row.started_at),
                 duration_text(row),
                 Text(printable(row.last_failing_rule) or "-",
@@ -183,7 +186,8 @@ class StepTable(NavigableTable):
             corrections = step.validation_retries or 0
             self.add_row(
                 printable(step.step_id),
-                status_text(step.status),
+                Text.assemble(status_text(step.status),
+                              (badge(step_warning_count(step)), _BADGE_STYLE)),
                 capability,
                 Text(str(step.dispatch_count or 0), justify="right"),
                 Text(str(len(step.attempts)), justify="right"),
@@ -244,7 +248,8 @@ class AttemptTable(NavigableTable):
             self.add_row(
                 Text(str(attempt.n), justify="right"),
                 counter,
-                http_text(attempt),
+                Text.assemble(http_text(attempt),
+                              (badge(len(attempt_warnings(attempt))), _BADGE_STYLE)),
                 format_duration(attempt.elapsed_ms) if attempt.dispatched else "-",
                 action_text(attempt.action),
                 printable(attempt.rule_id) or "-",
