@@ -3,10 +3,13 @@ jumps, the pager, editor and copy keys, search, decision panel, timeline, diff a
 
 from __future__ import annotations
 
+import json
+import tempfile
 from pathlib import Path
 
 import pytest
-from textual.widgets import Collapsible, Static, TabbedContent
+from textual.widgets import Collapsible, Static, TabbedContent, TextArea
+from textual.widgets.text_area import Selection
 
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import ExecutionsScreen
@@ -144,3 +147,79 @@ async def test_key_7_shows_the_request_diff_with_layer_and_llm_call(synthetic_db
         screen.select_attempt(1)
         await pilot.pause()
         assert "  #1 → #2  resent unchanged" in static_text(screen, "#diff-body", width=120)
+
+
+def _fake_program(directory: Path, name: str) -> tuple[str, Path]:
+    """A $PAGER/$EDITOR stand-in that copies the file it is given, and records its mode."""
+    out = directory / f"{name}.out"
+    script = directory / f"{name}.sh"
+    script.write_text(f'#!/bin/sh\ncat "$1" > "{out}"\nstat -c %a "$1" > "{out}.mode"\n'
+                      f'echo "$1" > "{out}.path"\n')
+    script.chmod(0o755)
+    return str(script), out
+
+
+async def test_f3_shows_the_focused_body_in_the_pager(
+    synthetic_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pager, out = _fake_program(tmp_path, "pager")
+    monkeypatch.setenv("PAGER", pager)
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-2")
+        screen.select_attempt(1)
+        await pilot.press("3")
+        area = screen.query_one("#response-body", TextArea)
+        area.focus()
+        await pilot.press("f3")
+        await pilot.pause()
+        assert out.read_text() == area.text
+        assert json.loads(out.read_text())["success"] is False
+        pager_copy = Path((tmp_path / "pager.out.path").read_text().strip())
+        assert not pager_copy.exists()  # the pager's copy is removed afterwards
+        screen.query_one(AttemptTable).focus()  # not a text pane: the whole active tab
+        await pilot.press("f3")
+        await pilot.pause()
+        shown = out.read_text()
+        assert shown.startswith("received      HTTP 400") and area.text.rstrip() in shown
+
+
+async def test_f4_opens_a_read_only_copy_in_the_editor(
+    synthetic_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    editor, out = _fake_program(tmp_path, "editor")
+    monkeypatch.setenv("EDITOR", editor)
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the kept copy stays in tmp_path
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-2")
+        screen.select_attempt(1)
+        await pilot.press("4")
+        area = screen.query_one("#llm-text", TextArea)
+        area.focus()
+        await pilot.press("f4")
+        await pilot.pause()
+        assert out.read_text() == area.text and "── raw response ──" in out.read_text()
+        assert (tmp_path / "editor.out.mode").read_text().strip() == "444"
+        assert Path((tmp_path / "editor.out.path").read_text().strip()).exists()
+
+
+async def test_y_copies_the_selection_else_the_whole_pane(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-2")
+        screen.select_attempt(1)
+        await pilot.press("2")
+        area = screen.query_one("#request-body", TextArea)
+        area.focus()
+        await pilot.press("y")
+        assert app.clipboard == area.text and '"thirty"' in app.clipboard
+        area.selection = Selection((1, 2), (1, 8))
+        await pilot.press("y")
+        assert app.clipboard == area.selected_text == area.text.splitlines()[1][2:8]
+        await pilot.press("Y")  # the CLI twin has its own key
+        assert app.clipboard == f"truva-console explain {TRIP} step-2"

@@ -23,6 +23,7 @@ from console.tui.screens.store_source import StoreSource, StoreUnavailable
 from console.tui.widgets.attempt_detail import TAB_IDS, AttemptDetail
 from console.tui.widgets.cells import duration_text, inline_json, status_text, twin_command
 from console.tui.widgets.tables import AttemptTable, StepTable
+from console.tui.widgets.text_actions import FocusedText, detail_focused_text, open_externally
 from console.words import counted, sent_parameters
 from store.queries import ExecutionDetail, StepRecord
 
@@ -37,8 +38,14 @@ class ExecutionScreen(Screen):
         Binding("escape,backspace", "back", "Back", id="back", key_display="esc",
                 tooltip="Back to the executions list"),
         Binding("r", "refresh", "Refresh", id="refresh", tooltip="Query the store again now"),
-        Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
+        Binding("Y", "copy_twin", "Copy CLI", id="copy-cli", key_display="Y",
                 tooltip="Copy the equivalent `truva-console explain` command"),
+        Binding("y", "copy_focused", "Copy", id="copy-focused",
+                tooltip="Copy the selected text, else the whole focused pane or tab"),
+        Binding("f3", "open_pager", "Pager", id="open-pager",
+                tooltip="Show the focused body, prompt, answer or tab in $PAGER (less -R)"),
+        Binding("f4", "open_editor", "Editor", id="open-editor", show=False,
+                tooltip="Open a read-only copy of the focused text in $EDITOR"),
         Binding("R", "replay_step", "Replay step", id="replay-step", key_display="R",
                 tooltip="Replay the selected step locally with edited tool responses"),
         Binding("F", "rerun_failed", "Re-run failed", id="rerun-failed", key_display="F",
@@ -429,6 +436,29 @@ class ExecutionScreen(Screen):
         self.rerunning = False
         self.refresh_bindings()
         self.notify(message.problem, title="Cannot re-run", severity="error")
+
+    def focused_text(self) -> FocusedText:
+        """The text F3, F4 and `y` act on: the focused pane, else the active detail tab."""
+        detail = self.query_one(AttemptDetail)
+        active = detail.query_one("#detail-tabs", TabbedContent).active
+        return detail_focused_text(detail, active, self.focused)
+
+    def action_copy_focused(self) -> None:
+        """Copy the selection of the focused pane, else all of its text."""
+        focused = self.focused_text()
+        text = focused.selected or focused.text
+        self.app.copy_to_clipboard(text)
+        what = "the selection" if focused.selected else f"the {focused.title}"
+        self.notify(f"{len(text)} characters", title=f"Copied {what}")
+
+    def action_open_pager(self, editor: bool = False) -> None:
+        """Show the focused text in $PAGER (or a read-only copy in $EDITOR)."""
+        self.notify(open_externally(self.app, self.focused_text(), editor=editor),
+                    title="Editor" if editor else "Pager")  # fmt: skip
+
+    def action_open_editor(self) -> None:
+        """Open a read-only copy of the focused text in $EDITOR."""
+        self.action_open_pager(editor=True)
 
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
