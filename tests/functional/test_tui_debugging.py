@@ -8,11 +8,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from textual.widgets import Collapsible, Static, TabbedContent, TextArea
+from textual.widgets import Collapsible, Input, Static, TabbedContent, TextArea
 from textual.widgets.text_area import Selection
 
+from console.render.text_search import search_text
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import ExecutionsScreen
+from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.tables import AttemptTable, ExecutionTable, StepTable
 from console.tui.widgets.timeline_view import TimelineView
 from tests.functional.test_tui_execution import open_execution, static_text
@@ -223,3 +225,42 @@ async def test_y_copies_the_selection_else_the_whole_pane(synthetic_db: Path) ->
         assert app.clipboard == area.selected_text == area.text.splitlines()[1][2:8]
         await pilot.press("Y")  # the CLI twin has its own key
         assert app.clipboard == f"truva-console explain {TRIP} step-2"
+
+
+async def test_ctrl_f_finds_selects_and_jumps_between_matches(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-2")
+        screen.select_attempt(1)
+        await pilot.press("4")  # the LLM tab: prompt and raw answer, searched without focusing it
+        area = screen.query_one("#llm-text", TextArea)
+        await pilot.press("ctrl+f")
+        bar = screen.query_one(SearchBar)
+        assert bar.has_class("-open") and app.focused is bar.query_one(Input)
+        await pilot.press(*"ERROR")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        expected = search_text(area.text, "ERROR")
+        assert bar.result == expected and len(expected.matches) >= 2
+        assert area.selection == Selection(*expected.matches[0])
+        assert area.selected_text.lower() == "error"
+        status = screen.query_one("#search-status", Static)
+        assert str(status.content) == f"1 of {len(expected.matches)} matches"
+        await pilot.press("enter")
+        assert area.selection == Selection(*expected.matches[1])
+        await pilot.press("up", "up")  # back past the first: wraps to the last
+        assert area.selection == Selection(*expected.matches[-1])
+        await pilot.press("escape")
+        assert not bar.has_class("-open") and app.focused is area
+        assert area.selection == Selection(*expected.matches[-1])
+
+
+async def test_ctrl_f_on_a_tab_without_text_says_where_search_works(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        await pilot.press("1", "ctrl+f")
+        assert not screen.query_one(SearchBar).has_class("-open")
+        assert any("Search works in the request and response bodies" in n.message
+                   for n in app._notifications)  # fmt: skip

@@ -22,8 +22,14 @@ from console.tui.screens.palette import PaletteCommand
 from console.tui.screens.store_source import StoreSource, StoreUnavailable
 from console.tui.widgets.attempt_detail import TAB_IDS, AttemptDetail
 from console.tui.widgets.cells import duration_text, inline_json, status_text, twin_command
+from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.tables import AttemptTable, StepTable
-from console.tui.widgets.text_actions import FocusedText, detail_focused_text, open_externally
+from console.tui.widgets.text_actions import (
+    FocusedText,
+    detail_focused_text,
+    open_externally,
+    search_target,
+)
 from console.words import counted, sent_parameters
 from store.queries import ExecutionDetail, StepRecord
 
@@ -42,6 +48,8 @@ class ExecutionScreen(Screen):
                 tooltip="Copy the equivalent `truva-console explain` command"),
         Binding("y", "copy_focused", "Copy", id="copy-focused",
                 tooltip="Copy the selected text, else the whole focused pane or tab"),
+        Binding("ctrl+f", "search", "Search", id="search-text",
+                tooltip="Find in the focused body or LLM text (or the active tab's)"),
         Binding("f3", "open_pager", "Pager", id="open-pager",
                 tooltip="Show the focused body, prompt, answer or tab in $PAGER (less -R)"),
         Binding("f4", "open_editor", "Editor", id="open-editor", show=False,
@@ -118,6 +126,7 @@ class ExecutionScreen(Screen):
         yield Static(id="step-summary")
         yield AttemptTable(id="attempts")
         yield AttemptDetail(id="attempt-detail")
+        yield SearchBar(id="search-bar")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -442,6 +451,17 @@ class ExecutionScreen(Screen):
         detail = self.query_one(AttemptDetail)
         active = detail.query_one("#detail-tabs", TabbedContent).active
         return detail_focused_text(detail, active, self.focused)
+
+    def action_search(self) -> None:
+        """Open the search bar on the focused text pane, else the active tab's."""
+        detail = self.query_one(AttemptDetail)
+        active = detail.query_one("#detail-tabs", TabbedContent).active
+        target = search_target(detail, active, self.focused)
+        if target is None:
+            self.notify("Search works in the request and response bodies and the LLM tab.",
+                        title="Nothing to search here")  # fmt: skip
+            return
+        self.query_one(SearchBar).open(target)
 
     def action_copy_focused(self) -> None:
         """Copy the selection of the focused pane, else all of its text."""

@@ -121,3 +121,15 @@ def detail_focused_text(detail: Widget, active_tab: str, focused: Widget | None)
         widget = detail.query_one(selector)
         parts.append(widget.text if isinstance(widget, TextArea) else plain_text(widget))
     return FocusedText(title, "\n".join(part.rstrip("\n") for part in parts if part) + "\n")
+
+
+_TAB_AREAS = {"tab-request": "#request-body", "tab-response": "#response-body",
+              "tab-llm": "#llm-text"}  # fmt: skip
+
+
+def search_target(detail: Widget, active_tab: str, focused: Widget | None) -> TextArea | None:
+    """The TextArea ctrl+f searches: the focused one, else the active tab's, else None."""
+    if isinstance(focused, TextArea) and focused.id in _AREA_TITLES:
+        return focused
+    selector = _TAB_AREAS.get(active_tab)
+    return None if selector is None else detail.query_one(selector, TextArea)
