@@ -1,9 +1,13 @@
 """A lossless JSON Lines form of executor events: one event per line, read back as equal records.
 
+This module is THE event codec: the event log, the store's spool (`event_fields`) and bundles
+all turn events into JSON-able dicts, and back, here.
+
 Each line is a JSON object whose `kind` names the event class (`executor.events`). Fields typed
-`bytes` are written as `{"$bytes_b64": "<base64>"}` and fields typed as tuples as JSON arrays;
-both come back as they were. Every other field must already be JSON-able, which the executor
-guarantees. A file may start with a header line `{"kind": "event_log", "version": 1}`.
+`bytes` are written as `{"$bytes_b64": "<base64>"}`, fields typed as tuples as JSON arrays, and
+a decision (`policy.Decision`) as `Decision.to_dict()`; all come back as they were. Every other
+field must already be JSON-able, which the executor guarantees. A file may start with a header
+line `{"kind": "event_log", "version": 1}`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from executor import events as event_types
 from executor.events import Event
+from executor.policy import Decision
 
 EVENT_LOG_VERSION = 1
 HEADER_KIND = "event_log"
@@ -36,7 +41,7 @@ class EventLogError(ValueError):
 
 
 def _field_kinds(cls: type) -> dict[str, str]:
-    """Field name → "bytes", "tuple" or "plain", from the dataclass annotations."""
+    """Field name → "bytes", "tuple", "decision" or "plain", from the dataclass annotations."""
     hints = typing.get_type_hints(cls, vars(event_types))
     kinds = {}
     for name, hint in hints.items():
@@ -44,6 +49,8 @@ def _field_kinds(cls: type) -> dict[str, str]:
         options = typing.get_args(hint) if union else (hint,)
         if bytes in options:
             kinds[name] = "bytes"
+        elif Decision in options:
+            kinds[name] = "decision"
         elif any(option is tuple or typing.get_origin(option) is tuple for option in options):
             kinds[name] = "tuple"
         else:
@@ -59,30 +66,44 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def event_to_dict(event: Event) -> dict[str, Any]:
-    """The JSON-able dict of one event; raises EventLogError for a value JSON cannot hold."""
+def event_fields(event: Event, *, omit: Iterable[str] = ()) -> dict[str, Any]:
+    """The fields of one event but `kind`, as JSON-able values, in field order.
+
+    Bytes are written as `{"$bytes_b64": ...}`, tuples as lists and a decision as its dict;
+    fields named in `omit` are left out (the store keeps bodies beside the payload). Raises
+    EventLogError for an object that is not an executor event.
+    """
     kind = getattr(event, "kind", None)
     if kind not in EVENT_CLASSES or type(event) is not EVENT_CLASSES[kind]:
         raise EventLogError(
             f"not an executor event: {type(event).__name__} (expected one of "
             f"{', '.join(cls.__name__ for cls in EVENT_CLASSES.values())})"
         )
-    field_kinds = _FIELD_KINDS[kind]
-    data: dict[str, Any] = {"kind": kind}
-    for name, field_kind in field_kinds.items():
-        if name == "kind":
+    skipped = {"kind", *omit}
+    data: dict[str, Any] = {}
+    for name, field_kind in _FIELD_KINDS[kind].items():
+        if name in skipped:
             continue
         value = getattr(event, name)
         if field_kind == "bytes" and isinstance(value, bytes | bytearray | memoryview):
             value = {BYTES_KEY: base64.b64encode(bytes(value)).decode("ascii")}
         elif field_kind == "tuple" and isinstance(value, tuple):
             value = list(value)
+        elif field_kind == "decision" and isinstance(value, Decision):
+            value = value.to_dict()
         data[name] = value
+    return data
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """The JSON-able dict of one event; raises EventLogError for a value JSON cannot hold."""
+    fields_of_event = event_fields(event)
+    data: dict[str, Any] = {"kind": event.kind, **fields_of_event}
     try:
         json.dumps(data, allow_nan=True)
     except (TypeError, ValueError) as error:
         raise EventLogError(
-            f"{kind}: a field holds a value JSON cannot represent: {error}"
+            f"{event.kind}: a field holds a value JSON cannot represent: {error}"
         ) from error
     return data
 
@@ -115,6 +136,11 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
 
 
 def _decoded_field(kind: str, name: str, field_kind: str, value: Any) -> Any:
+    if field_kind == "decision":
+        try:
+            return Decision.from_dict(value)
+        except ValueError as error:
+            raise EventLogError(f"{kind}.{name}: {error}") from error
     if field_kind == "bytes":
         if value is None:
             return None

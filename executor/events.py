@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from executor.policy import Decision
+
 
 @dataclass(frozen=True, slots=True)
 class ExecutionStarted:
@@ -144,8 +146,8 @@ class AttemptResponded:
 class AttemptDecided:
     """The routing decision for attempt `n` (final, after any LLM layers were consulted).
 
-    `decision` is `policy.Decision.to_dict()`: action, rule_id, reason, inputs, not_matched,
-    delay_ms, delay_source, layer, corrected_parameters.
+    `decision` is the frozen `policy.Decision`; it becomes a dict only in the event codec
+    (`executor.eventlog`), the form the store and event logs keep.
     `dispatched` is False for an attempt rejected before any HTTP call.
     """
 
@@ -155,7 +157,7 @@ class AttemptDecided:
     at: float
     dispatched: bool
     parameters: dict[str, Any]
-    decision: dict[str, Any]
+    decision: Decision
     kind: str = "attempt_decided"
 
 

@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from executor import __version__
+from executor.eventlog import EventLogError, event_from_dict
 from executor.events import (
-    AttemptDecided,
     AttemptDispatched,
     AttemptResponded,
     BackoffEvent,
@@ -678,13 +678,18 @@ def _attempt_events(attempt_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event
         decided_at = _epoch(row["decided_at"])
         decision = _loads(row["decision"])
         if decided_at is not None and isinstance(decision, dict):
-            yield AttemptDecided(
-                **where,
-                at=decided_at,
-                dispatched=bool(row["dispatched"]),
-                parameters=_loads(row["parameters"]) or {},
-                decision=decision,
-            )
+            try:
+                decided_event = event_from_dict({
+                    "kind": "attempt_decided",
+                    **where,
+                    "at": decided_at,
+                    "dispatched": bool(row["dispatched"]),
+                    "parameters": _loads(row["parameters"]) or {},
+                    "decision": decision,
+                })
+            except EventLogError:  # a decision this version cannot read: no decision event
+                continue
+            yield decided_event
 
 
 def _llm_events(llm_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:

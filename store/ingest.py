@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from executor.eventlog import event_fields
 from executor.redact import Place, RedactionLevel, redact
 from store.connection import StorePaths, first_line
 from store.errors import StoreAccessError, StoreOpenError
@@ -262,11 +263,7 @@ def _as_bytes(value: Any) -> bytes | None:
 def _event_fields(event: Any) -> dict[str, Any]:
     """The event's fields by name, as the policy's AT_REST level keeps them: headers, URLs,
     failure texts, LLM settings and the plan's credentials redacted; bodies untouched."""
-    values = {
-        item.name: getattr(event, item.name)
-        for item in dataclasses.fields(event)
-        if item.name != "kind" and item.name not in _BYTES_FIELDS
-    }
+    values = event_fields(event, omit=_BYTES_FIELDS)
     at_rest = RedactionLevel.AT_REST
     for place, names in ((Place.URL, _URL_FIELDS), (Place.ERROR_TEXT, _ERROR_TEXT_FIELDS)):
         for name in names:

@@ -16,6 +16,7 @@ import duckdb
 import pytest
 
 from executor.events import AttemptDecided, ExecutionStarted
+from executor.faults import Recovery
 from store.bundles import MANIFEST_MEMBER
 from store.queries import open_store
 from store.recorder import StoreRecorder
@@ -33,8 +34,8 @@ def _rerun_events() -> list:
         if isinstance(event, ExecutionStarted):
             event = replace(event, rerun_of=ORIGINAL)
         elif isinstance(event, AttemptDecided) and event.n == 2:
-            event = replace(event, decision={**event.decision, "recovery": "stop",
-                                             "impact": "The hotel was not booked."})
+            event = replace(event, decision=replace(event.decision, recovery=Recovery.STOP,
+                                                     impact="The hotel was not booked."))
         events.append(event)
     return events
 

@@ -87,7 +87,7 @@ def secret_events(execution_id: str, *, start_at: float) -> list:
         elif isinstance(event, AttemptResponded) and event.step_id == "step-3":
             event = replace(event, response_body=SECRET_BINARY_BODY)
         elif isinstance(event, AttemptDecided) and event.step_id == "step-3":
-            decision = {**event.decision, "reason": f"HTTP 401 for Bearer {SECRET}"}
+            decision = replace(event.decision, reason=f"HTTP 401 for Bearer {SECRET}")
             event = replace(event, decision=decision)
         elif isinstance(event, LLMCall):
             messages = (

@@ -411,7 +411,7 @@ def _rules_by_step(events: list[Any]) -> dict[str, tuple[str, list[str]]]:
     rules: dict[str, list[str]] = {step: [] for step in finished}
     for event in events:
         if event.kind == "attempt_decided":
-            rules[event.step_id].append(event.decision["rule_id"])
+            rules[event.step_id].append(event.decision.rule_id)
     return {step: (finished[step], rules[step]) for step in finished}
 
 

@@ -232,21 +232,21 @@ def check_recorded(outcome: Any, recorder: ListRecorder, received: list[Any]) ->
         tally(f"response {response.status} {response.transport_error or ''}".rstrip())
         assert event.request_body == encode_json_body(event.parameters)
         decision = decided[event.n].decision
-        assert decision["action"] in SPEC_FINAL_ACTIONS
+        assert decision.action in SPEC_FINAL_ACTIONS
         assert response.retry_policy == str(parse_retry_policy(response.response_body))
         status = response.status
-        if decision["action"] == "retry_same":
+        if decision.action == "retry_same":
             assert is_transient_status(status)
-            assert decision["delay_ms"] >= 0
-            if decision["delay_source"] == "backoff":
-                assert decision["delay_ms"] <= FAST_BACKOFF["max_delay_ms"]
+            assert decision.delay_ms >= 0
+            if decision.delay_source == "backoff":
+                assert decision.delay_ms <= FAST_BACKOFF["max_delay_ms"]
             else:  # seed 003: a Retry-After is waited in full, never cut short
-                assert decision["delay_ms"] == decision["inputs"]["retry_after_ms"]
-                assert decision["delay_ms"] <= RETRY_AFTER_MAX_MS
+                assert decision.delay_ms == decision.inputs["retry_after_ms"]
+                assert decision.delay_ms <= RETRY_AFTER_MAX_MS
         if 400 <= status <= 499 and not is_transient_status(status):
-            assert decision["action"] != "retry_same"
+            assert decision.action != "retry_same"
         if status in (401, 403, 405):
-            assert decision["action"] in {"stop_refused", "stop_terminal"}
+            assert decision.action in {"stop_refused", "stop_terminal"}
             assert not [c for c in recorder.of_kind("llm_call") if c.n == event.n]
     for call in recorder.of_kind("llm_call"):
         # seed 000 §3, §12: layers 3 and 4 only ever see a correctable 4xx.
@@ -261,7 +261,7 @@ def check_recorded(outcome: Any, recorder: ListRecorder, received: list[Any]) ->
     assert (step_outcome.status == "succeeded") == (last is not None and last.action == "success")
     # A resend after retry_same carries the same bytes; a correction changes them.
     for before, after in itertools.pairwise(dispatched):
-        action = decided[before.n].decision["action"]
+        action = decided[before.n].decision.action
         if action == "retry_same":
             assert after.request_body == before.request_body
         elif action == "retry_corrected":
@@ -297,10 +297,10 @@ def test_executor_survives_any_llm_answer_in_layers_3_and_4(
         assert call.parse_error is None or isinstance(call.parse_error, str)
     for event in recorder.of_kind("attempt_decided"):
         decision = event.decision
-        if decision["action"] == "retry_corrected":
-            assert decision["layer"] in {"analyzer", "re_resolution", "legacy"}
-            assert not set(decision["inputs"]["protected_keys"]) & {
-                key for key, value in (decision["corrected_parameters"] or {}).items()
+        if decision.action == "retry_corrected":
+            assert decision.layer in {"analyzer", "re_resolution", "legacy"}
+            assert not set(decision.inputs["protected_keys"]) & {
+                key for key, value in (decision.corrected_parameters or {}).items()
                 if event.parameters.get(key) != value
             }
     assert Action  # the module's action names are the SPEC's (checked in decide properties)
@@ -321,7 +321,7 @@ def test_a_deeply_nested_analyzer_answer_is_recorded_as_no_correction(loopback: 
     outcome, recorder, received, _ = run_scenario(loopback, scenario, with_llm=True)
     check_recorded(outcome, recorder, received)
     (decided,) = recorder.of_kind("attempt_decided")
-    assert decided.decision["rule_id"] == "no_correction.stop"
+    assert decided.decision.rule_id == "no_correction.stop"
 
 
 @pytest.mark.parametrize("body", [b"[1, 2]", b"<html>ok</html>", b"", b'"done"'],

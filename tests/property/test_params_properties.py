@@ -11,14 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executor.params import (
-    _go_json,
-    _go_json_scalar,
-    _go_json_string,
     coerce_parameters,
     go_format_value,
     guard_parameters,
     resolve_bindings,
 )
+from executor.params.gofmt import _go_json_scalar, _go_json_string, go_json
 from tests.property.strategies import examples, json_values, short_texts
 
 TYPE_NAMES = st.sampled_from(["number", "integer", "int64", "boolean", "string", "object",
@@ -133,7 +131,7 @@ def test_binding_array_index_is_read_like_go_atoi(path: str, expected: Any) -> N
 
 
 def _recursive_go_json(value: Any) -> str:
-    """The recursive encoder `_go_json` replaced, kept as the reference for shallow values."""
+    """The recursive encoder `go_json` replaced, kept as the reference for shallow values."""
     if isinstance(value, dict):
         members = sorted((str(key), item) for key, item in value.items())
         inner = ",".join(f"{_go_json_string(k)}:{_recursive_go_json(v)}" for k, v in members)
@@ -146,7 +144,7 @@ def _recursive_go_json(value: Any) -> str:
 @settings(max_examples=examples(400))
 @given(value=json_values)
 def test_go_json_text_is_the_recursive_encoding(value: Any) -> None:
-    assert _go_json(value) == _recursive_go_json(value)
+    assert go_json(value) == _recursive_go_json(value)
 
 
 DEEP = 900  # as deep as the wire decoder returns (about 990 levels)

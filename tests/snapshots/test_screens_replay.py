@@ -25,7 +25,9 @@ OK_200 = '{"status": 200, "body": {"success": true, "data": {"temp_c": 21}}}'
 @pytest.fixture
 def sample_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("executor.runtime.new_execution_id", lambda now=None: REPLAY_ID)
+    monkeypatch.setattr(
+        "executor.runtime.plan_executor.new_execution_id", lambda now=None: REPLAY_ID
+    )
     return prepare_sample_store(tmp_path / DB)
 
 

@@ -31,6 +31,7 @@ from executor.events import (
     StepFinished,
     StepStarted,
 )
+from executor.policy import Decision
 
 START_AT = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 SECRET = "sk-live-TOPSECRET-0123456789abcdef"
@@ -110,9 +111,9 @@ def decision(
     layer: str | None = None,
     corrected_parameters: dict[str, Any] | None = None,
     **inputs: Any,
-) -> dict[str, Any]:
-    """A decision dict shaped like `policy.Decision.to_dict()`."""
-    return {
+) -> Decision:
+    """A decision as the executor reports it, built from its `Decision.to_dict()` form."""
+    return Decision.from_dict({
         "action": action,
         "rule_id": rule_id,
         "reason": reason,
@@ -120,9 +121,9 @@ def decision(
         "not_matched": [{"rule_id": rid, "reason": why} for rid, why in not_matched],
         "delay_ms": delay_ms,
         "delay_source": delay_source,
-        "layer": str(layer),
+        "layer": layer,
         "corrected_parameters": corrected_parameters,
-    }
+    })
 
 
 @dataclass
@@ -183,7 +184,7 @@ class ExecutionScript:
         parameters: dict[str, Any],
         status: int,
         response_body: bytes,
-        decided: dict[str, Any],
+        decided: Decision,
         attempt_number: int | None = None,
         response_headers: dict[str, str] | None = None,
         correction_layer: str | None = None,
@@ -223,7 +224,7 @@ class ExecutionScript:
                 response_body=response_body,
                 transport_error=transport_error,
                 transport_error_message=None if transport_error is None else "connection reset",
-                retry_policy=decided["inputs"]["retry_policy"],
+                retry_policy=decided.inputs["retry_policy"],
             )
         )
         self.events.append(

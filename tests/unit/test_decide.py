@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
 
+from executor.backoff import BackoffConfig
 from executor.policy import (
     Action,
+    Decision,
     DecisionInputs,
     Layer,
     LayerVerdict,
@@ -600,3 +603,48 @@ def test_numbers_compare_as_json_values():
 def test_decide_is_pure():
     inputs = base(status=503)
     assert decide(inputs) == decide(replace(inputs))
+
+
+# Recorded inputs are the base of re-deciding a store: every field is kept, and reads back equal.
+@pytest.mark.parametrize("inputs", [c[1] for c in CASES], ids=[c[0] for c in CASES])
+def test_recorded_inputs_read_back_and_decide_the_same(inputs: DecisionInputs) -> None:
+    recorded = json.loads(json.dumps(inputs.to_dict()))
+    assert DecisionInputs.from_dict(recorded) == inputs
+    assert decide(DecisionInputs.from_dict(recorded)) == decide(inputs)
+
+
+def test_recorded_inputs_keep_every_field_rules_read():
+    inputs = base(status=429, error_text="city not found", retry_after_max_ms=5000.0,
+                  backoff=BackoffConfig.from_ms(100, 2000, 3.0, False))
+    recorded = inputs.to_dict()
+    assert list(recorded) == [item.name for item in fields(DecisionInputs)]
+    assert recorded["error_text"] == "city not found"
+    assert recorded["parameter_keys"] == ["city", "units"]
+    assert recorded["retry_after_max_ms"] == 5000.0
+    assert recorded["backoff"] == {"initial_delay_ns": 100_000_000, "max_delay_ns": 2_000_000_000,
+                                   "backoff_factor": 3.0, "jitter_enabled": False}
+
+
+def test_a_decision_reads_back_equal_from_its_record():
+    decision = decide(with_verdict(base(status=400), ANALYZER_FIX))
+    assert Decision.from_dict(json.loads(json.dumps(decision.to_dict()))) == decision
+
+
+BAD_RECORDED_INPUTS = [
+    ("unknown_key", {"dispatched": True, "max_attempt": 5}, "unknown field 'max_attempt'"),
+    ("wrong_type", {"dispatched": True, "max_attempts": "5"},
+     "DecisionInputs.max_attempts: expected an integer, got '5'"),
+    ("bad_enum", {"dispatched": True, "retry_policy": "maybe"},
+     "DecisionInputs.retry_policy: 'maybe' is not one of"),
+    ("bad_nested", {"dispatched": True, "backoff": {"initial_delay_ns": 1.5}},
+     "DecisionInputs.backoff.initial_delay_ns: expected an integer"),
+    ("missing_required", {"status": 503}, "DecisionInputs: "),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("data", "message"), [c[1:] for c in BAD_RECORDED_INPUTS],
+                         ids=[c[0] for c in BAD_RECORDED_INPUTS])
+def test_bad_recorded_inputs_name_the_field(data: dict, message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        DecisionInputs.from_dict(data)
+    assert message in str(raised.value)

@@ -18,6 +18,7 @@ from executor.eventlog import (
     read_event_log,
     write_event_log,
 )
+from executor.policy import Decision
 from tests.support.events_factory import realistic_execution
 
 EXEC = "20260101-000000-abc123"
@@ -25,7 +26,7 @@ AT = 1_767_225_600.25
 NON_UTF8 = b"\xff\xfe\x00\x80binary\xc3"
 LARGE_BODY = b'{"rows":[' + b",".join(b'{"n":%d}' % i for i in range(300_000)) + b"]}"
 
-DECISION = {
+DECISION = Decision.from_dict({
     "action": "retry_corrected",
     "rule_id": "analyzer.accept",
     "reason": "analyzer changed city_code",
@@ -35,7 +36,7 @@ DECISION = {
     "delay_source": None,
     "layer": "analyzer",
     "corrected_parameters": {"city_code": "PAR"},
-}
+})
 
 EVENT_CASES: list[tuple[str, ev.Event]] = [
     ("execution_started", ev.ExecutionStarted(

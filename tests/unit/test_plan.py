@@ -1050,11 +1050,12 @@ def test_dependency_lookups_build_the_id_map_a_fixed_number_of_times(
     size: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 12: `dependencies_of` rebuilt a dict of every step id per call (quadratic)."""
-    import executor.plan as plan_module
+    from executor.plan import model, validation
 
     calls = []
-    real = plan_module._case_folded_ids
-    monkeypatch.setattr(plan_module, "_case_folded_ids", lambda ids: calls.append(1) or real(ids))
+    real = model.case_folded_ids
+    for module in (model, validation):
+        monkeypatch.setattr(module, "case_folded_ids", lambda ids: calls.append(1) or real(ids))
     data = base_plan()
     data["steps"] = [
         {"id": f"step-{i}", "tool": "weather", "capability": "forecast",

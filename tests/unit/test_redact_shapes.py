@@ -161,3 +161,32 @@ def test_plan_at_rest_redacts_credentials_only_and_export_redacts_the_query() ->
     exported = redact(RedactionLevel.EXPORT, Place.PLAN, plan)
     assert github not in json.dumps(exported)
     assert exported["capabilities"]["t.c"]["schema"] == {"properties": {"password": {}}}
+
+
+def _leaves(value, path=()):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*path, index))
+    else:
+        yield path, value
+
+
+def test_plan_export_redacts_everything_the_at_rest_level_does() -> None:
+    github, _ = SECRET_FORMS["github_classic"]
+    session = random_chars(40, "0123456789abcdef")
+    plan = {
+        "query": "q",
+        "tools": {"t": {"base_url": f"https://h.test/?key={github}",
+                        "headers": {"X-Session": session, "Authorization": "Basic dTpw"}}},
+        "capabilities": {"t.c": {"path": f"/c?api_key={github}", "schema": {"type": "object"}}},
+        "llm": {"base_url": "https://u:p@llm.test/v1", "api_key": "sk-plain"},
+        "steps": [],
+    }  # fmt: skip
+    at_rest = dict(_leaves(redact(RedactionLevel.AT_REST, Place.PLAN, plan)))
+    exported = dict(_leaves(redact(RedactionLevel.EXPORT, Place.PLAN, plan)))
+    changed_at_rest = [path for path, value in _leaves(plan) if at_rest[path] != value]
+    assert len(changed_at_rest) == 6
+    assert [path for path in changed_at_rest if exported[path] != at_rest[path]] == []

@@ -413,13 +413,14 @@ def test_rerun_of_recovery_and_impact_are_ingested_and_absent_keys_are_null(conn
     from dataclasses import replace
 
     from executor.events import AttemptDecided, ExecutionStarted
+    from executor.faults import Recovery
 
     events = []
     for event in small_execution("exec-v2", steps=1):
         if isinstance(event, ExecutionStarted):
             event = replace(event, rerun_of="exec-original")
         elif isinstance(event, AttemptDecided) and event.n == 2:
-            decision = {**event.decision, "recovery": "stop", "impact": "Nothing was booked."}
+            decision = replace(event.decision, recovery=Recovery.STOP, impact="Nothing was booked.")
             event = replace(event, decision=decision)
         events.append(event)
     apply_segments(conn, [encode_events(events, 1, WRITER)])

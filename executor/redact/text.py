@@ -1,0 +1,153 @@
+"""Texts, JSON text and bodies redacted (JSON token by token, other bytes kept exactly)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from executor.redact.names import is_secretish_name, is_sensitive_name
+from executor.redact.patterns import NAMED_HINT, PATTERN_GATES, REDACTED, TEXT_PATTERNS, ascii_lower
+from executor.redact.shapes import looks_random, may_hold_shape, redact_shapes
+
+
+def redact_sensitive_text(value: str) -> str:
+    """Replace credential values in `value` with `[REDACTED]`; empty in, empty out.
+
+    Text goes through the nine ordered patterns of reference notes §1.5 with Go's name sets,
+    hardened in three ways where Go's output would not be usable:
+    - a JSON object or array is redacted token by token (values of sensitive keys, and every
+      string through the patterns), so it stays valid JSON with its formatting kept, including
+      JSON nested in escaped strings;
+    - bare and single-quoted values never consume `"` or `\\`, so a fragment cannot swallow
+      the end of a JSON string it sits in;
+    - a value that is already `[REDACTED]` is left alone, so redacting twice equals once.
+    """
+    return _redact_text(value, shapes=False)
+
+
+def redact_secrets(value: str) -> str:
+    """`redact_sensitive_text`, then credential shapes found by value wherever they stand.
+
+    The shapes: OpenAI `sk-…`/`sk-proj-…`, AWS access key ids `AKIA…`/`ASIA…`, GitHub
+    `ghp_…`/`gho_…`/`github_pat_…`, GitLab `glpat-…`, JWTs `eyJ….….…`, Slack `xox?-…`, Stripe
+    `sk_live_…`/`rk_live_…`, Google `AIza…`, PEM private key blocks, and a long random-looking
+    value assigned to a secret-ish word (`token=…`, `session: …`, `aws_key="…"`).
+    """
+    return _redact_text(value, shapes=True)
+
+
+def _redact_text(value: str, *, shapes: bool) -> str:
+    if not value:
+        return value
+    lowered = ascii_lower(value)
+    named = NAMED_HINT.search(lowered) is not None
+    shaped = shapes and may_hold_shape(value, lowered)
+    if not named and not shaped:
+        return value
+    if value.lstrip()[:1] in ("{", "["):
+        redacted_json = _redact_json_text(value, shapes=shapes)
+        if redacted_json is not None:
+            return redacted_json
+    if named:
+        # A replacement never creates a gate's literal, so the gates hold for the new text.
+        for gate, (pattern, replacement) in zip(PATTERN_GATES, TEXT_PATTERNS, strict=True):
+            for literal in gate:
+                if literal in lowered:
+                    value = pattern.sub(replacement, value)
+                    break
+    if shaped:
+        value = redact_shapes(value)
+    return value
+
+
+_JSON_STRING_TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+_JSON_WHITESPACE = " \t\n\r"
+_JSON_DECODER = json.JSONDecoder()
+_REDACTED_JSON_STRING = json.dumps(REDACTED)
+
+
+def _redact_json_text(text: str, *, shapes: bool) -> str | None:
+    """Redact a JSON document keeping its bytes outside changed values; None if not valid JSON."""
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    pieces: list[str] = []
+    position = 0
+    length = len(text)
+    while position < length:
+        quote = text.find('"', position)
+        if quote < 0:
+            pieces.append(text[position:])
+            break
+        pieces.append(text[position:quote])
+        token_end = _JSON_STRING_TOKEN.match(text, quote).end()  # type: ignore[union-attr]
+        token = text[quote:token_end]
+        position = _skip_json_whitespace(text, token_end)
+        if position < length and text[position] == ":":
+            key = _decode_json_string(token)
+            pieces.append(_redacted_json_key(key, token, shapes=shapes))
+            pieces.append(text[token_end : position + 1])
+            value_start = _skip_json_whitespace(text, position + 1)
+            value_end = None
+            if is_sensitive_name(key):
+                _, value_end = _JSON_DECODER.raw_decode(text, value_start)
+                if text[value_start:value_end] == "null":
+                    value_end = None
+            elif shapes and is_secretish_name(key) and text.startswith('"', value_start):
+                string_end = _JSON_STRING_TOKEN.match(text, value_start).end()  # type: ignore[union-attr]
+                if looks_random(_decode_json_string(text[value_start:string_end])):
+                    value_end = string_end
+            if value_end is None:
+                position += 1
+            else:
+                pieces.append(text[position + 1 : value_start])
+                pieces.append(_REDACTED_JSON_STRING)
+                position = value_end
+            continue
+        pieces.append(_redacted_json_string(_decode_json_string(token), token, shapes=shapes))
+        position = token_end
+    return "".join(pieces)
+
+
+def _redacted_json_string(decoded: str, token: str, *, shapes: bool) -> str:
+    """A JSON string token with its value redacted; `token` itself when nothing changed."""
+    redacted = _redact_text(decoded, shapes=shapes)
+    return token if redacted == decoded else json.dumps(redacted, ensure_ascii=False)
+
+
+def _redacted_json_key(key: str, token: str, *, shapes: bool) -> str:
+    """A key token: only credential shapes are looked for in keys, and only with `shapes`."""
+    if not shapes or not may_hold_shape(key, ascii_lower(key)):
+        return token
+    redacted = redact_shapes(key)
+    return token if redacted == key else json.dumps(redacted, ensure_ascii=False)
+
+
+def _skip_json_whitespace(text: str, position: int) -> int:
+    while position < len(text) and text[position] in _JSON_WHITESPACE:
+        position += 1
+    return position
+
+
+def _decode_json_string(token: str) -> str:
+    """The value of a JSON string token; only tokens with escapes need the decoder."""
+    return json.loads(token) if "\\" in token else token[1:-1]
+
+
+def redact_body(body: bytes) -> bytes:
+    """Body bytes with credentials replaced; bytes outside a replaced value are kept exactly.
+
+    UTF-8 text (JSON included, which stays valid JSON) goes through `redact_secrets`. Other
+    bytes are matched as text with each undecodable byte standing for itself, so a binary body
+    without a secret comes back byte-exact.
+    """
+    text = body.decode("utf-8", "surrogateescape")
+    redacted = redact_secrets(text)
+    if redacted == text:
+        return body
+    try:
+        return redacted.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        # A JSON `\ud800` escape decoded to a lone surrogate: write it back as the escape.
+        return redacted.encode("utf-8", "backslashreplace")

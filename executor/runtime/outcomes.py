@@ -1,0 +1,279 @@
+"""What a run reports back (attempt, step and execution outcomes) and small wire helpers."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from executor.llm import (
+    LayerResult,
+)
+from executor.plan import CapabilitySpec, StepSpec
+from executor.redact import redact_sensitive_text
+from executor.wire import (
+    WireEnvelope,
+    parse_envelope,
+)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+STEP_SUCCEEDED = "succeeded"
+STEP_FAILED = "failed"
+STEP_REJECTED = "rejected"
+STEP_SKIPPED = "skipped"
+
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSummary:
+    """One attempt of a step as `run --json` prints it (SPEC §3.2)."""
+
+    n: int
+    attempt_number: int
+    dispatched: bool
+    status: int | None
+    parameters: dict[str, Any]
+    action: str
+    rule: str
+    reason: str
+    delay_ms: float | None
+    delay_source: str | None
+    layer: str | None
+    transport_error: str | None
+    sent: bool = False
+    recovery: str | None = None
+    impact: str | None = None
+    budgets: dict[str, int | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """SPEC §3.2 attempt shape plus a few explanatory fields."""
+        return {
+            "n": self.n,
+            "attempt_number": self.attempt_number,
+            "dispatched": self.dispatched,
+            "sent": self.sent,
+            "status": self.status,
+            "parameters": self.parameters,
+            "action": self.action,
+            "rule": self.rule,
+            "reason": self.reason,
+            "delay_ms": self.delay_ms,
+            "delay_source": self.delay_source,
+            "layer": self.layer,
+            "transport_error": self.transport_error,
+            "recovery": self.recovery,
+            "impact": self.impact,
+            "budgets": dict(self.budgets),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """How a step ended."""
+
+    id: str
+    status: str
+    dispatch_count: int
+    validation_retries: int
+    semantic_retries: int
+    attempts: tuple[AttemptSummary, ...]
+    tool: str = ""
+    capability: str = ""
+    parameters: dict[str, Any] | None = None
+    result: Any = None
+    error: str | None = None
+    skip_reason: str | None = None
+    final_action: str | None = None
+    final_rule: str | None = None
+    recovery: str | None = None
+    impact: str | None = None
+    attempt_counter: int = 0
+    max_attempts: int = 0
+    start_time: float | None = None
+    end_time: float | None = None
+    reused_from: str | None = None
+
+    @property
+    def retry_exhausted(self) -> bool:
+        """TruvaG3's flag: failed with every attempt used."""
+        return self.status == STEP_FAILED and self.attempt_counter >= self.max_attempts
+
+    def to_dict(self) -> dict[str, Any]:
+        """SPEC §3.2 step shape, plus TruvaG3's StepResult fields (reference §3.1)."""
+        duration_ms = (
+            (self.end_time - self.start_time) * 1000.0
+            if self.start_time is not None and self.end_time is not None else None
+        )
+        return {
+            "id": self.id,
+            "status": self.status,
+            "dispatch_count": self.dispatch_count,
+            "validation_retries": self.validation_retries,
+            "semantic_retries": self.semantic_retries,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "tool": self.tool,
+            "capability": self.capability,
+            "parameters": self.parameters,
+            "response": self.result,
+            "success": self.status == STEP_SUCCEEDED,
+            "error": self.error,
+            "final_action": self.final_action,
+            "final_rule": self.final_rule,
+            "recovery": self.recovery,
+            "impact": self.impact,
+            "retry_exhausted": self.retry_exhausted,
+            "skipped": self.status == STEP_SKIPPED,
+            "skip_reason": self.skip_reason,
+            "reused_from": self.reused_from,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "duration_ms": round(duration_ms, 3) if duration_ms is not None else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionOutcome:
+    """How a run ended; `steps` are in plan order."""
+
+    execution_id: str
+    status: str
+    steps: tuple[StepOutcome, ...]
+    stop_reason: str | None
+    incomplete_steps: tuple[str, ...]
+    llm_calls: int
+    llm_total_tokens: int
+    duration_ms: float
+    rerun_of: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `truva-console run --json` document (SPEC §3.2)."""
+        return {
+            "execution_id": self.execution_id,
+            "rerun_of": self.rerun_of,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "incomplete_steps": list(self.incomplete_steps),
+            "llm_calls": self.llm_calls,
+            "llm_total_tokens": self.llm_total_tokens,
+            "duration_ms": round(self.duration_ms, 3),
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOutcome:
+    """What one dispatch produced."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    elapsed_ms: float
+    transport_error: str | None = None
+    transport_error_message: str | None = None
+    ended_by_deadline: bool = False
+
+    envelope: WireEnvelope = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The body read as a TruvaG3 envelope, parsed once per attempt.
+        object.__setattr__(self, "envelope", parse_envelope(self.body))
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """What a step's loop reads but never changes."""
+
+    step: StepSpec
+    capability: CapabilitySpec
+    url: str
+    protected: dict[str, str]
+    dependency_results: dict[str, Any]
+    protected_paths: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class StepState:
+    """Mutable per-step loop state (private to the loop)."""
+
+    parameters: dict[str, Any]
+    started_at: float = 0.0
+    attempt_number: int = 1
+    validation_retries: int = 0
+    semantic_retries: int = 0
+    dispatch_count: int = 0
+    n: int = 0
+    correction_layer: str | None = None
+    previous_errors: list[str] = field(default_factory=list)
+    attempts: list[AttemptSummary] = field(default_factory=list)
+
+
+def new_execution_id(now: float | None = None) -> str:
+    """A sortable, readable id: UTC timestamp plus 10 random hex digits (40 bits per second)."""
+    moment = datetime.fromtimestamp(now if now is not None else time.time(), tz=UTC)
+    return f"{moment:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:10]}"
+
+
+def encode_json_body(value: Any) -> bytes:
+    """JSON bytes as Go's encoding/json writes them: sorted keys, compact, HTML-safe escapes."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, escaped)
+    return text.encode("utf-8")
+
+
+def classify_transport_error(exc: httpx.TransportError) -> str:
+    """Name a transport failure: connect (never sent), timeout, reset, or protocol."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return "connect"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return "reset"
+    return "protocol"
+
+
+def flatten_headers(headers: httpx.Headers) -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for key, value in headers.multi_items():
+        flat[key] = f"{flat[key]}, {value}" if key in flat else value
+    return flat
+
+
+def first_header(headers: Mapping[str, str], name: str) -> str | None:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def response_text(body: bytes) -> str:
+    return body.decode("utf-8", errors="replace")
+
+
+def step_error_text(outcome: HttpOutcome) -> str:
+    """The step error in TruvaG3's words, redacted; a 2xx body is a result, not error text."""
+    if outcome.status == 0:
+        return redact_sensitive_text(outcome.transport_error_message or "request failed")
+    if 200 <= outcome.status < 300:
+        return f"component returned status {outcome.status}"
+    return redact_sensitive_text(
+        f"component returned status {outcome.status}: {response_text(outcome.body)}"
+    )
+
+
+def layer_failure(result: LayerResult | None) -> str:
+    if result is None:
+        return "cancelled"
+    if result.exchange.error:
+        return f"LLM call failed: {result.exchange.error}"
+    if result.parse_error:
+        return f"malformed answer: {result.parse_error}"
+    return "no usable answer"

@@ -1,0 +1,351 @@
+"""One step's loop: coerce, guard, `decide()`, dispatch, back off."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable
+from dataclasses import replace
+from typing import Any
+
+import httpx
+
+from executor.events import (
+    AttemptDispatched,
+    AttemptResponded,
+    BackoffEvent,
+    CircuitStateChanged,
+    ParametersCoerced,
+    StepStarted,
+)
+from executor.params import (
+    coerce_parameters,
+    exact_bound_paths,
+    guard_parameters,
+    match_type_related_error,
+    resolve_bindings,
+)
+from executor.plan import StepSpec, basic_authorization
+from executor.policy import (
+    TASK_STOP_RULE_IDS,
+    Action,
+    Decision,
+    DecisionInputs,
+    Layer,
+    decide,
+    with_verdict,
+)
+from executor.redact import redact_sensitive_text
+from executor.resilience import CircuitBreaker, StateChange
+from executor.runtime.outcomes import (
+    STEP_FAILED,
+    STEP_REJECTED,
+    STEP_SUCCEEDED,
+    HttpOutcome,
+    StepContext,
+    StepOutcome,
+    StepState,
+    classify_transport_error,
+    encode_json_body,
+    first_header,
+    flatten_headers,
+    response_text,
+    step_error_text,
+)
+from executor.tracecontext import attempt_headers
+from executor.wire import (
+    is_transient_status,
+    parse_retry_after_header,
+)
+
+
+class StepLoop:
+    """Part of `PlanExecutor`: one step's loop — coerce, guard, decide, dispatch, back off."""
+
+    async def _run_step(self, step: StepSpec) -> StepOutcome:
+        capability = self.plan.capability_for(step)
+        url = self.plan.url_for(step)
+        dependency_results = {
+            dep: self._parsed_results[dep]
+            for dep in self.plan.dependencies_of(step.id)
+            if dep in self._parsed_results
+        }
+        protected: dict[str, str] = {key: "hitl_approved" for key in step.hitl_approved}
+        bound_paths = exact_bound_paths(step.parameters)
+        for path in bound_paths:
+            protected.setdefault(path, "exact_bound")
+        ctx = StepContext(step, capability, url, protected, dependency_results, bound_paths)
+        resolved = resolve_bindings(step.parameters, dependency_results)
+        state = StepState(parameters=dict(resolved or {}), started_at=self.clock())
+        self._emit(StepStarted(
+            execution_id=self.execution_id, step_id=step.id, started_at=self.clock(),
+            tool=step.tool, capability=step.capability, url=url,
+            depends_on=tuple(self.plan.dependencies_of(step.id)),
+            parameters=dict(state.parameters), protected_keys=dict(protected),
+            orchestrator=capability.orchestrator, side_effects=capability.side_effects,
+        ))
+        while True:
+            state.n += 1
+            coerced, coercions = coerce_parameters(state.parameters, capability.schema)
+            state.parameters = dict(coerced or {})
+            if coercions:
+                self._emit(ParametersCoerced(
+                    execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
+                    coercions=tuple(c.to_dict() for c in coercions),
+                ))
+            violations = tuple(
+                v.message
+                for v in guard_parameters(state.parameters, capability.schema, self.plan.step_ids)
+            )
+            breaker = self._breaker(step.tool)
+            pre = decide(self._inputs(ctx, state, dispatched=False,
+                                      guard_violations=violations,
+                                      circuit_open=breaker is not None
+                                      and not breaker.can_execute()))
+            if pre.action is not Action.DISPATCH:
+                self._record_decision(step, state, pre, dispatched=False, outcome=None)
+                self._note_task_stop(pre)
+                status = STEP_REJECTED if state.dispatch_count == 0 else STEP_FAILED
+                return self._finish_step(step, state, status, pre, error=pre.reason)
+            outcome = await self._dispatch(step, url, state)
+            if breaker is not None:
+                if is_transient_status(outcome.status) and outcome.transport_error != "cancelled":
+                    breaker.record_failure()
+                else:
+                    breaker.record_success()
+            decision = await self._route(ctx, state, outcome)
+            self._record_decision(step, state, decision, dispatched=True, outcome=outcome)
+            if decision.action is Action.SUCCESS:
+                parsed = outcome.envelope.json_value
+                self._parsed_results[step.id] = parsed
+                return self._finish_step(step, state, STEP_SUCCEEDED, decision, result=parsed)
+            if decision.action is Action.RETRY_SAME:
+                self._tool_retries[step.tool] += 1
+                await self._backoff(step, state, decision)
+                state.attempt_number += 1
+                state.correction_layer = None
+                continue
+            if decision.action is Action.RETRY_CORRECTED:
+                state.previous_errors.append(redact_sensitive_text(response_text(outcome.body)))
+                state.parameters = dict(decision.corrected_parameters or {})
+                state.validation_retries += 1
+                if decision.layer is Layer.RE_RESOLUTION:
+                    state.semantic_retries += 1
+                state.correction_layer = str(decision.layer)
+                continue
+            self._note_task_stop(decision)
+            return self._finish_step(step, state, STEP_FAILED, decision,
+                                     error=step_error_text(outcome))
+
+    def _note_task_stop(self, decision: Decision) -> None:
+        """A task budget stop ends the task: steps not yet started will be skipped."""
+        if decision.rule_id in TASK_STOP_RULE_IDS and self._task_stop is None:
+            self._task_stop = f"{decision.rule_id}: {decision.reason}"
+
+    async def _route(self, ctx: StepContext, state: StepState, outcome: HttpOutcome) -> Decision:
+        step = ctx.step
+        envelope = outcome.envelope
+        retry_after_ms, retry_after_source = None, None
+        header_value = first_header(outcome.headers, "retry-after")
+        if header_value is not None:
+            retry_after_ms = parse_retry_after_header(header_value, now=self.clock())
+            retry_after_source = "retry_after_header" if retry_after_ms is not None else None
+        if retry_after_ms is None and envelope.retry_after_detail_ms is not None:
+            retry_after_ms = envelope.retry_after_detail_ms
+            retry_after_source = "retry_after_details"
+        self._warn_contract(step, state, outcome, envelope)
+        error_text = step_error_text(outcome)
+        signature = (step.capability, outcome.status, hashlib.sha256(outcome.body).hexdigest())
+        if outcome.status == 0 or outcome.status >= 300:
+            self._error_counts[signature] += 1
+        inputs = self._inputs(
+            ctx, state, dispatched=True,
+            status=outcome.status, transport_error=outcome.transport_error,
+            retry_policy=envelope.retry_policy, error_text=error_text,
+            legacy_pattern=match_type_related_error(error_text, ""),
+            retry_after_ms=retry_after_ms, retry_after_source=retry_after_source,
+            repeated_error_count=self._error_counts[signature],
+            body_is_json_object=envelope.is_object,
+            ended_by_deadline=outcome.ended_by_deadline,
+        )
+        decision = decide(inputs)
+        while decision.action in (Action.ASK_ANALYZER, Action.ASK_RESOLVER, Action.ASK_LEGACY):
+            verdict = await self._consult(decision.action, ctx, state, outcome)
+            inputs = with_verdict(
+                inputs, verdict,
+                llm_tokens_used=self._llm_tokens, llm_calls_used=self._llm_calls,
+                elapsed_s=self.monotonic() - self._started,
+                cancelled=self.cancelled,
+            )
+            decision = decide(inputs)
+        return decision
+
+    def _inputs(self, ctx: StepContext, state: StepState, **fields: Any) -> DecisionInputs:
+        config, capability = self.config, ctx.capability
+        base = DecisionInputs(
+            dispatched=False,
+            attempt_number=state.attempt_number,
+            max_attempts=config.max_attempts,
+            validation_retries=state.validation_retries,
+            max_validation_retries=config.max_validation_retries,
+            max_semantic_retries=config.max_semantic_retries,
+            orchestrator=capability.orchestrator,
+            side_effects=capability.side_effects,
+            protected_keys=dict(ctx.protected),
+            parameter_keys=tuple(state.parameters),
+            has_dependencies=bool(self.plan.dependencies_of(ctx.step.id)),
+            llm_configured=self._llm is not None,
+            error_analyzer_enabled=config.error_analyzer_enabled,
+            semantic_retry_enabled=config.semantic_retry_enabled,
+            semantic_retry_independent_steps=config.semantic_retry_independent_steps,
+            validation_feedback_enabled=config.validation_feedback_enabled,
+            legacy_callback_set=self._legacy_callback is not None or self._llm is not None,
+            cancelled=self.cancelled,
+            retry_after_max_ms=config.retry_after_max_ms,
+            backoff=config.backoff(),
+            elapsed_s=self.monotonic() - self._started,
+            max_wall_clock_s=config.max_wall_clock_s,
+            llm_tokens_used=self._llm_tokens,
+            max_total_tokens=config.max_total_tokens,
+            llm_calls_used=self._llm_calls,
+            max_llm_calls=config.max_llm_calls,
+            max_repeated_errors=config.max_repeated_errors,
+            tool=ctx.step.tool,
+            tool_retries_used=self._tool_retries[ctx.step.tool],
+            max_retries_per_tool=config.max_retries_per_tool,
+        )
+        return replace(base, **fields)
+
+    def _remaining_wall_clock_s(self) -> float | None:
+        """Seconds left of the task's wall-clock budget, or None when it has none."""
+        limit = self.config.max_wall_clock_s
+        if limit is None:
+            return None
+        return max(0.0, limit - (self.monotonic() - self._started))
+
+    def _breaker(self, tool: str) -> CircuitBreaker | None:
+        """The tool's circuit breaker when `circuit_breaker_enabled`, created on first use."""
+        if not self.config.circuit_breaker_enabled:
+            return None
+        if tool not in self._breakers:
+            self._breakers[tool] = CircuitBreaker(
+                tool, clock=self.monotonic, on_state_change=self._circuit_changed
+            )
+        return self._breakers[tool]
+
+    def _circuit_changed(self, change: StateChange) -> None:
+        self._emit(CircuitStateChanged(
+            breaker=change.breaker, at=self.clock(), from_state=str(change.from_state),
+            to_state=str(change.to_state), reason=change.reason,
+            execution_id=self.execution_id,
+        ))
+
+    async def _dispatch(self, step: StepSpec, url: str, state: StepState) -> HttpOutcome:
+        body = encode_json_body(state.parameters)
+        headers = self._request_headers(step)
+        headers.update(attempt_headers(self.recorder, self.execution_id, step.id, state.n))
+        self._emit(AttemptDispatched(
+            execution_id=self.execution_id, step_id=step.id, n=state.n,
+            attempt_number=state.attempt_number, at=self.clock(), method="POST", url=url,
+            request_headers=dict(headers), request_body=body,
+            parameters=dict(state.parameters), correction_layer=state.correction_layer,
+        ))
+        started = self.monotonic()
+        assert self._http is not None
+        remaining_s = self._remaining_wall_clock_s()
+        limit_s = self.config.timeout_s if remaining_s is None else min(
+            self.config.timeout_s, remaining_s
+        )
+        request = asyncio.wait_for(
+            self._http.post(url, content=body, headers=headers), timeout=limit_s
+        )
+        finished, result = await self._race_cancel(request)
+        elapsed_ms = (self.monotonic() - started) * 1000.0
+        if not finished:
+            outcome = HttpOutcome(0, {}, b"", elapsed_ms, "cancelled", "run cancelled in flight")
+        elif isinstance(result, TimeoutError):
+            # seed 003, seed 000 §9: the wall-clock budget ends a request in flight.
+            by_budget = remaining_s is not None and remaining_s <= self.config.timeout_s
+            why = (
+                f"ended by the task wall-clock budget (max_wall_clock_s="
+                f"{self.config.max_wall_clock_s:g}) after {elapsed_ms:.0f} ms"
+                if by_budget else f"no response within timeout_s={self.config.timeout_s:g}"
+            )
+            outcome = HttpOutcome(0, {}, b"", elapsed_ms, "timeout", f"request {why}",
+                                  ended_by_deadline=by_budget)
+        elif isinstance(result, httpx.TransportError):
+            outcome = HttpOutcome(0, {}, b"", elapsed_ms, classify_transport_error(result),
+                                  f"request failed: {type(result).__name__}: {result}")
+        else:
+            response: httpx.Response = result
+            outcome = HttpOutcome(
+                response.status_code, flatten_headers(response.headers), response.content,
+                elapsed_ms,
+            )
+        if outcome.transport_error != "connect":
+            # Physical dispatches only: a refused connection put nothing on the wire.
+            state.dispatch_count += 1
+        self._emit(AttemptResponded(
+            execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
+            elapsed_ms=outcome.elapsed_ms, status=outcome.status,
+            response_headers=outcome.headers, response_body=outcome.body,
+            transport_error=outcome.transport_error,
+            transport_error_message=outcome.transport_error_message,
+            retry_policy=str(outcome.envelope.retry_policy),
+        ))
+        return outcome
+
+    def _request_headers(self, step: StepSpec) -> dict[str, str]:
+        """The headers of a tool call. Authorization: the tool's own `headers` win, then
+        `TRUVAG3_OAUTH_TOKEN` (as Bearer), then userinfo in the tool's `base_url` (as Basic)."""
+        headers = {"Content-Type": "application/json"}
+        tool = self.plan.tools.get(step.tool)
+        if tool is not None:
+            headers.update(tool.headers or {})
+        if tool is None or not tool.has_authorization_header:
+            token = self.env.get("TRUVAG3_OAUTH_TOKEN")
+            userinfo = tool.userinfo if tool is not None else None
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            elif userinfo is not None:
+                headers["Authorization"] = basic_authorization(*userinfo)
+        headers.update({
+            "X-TruvaG3-Request-ID": self.execution_id,
+            "X-TruvaG3-Plan-ID": self.execution_id,
+            "X-TruvaG3-Step-ID": step.id,
+            "X-TruvaG3-Agent-Name": step.tool,
+        })
+        return headers
+
+    async def _race_cancel(self, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
+        """Await `awaitable` unless cancellation comes first: (finished, result or exception)."""
+        work = asyncio.ensure_future(awaitable)
+        stop = asyncio.ensure_future(self._cancel.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not work.done():
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+            return False, None
+        if work.cancelled():
+            return False, None
+        exc = work.exception()
+        if exc is not None:
+            if isinstance(exc, httpx.TransportError | TimeoutError):
+                return True, exc
+            raise exc
+        return True, work.result()
+
+    async def _backoff(self, step: StepSpec, state: StepState, decision: Decision) -> None:
+        planned = decision.delay_ms or 0.0
+        source = decision.delay_source or "backoff"
+        common = dict(execution_id=self.execution_id, step_id=step.id, n=state.n,
+                      planned_ms=planned, source=source)
+        self._emit(BackoffEvent(at=self.clock(), phase="started", **common))
+        started = self.monotonic()
+        finished, _ = await self._race_cancel(self.sleep(planned / 1000.0))
+        actual = (self.monotonic() - started) * 1000.0
+        phase = "finished" if finished else "cancelled"
+        self._emit(BackoffEvent(at=self.clock(), phase=phase, actual_ms=actual, **common))
