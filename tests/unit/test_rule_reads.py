@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from executor.policy import ALL_RULES, DecisionInputs, Layer, LayerVerdict, RetryPolicy
+from executor.policy import ALL_RULES, DecisionInputs, Layer, LayerVerdict
+from executor.wire import RetryPolicy
 from executor.rule_reads import RULE_READS, rule_reads
 
 _FIELDS = frozenset(f.name for f in fields(DecisionInputs))
