@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from executor.policy import ALL_RULES, DecisionInputs, Layer, LayerVerdict
-from executor.wire import RetryPolicy
 from executor.rule_reads import RULE_READS, rule_reads
+from executor.wire import RetryPolicy
 
 _FIELDS = frozenset(f.name for f in fields(DecisionInputs))
 

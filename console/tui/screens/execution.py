@@ -40,6 +40,9 @@ _TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events", "Ti
 class ExecutionScreen(Screen):
     """Steps, attempts and the attempt detail of one execution; polls while it is running."""
 
+    # Below 32 rows the tables shrink so the detail pane keeps room (console.tcss `-short`).
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (32, "-tall")]
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace", "back", "Back", id="back", key_display="esc",
                 tooltip="Back to the executions list"),

@@ -115,6 +115,8 @@ class ExecutionsScreen(Screen):
             return self.problem is None and bool(self.page and self.page.executions)
         if action == "import_bundle":
             return self.problem is None
+        if action == "next_failed_execution":
+            return bool(self.page and self.page.executions)
         return True
 
     # ------------------------------------------------------------------ loading
