@@ -30,6 +30,17 @@ from tests.functional.test_tui_stores import (
 SIZE = (120, 36)
 
 
+async def trip_at(app, pilot, step_id: str, n: int, tab: str | None = None) -> ExecutionScreen:
+    """Open TRIP, select `step_id` and attempt `n`, and show the tab with key `tab`."""
+    screen = await open_execution(app, pilot, TRIP)
+    screen.select_step(step_id)
+    screen.select_attempt(n)
+    if tab is not None:
+        await pilot.press(tab)
+    await pilot.pause()
+    return screen
+
+
 @pytest.fixture(scope="module")
 def synthetic_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return record_synthetic_store(tmp_path_factory.mktemp("tui-debugging") / "debug.duckdb")
@@ -136,11 +147,7 @@ async def test_key_6_shows_the_timeline_of_the_step_and_of_the_execution(
 async def test_key_7_shows_the_request_diff_with_layer_and_llm_call(synthetic_db: Path) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_execution(app, pilot, TRIP)
-        screen.select_step("step-2")
-        screen.select_attempt(2)
-        await pilot.press("7")
-        await pilot.pause()
+        screen = await trip_at(app, pilot, "step-2", 2, "7")
         assert screen.query_one("#detail-tabs", TabbedContent).active == "tab-diff"
         diff = static_text(screen, "#diff-body", width=120)
         assert "▶ #1 → #2  analyzer layer, LLM call 1 (error_analysis, model gpt-test)" in diff
@@ -168,10 +175,7 @@ async def test_f3_shows_the_focused_body_in_the_pager(
     monkeypatch.setenv("PAGER", pager)
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_execution(app, pilot, TRIP)
-        screen.select_step("step-2")
-        screen.select_attempt(1)
-        await pilot.press("3")
+        screen = await trip_at(app, pilot, "step-2", 1, "3")
         area = screen.query_one("#response-body", TextArea)
         area.focus()
         await pilot.press("f3")
@@ -196,10 +200,7 @@ async def test_f4_opens_a_read_only_copy_in_the_editor(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the kept copy stays in tmp_path
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_execution(app, pilot, TRIP)
-        screen.select_step("step-2")
-        screen.select_attempt(1)
-        await pilot.press("4")
+        screen = await trip_at(app, pilot, "step-2", 1, "4")
         area = screen.query_one("#llm-text", TextArea)
         area.focus()
         await pilot.press("f4")
@@ -212,10 +213,7 @@ async def test_f4_opens_a_read_only_copy_in_the_editor(
 async def test_y_copies_the_selection_else_the_whole_pane(synthetic_db: Path) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_execution(app, pilot, TRIP)
-        screen.select_step("step-2")
-        screen.select_attempt(1)
-        await pilot.press("2")
+        screen = await trip_at(app, pilot, "step-2", 1, "2")
         area = screen.query_one("#request-body", TextArea)
         area.focus()
         await pilot.press("y")
@@ -230,9 +228,7 @@ async def test_y_copies_the_selection_else_the_whole_pane(synthetic_db: Path) ->
 async def test_ctrl_f_finds_selects_and_jumps_between_matches(synthetic_db: Path) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_execution(app, pilot, TRIP)
-        screen.select_step("step-2")
-        screen.select_attempt(1)
+        screen = await trip_at(app, pilot, "step-2", 1)
         await pilot.press("4")  # the LLM tab: prompt and raw answer, searched without focusing it
         area = screen.query_one("#llm-text", TextArea)
         await pilot.press("ctrl+f")

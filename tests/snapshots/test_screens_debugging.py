@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from console.tui.screens.execution import ExecutionScreen
-from tests.functional.test_tui_stores import TRIP, record_synthetic_store, settle_until
-from tests.snapshots.test_screens import DB, _settle, console_app
+from tests.functional.test_tui_stores import record_synthetic_store
+from tests.snapshots.test_screens import DB, _open_trip, console_app
 
 SIZES = {"80x24": (80, 24), "200x50": (200, 50)}
 
@@ -19,24 +18,6 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     record_synthetic_store(tmp_path / DB)
     return tmp_path
-
-
-def _open_trip(step_id: str | None = None, n: int | None = None, tab: str | None = None):
-    async def run_before(pilot) -> None:
-        await _settle(pilot)
-        pilot.app.open_execution(TRIP)
-        await settle_until(pilot, lambda: isinstance(pilot.app.screen, ExecutionScreen), TRIP)
-        await _settle(pilot)
-        screen = pilot.app.screen
-        if step_id is not None:
-            screen.select_step(step_id)
-        if n is not None:
-            screen.select_attempt(n)
-        if tab is not None:
-            await pilot.press(tab)
-        await _settle(pilot)
-
-    return run_before
 
 
 @pytest.mark.parametrize("size", SIZES.values(), ids=SIZES.keys())

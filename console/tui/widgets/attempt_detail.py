@@ -18,6 +18,8 @@ from console.render.formats import format_duration, format_time
 from console.render.warnings import attempt_warnings
 from console.tui.widgets.cells import inline_json
 from console.tui.widgets.decision_panel import DecisionPanel
+from console.tui.widgets.decision_panel import field_grid as _fields
+from console.tui.widgets.decision_panel import heading as _heading
 from console.tui.widgets.diff_view import diff_renderable
 from console.tui.widgets.timeline_view import TimelineView
 from console.words import reached_wire, received_text
@@ -61,19 +63,6 @@ def body_display(body: bytes | None) -> BodyDisplay:
         else:
             return BodyDisplay(pretty, "json", f"{size} bytes, JSON (pretty-printed here)")
     return BodyDisplay(text, None, f"{size} bytes, UTF-8 text")
-
-
-def _fields(rows: list[tuple[str, RenderableType | str]]) -> Table:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column(overflow="fold")
-    for label, value in rows:
-        grid.add_row(label, printable(value) if isinstance(value, str) else value)
-    return grid
-
-
-def _heading(text: str) -> Text:
-    return Text(f"\n{text}", style="bold underline")
 
 
 def _headers(headers: Any) -> list[tuple[str, str]]:

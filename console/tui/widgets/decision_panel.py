@@ -21,7 +21,8 @@ _RULE_STYLE = "magenta"
 _READ_STYLE = "bold cyan"
 
 
-def _fields(rows: list[tuple[str, RenderableType | str]]) -> Table:
+def field_grid(rows: list[tuple[str, RenderableType | str]]) -> Table:
+    """Bold labels beside their values, one row each."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -30,7 +31,8 @@ def _fields(rows: list[tuple[str, RenderableType | str]]) -> Table:
     return grid
 
 
-def _heading(text: str) -> Text:
+def heading(text: str) -> Text:
+    """A section heading, after a blank line."""
     return Text(f"\n{text}", style="bold underline")
 
 
@@ -60,11 +62,11 @@ def decision_renderable(view: DecisionView) -> RenderableType:
         rows.append(("delay", view.delay))
     if view.corrected:
         rows.append(("corrected", view.corrected))
-    parts: list[RenderableType] = [_fields(rows)]
-    parts.append(_heading(f"Inputs {view.rule_id} read"))
+    parts: list[RenderableType] = [field_grid(rows)]
+    parts.append(heading(f"Inputs {view.rule_id} read"))
     parts.append(_pairs(view.read_inputs, _READ_STYLE) if view.read_inputs
                  else Text("none recorded", style="dim"))  # fmt: skip
-    parts.append(_heading("Why not: earlier rules that did not match (first match wins)"))
+    parts.append(heading("Why not: earlier rules that did not match (first match wins)"))
     if view.not_matched:
         misses = Table.grid(padding=(0, 2))
         misses.add_column(style=_RULE_STYLE, no_wrap=True)
@@ -75,7 +77,7 @@ def decision_renderable(view: DecisionView) -> RenderableType:
     else:
         parts.append(Text("none: the first rule matched", style="dim"))
     if view.layers:
-        parts.append(_heading("Correction layers: consulted, or why not"))
+        parts.append(heading("Correction layers: consulted, or why not"))
         notes = Table.grid(padding=(0, 2))
         notes.add_column(style=_RULE_STYLE, no_wrap=True)
         notes.add_column(no_wrap=True)
