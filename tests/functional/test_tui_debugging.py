@@ -106,10 +106,7 @@ async def test_decision_panel_shows_the_inputs_the_rule_read_and_folds_the_rest(
 ) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_execution(app, pilot, TRIP)
-        screen.select_step("step-1")
-        screen.select_attempt(1)  # the 429 resent by transient.retry_same
-        await pilot.pause()
+        screen = await trip_at(app, pilot, "step-1", 1)  # the 429 resent by transient.retry_same
         body = static_text(screen, "#decision-body", width=200)
         assert "Inputs transient.retry_same read" in body
         read = body.split("Inputs transient.retry_same read", 1)[1].split("Why not", 1)[0]
@@ -129,10 +126,7 @@ async def test_key_6_shows_the_timeline_of_the_step_and_of_the_execution(
 ) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_execution(app, pilot, TRIP)
-        screen.select_step("step-1")
-        await pilot.press("6")
-        await pilot.pause()
+        screen = await trip_at(app, pilot, "step-1", 1, "6")
         tabs = screen.query_one("#detail-tabs", TabbedContent)
         assert tabs.active == "tab-timeline"
         view = screen.query_one(TimelineView)
