@@ -13,7 +13,7 @@ from console.exits import fail
 from console.printable import printable
 from console.render.decision import split_inputs
 from console.render.formats import format_duration, format_time
-from console.render.request_diff import diff_lines, request_diffs
+from console.render.request_diff import RequestDiff, diff_lines, request_diffs
 from console.render.timeline import LEGEND, execution_timeline, step_timeline
 from console.render.warnings import attempt_warnings
 from console.words import counted, reached_wire, received_text, sent_parameters
@@ -111,8 +111,19 @@ def _step_document(step: StepRecord) -> dict[str, Any]:
         "started_at": step.started_at,
         "finished_at": step.finished_at,
         "attempts": [_attempt_document(attempt) for attempt in step.attempts],
+        "request_diffs": [_diff_document(diff) for diff in request_diffs(step)],
         "events": [to_jsonable(event) for event in step.events],
         "llm_calls": [to_jsonable(call) for call in step.llm_calls],
+    }
+
+
+def _diff_document(diff: RequestDiff) -> dict[str, Any]:
+    return {
+        "before": diff.before,
+        "after": diff.after,
+        "layer": diff.layer,
+        "proposed_by": diff.proposed_by.call_id if diff.proposed_by else None,
+        "changes": [to_jsonable(change) for change in diff.changes],
     }
 
 
@@ -153,6 +164,8 @@ def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
             "rule_id": attempt.rule_id,
             "reason": attempt.reason,
             "inputs": decision.get("inputs"),
+            "read_inputs": [key for key, _ in split_inputs(attempt.rule_id,
+                                                          decision.get("inputs"))[0]],
             "delay_ms": attempt.delay_ms,
             "delay_source": attempt.delay_source,
             "layer": attempt.decision_layer,
@@ -165,6 +178,7 @@ def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
             "at": attempt.decided_at,
         },
         "not_matched": decision.get("not_matched") or [],
+        "contract_warnings": [to_jsonable(warning) for warning in attempt_warnings(attempt)],
         "backoff": to_jsonable(attempt.backoff),
         "llm_calls": [to_jsonable(call) for call in attempt.llm_calls],
         "events": [to_jsonable(event) for event in attempt.events],

@@ -54,3 +54,19 @@ def test_explain_shows_what_the_correction_changed_and_who_proposed_it(db: str) 
     assert lines[index + 1].strip() == 'age: "thirty" → 30'
     resent = run_cli("--db", db, "explain", TRIP, "step-1")  # a 429 resent as it was
     assert not [line for line in resent.stdout.splitlines() if line.startswith("    changed ")]
+
+
+def test_explain_json_holds_the_read_inputs_the_diffs_and_the_warnings(db: str) -> None:
+    result = run_cli("--db", db, "explain", TRIP, "--json")
+    assert result.code == 0, result.stderr
+    steps = {step["step_id"]: step for step in result.json()["steps"]}
+    first = steps["step-1"]["attempts"][0]["decision"]
+    assert first["read_inputs"][:4] == ["status", "transport_error", "attempt_number",
+                                        "max_attempts"]  # fmt: skip
+    (diff,) = steps["step-2"]["request_diffs"]
+    assert (diff["before"], diff["after"], diff["layer"]) == (1, 2, "analyzer")
+    assert diff["changes"] == [{"key": "age", "old": '"thirty"', "new": "30"}]
+    assert diff["proposed_by"] == steps["step-2"]["attempts"][0]["llm_calls"][0]["call_id"]
+    warnings = steps["step-3"]["attempts"][0]["contract_warnings"]
+    assert [w["code"] for w in warnings] == ["body_not_json"]
+    assert steps["step-1"]["attempts"][0]["contract_warnings"] == []
