@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from typing import Any
 
@@ -16,8 +17,11 @@ from console.cli.common import (
 from console.exits import fail
 from console.printable import printable
 from console.render.formats import format_duration, format_time
+from console.render.request_diff import RequestDiff, request_diffs
 from console.render.text import Lines, draw_attempt, draw_event, draw_llm_call, draw_step_head
-from console.render.views import attempt_view, event_view, llm_call_view, step_view
+from console.render.timeline import LEGEND, execution_timeline, step_timeline
+from console.render.views import attempt_view, event_view, llm_call_view, split_inputs, step_view
+from console.render.warnings import attempt_warnings
 from console.words import counted
 from store.errors import StoreError
 from store.queries import (
@@ -40,6 +44,9 @@ def add_parser(subparsers: Any) -> None:
     add_execution_argument(parser)
     parser.add_argument("step", metavar="STEP", nargs="?", help="only this step")
     add_json_option(parser)
+    parser.add_argument("--timeline", action="store_true",
+                        help="draw the attempts, LLM calls and backoff waits on one time axis "
+                             "(the execution, then each step) instead of the full explanation")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
         steps = (detail.step(args.step),) if args.step else detail.steps
     except StoreError as error:
         return fail(error)
-    if args.json:
+    if getattr(args, "timeline", False) and not args.json:
+        sys.stdout.write(printable(render_timelines(detail, steps)))
+    elif args.json:
         print_json(explain_document(detail, steps))
     else:
         sys.stdout.write(printable(render_explain(detail, steps)))
@@ -97,8 +106,19 @@ def _step_document(step: StepRecord) -> dict[str, Any]:
         "started_at": step.started_at,
         "finished_at": step.finished_at,
         "attempts": [_attempt_document(attempt) for attempt in step.attempts],
+        "request_diffs": [_diff_document(diff) for diff in request_diffs(step)],
         "events": [to_jsonable(event) for event in step.events],
         "llm_calls": [to_jsonable(call) for call in step.llm_calls],
+    }
+
+
+def _diff_document(diff: RequestDiff) -> dict[str, Any]:
+    return {
+        "before": diff.before,
+        "after": diff.after,
+        "layer": diff.layer,
+        "proposed_by": diff.proposed_by.call_id if diff.proposed_by else None,
+        "changes": [to_jsonable(change) for change in diff.changes],
     }
 
 
@@ -139,6 +159,8 @@ def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
             "rule_id": attempt.rule_id,
             "reason": attempt.reason,
             "inputs": decision.get("inputs"),
+            "read_inputs": [key for key, _ in split_inputs(attempt.rule_id,
+                                                          decision.get("inputs"))[0]],
             "delay_ms": attempt.delay_ms,
             "delay_source": attempt.delay_source,
             "layer": attempt.decision_layer,
@@ -151,6 +173,7 @@ def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
             "at": attempt.decided_at,
         },
         "not_matched": decision.get("not_matched") or [],
+        "contract_warnings": [to_jsonable(warning) for warning in attempt_warnings(attempt)],
         "backoff": to_jsonable(attempt.backoff),
         "llm_calls": [to_jsonable(call) for call in attempt.llm_calls],
         "events": [to_jsonable(event) for event in attempt.events],
@@ -160,6 +183,19 @@ def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Text
 # ---------------------------------------------------------------------------------------------
+
+
+def render_timelines(
+    detail: ExecutionDetail, steps: tuple[StepRecord, ...], *, width: int | None = None
+) -> str:
+    """The execution's waterfall (when every step is shown), then each step's, and a legend."""
+    width = width or max(60, shutil.get_terminal_size((80, 24)).columns)
+    lines = [f"execution {detail.execution.execution_id}  {detail.execution.status}"]
+    if len(steps) == len(detail.steps):
+        lines += ["", *execution_timeline(detail, width=width)]
+    for step in steps:
+        lines += ["", *step_timeline(step, width=width)]
+    return "\n".join([*lines, "", LEGEND]) + "\n"
 
 
 def render_explain(detail: ExecutionDetail, steps: tuple[StepRecord, ...]) -> str:

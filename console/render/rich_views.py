@@ -65,12 +65,18 @@ def _body_note(body: BodyDisplay) -> str:
     return body.note + (" (pretty-printed here)" if body.pretty is not None else "")
 
 
-def _pairs(pairs: tuple[tuple[str, str], ...]) -> Table:
+# Rule names in "why not" and the inputs a rule read each get their own colour (not the yellow
+# of retry_same in the action column).
+_RULE_STYLE = "magenta"
+_READ_STYLE = "bold cyan"
+
+
+def pairs_renderable(pairs: tuple[tuple[str, str], ...], value_style: str = "") -> Table:
     """Key/value pairs two to a row, read left to right."""
     grid = Table.grid(padding=(0, 2), expand=True)
     for _ in range(2):
         grid.add_column(style="bold", no_wrap=True)
-        grid.add_column(overflow="fold", ratio=1)
+        grid.add_column(overflow="fold", ratio=1, style=value_style)
     for index in range(0, len(pairs), 2):
         left, right = pairs[index], pairs[index + 1] if index + 1 < len(pairs) else ("", "")
         grid.add_row(*(printable(cell) for cell in (*left, *right)))
@@ -78,7 +84,9 @@ def _pairs(pairs: tuple[tuple[str, str], ...]) -> Table:
 
 
 def decision_renderable(view: AttemptView) -> RenderableType:
-    """The decision: action, rule, reason, the inputs it read, and every earlier rule's miss."""
+    """The decision: action, rule, reason, recovery; the inputs the deciding rule read; every
+    earlier rule's miss; the correction layers. The other inputs are `pairs_renderable(
+    view.decision.other_inputs)` (the TUI folds them under "all inputs")."""
     decision = view.decision
     if not decision.recorded:
         return Text("No decision recorded for this attempt (it was still in flight).")
@@ -90,21 +98,28 @@ def decision_renderable(view: AttemptView) -> RenderableType:
         ("action", headline),
         ("reason", decision.reason),
     ]
-    if decision.impact:
-        rows.append(("impact", decision.impact))
     if decision.recovery:
         rows.append(("recovery", Text(printable(decision.recovery), style="bold")))
+    if decision.impact:
+        rows.append(("impact", decision.impact))
     if decision.budgets:
         rows.append(("budgets", decision.budgets))
     if decision.delay:
         rows.append(("delay", decision.delay))
     if decision.corrected:
         rows.append(("corrected", decision.corrected))
-    parts: list[RenderableType] = [_fields(rows)]
+    parts: list[RenderableType] = [
+        Text(f"⚠ tool contract: {printable(warning)}", style="bold yellow")
+        for warning in view.warnings
+    ]
+    parts.append(_fields(rows))
+    parts.append(_heading(f"Inputs {printable(decision.rule_id)} read"))
+    parts.append(pairs_renderable(decision.read_inputs, _READ_STYLE) if decision.read_inputs
+                 else Text("none recorded", style="dim"))  # fmt: skip
     parts.append(_heading("Why not: earlier rules that did not match (first match wins)"))
     if decision.not_matched:
         misses = Table.grid(padding=(0, 2))
-        misses.add_column(style="bold", no_wrap=True)  # rule ids; yellow means retry_same
+        misses.add_column(style=_RULE_STYLE, no_wrap=True)  # yellow means retry_same
         misses.add_column(overflow="fold")
         for miss in decision.not_matched:
             misses.add_row(printable(miss.rule_id), printable(miss.reason))
@@ -114,14 +129,12 @@ def decision_renderable(view: AttemptView) -> RenderableType:
     if decision.layers:
         parts.append(_heading("Correction layers: consulted, or why not"))
         notes = Table.grid(padding=(0, 2))
-        notes.add_column(style="bold", no_wrap=True)
+        notes.add_column(style=_RULE_STYLE, no_wrap=True)
         notes.add_column(no_wrap=True)
         notes.add_column(overflow="fold")
         for note in decision.layers:
             notes.add_row(printable(note.layer), note.verdict, printable(note.detail))
         parts.append(notes)
-    parts.append(_heading("Inputs the rules read"))
-    parts.append(_pairs(decision.inputs) if decision.inputs else Text("none recorded", style="dim"))
     return Group(*parts)
 
 
@@ -163,6 +176,8 @@ def response_renderable(view: AttemptView) -> RenderableType:
     if received.message is not None:
         rows.append(("message", received.message))
     rows.append(("retry policy", received.retry_policy or "-"))
+    rows += [("contract" if index == 0 else "", Text(f"⚠ {printable(warning)}", style="yellow"))
+             for index, warning in enumerate(view.warnings)]  # fmt: skip
     rows += _headers(received.headers)
     rows.append(("body", _body_note(received.body)))
     return _fields(rows)

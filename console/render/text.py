@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from console.render.request_diff import diff_lines
 from console.render.views import (
     AttemptView,
     BackoffView,
@@ -52,6 +53,12 @@ def draw_step_head(out: Lines, step: StepView) -> None:
     out.field("planned", step.planned, depth=1)
     for run in step.sent:
         out.add(f"{run.label.ljust(LABEL_WIDTH - 1)} {run.parameters}{run.note}", depth=1)
+    for diff in step.diffs:
+        if diff.changes:
+            head, *changes = diff_lines(diff)
+            out.field("changed", head, depth=1)
+            for change in changes:
+                out.add(change.strip(), depth=1 + 3)
     for label, value in (("protected", step.protected), ("contract", step.contract),
                          ("outcome", step.outcome), ("error", step.error),
                          ("skipped", step.skipped), ("result", step.result)):  # fmt: skip
@@ -66,6 +73,8 @@ def draw_attempt(out: Lines, attempt: AttemptView) -> None:
         draw_event(out, event, depth=2)
     _draw_sent(out, attempt.sent)
     _draw_received(out, attempt.received, dispatched=attempt.sent.dispatched)
+    for warning in attempt.warnings:
+        out.field("warning", f"⚠ tool contract: {warning}", depth=2)
     _draw_decision(out, attempt.decision)
     for call in attempt.llm_calls:
         draw_llm_call(out, call, depth=2)
@@ -121,12 +130,12 @@ def _draw_decision(out: Lines, decision: DecisionView) -> None:
         value = getattr(decision, label)
         if value:
             out.field(label, value, depth=3)
-    if decision.inputs:
-        pairs = " ".join(f"{key}={value}" for key, value in decision.inputs)
-        wrapped = textwrap.wrap(pairs, width=_WRAP_WIDTH, break_long_words=False,
+    for label, pairs in (("read", decision.read_inputs), ("inputs", decision.other_inputs)):
+        joined = " ".join(f"{key}={value}" for key, value in pairs)
+        wrapped = textwrap.wrap(joined, width=_WRAP_WIDTH, break_long_words=False,
                                 break_on_hyphens=False)  # fmt: skip
         for index, line in enumerate(wrapped):
-            out.field("inputs" if index == 0 else "", line, depth=3)
+            out.field(label if index == 0 else "", line, depth=3)
     if decision.delay:
         out.field("delay", decision.delay, depth=3)
     if decision.corrected:

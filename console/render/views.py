@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.render.formats import format_time
+from console.render.request_diff import RequestDiff, request_diffs
+from console.render.warnings import attempt_warnings
 from console.words import counted, reached_wire, received_text, sent_parameters
 from executor.policy import RuleMiss
+from executor.rule_reads import rule_reads
 from store.queries import (
     AttemptRecord,
     BackoffRecord,
@@ -100,6 +103,22 @@ def flatten_inputs(inputs: Any, prefix: str = "") -> list[tuple[str, str]]:
         else:
             pairs.append((name, "null" if value is None else inline_json(value)))
     return pairs
+
+
+def split_inputs(
+    rule_id: str | None, inputs: Any
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(the pairs `rule_id` reads, in the rule's order; every other pair, in recorded order).
+
+    What a rule reads is `executor.rule_reads`' table; a nested input (`analyzer.changes.city`)
+    belongs to its top-level name.
+    """
+    pairs = flatten_inputs(inputs) if inputs else []
+    top = {name: index for index, name in enumerate(rule_reads(rule_id))}
+    read = [pair for pair in pairs if pair[0].split(".", 1)[0] in top]
+    read.sort(key=lambda pair: top[pair[0].split(".", 1)[0]])
+    rest = [pair for pair in pairs if pair[0].split(".", 1)[0] not in top]
+    return tuple(read), tuple(rest)
 
 
 # ------------------------------------------------------------------------------------ LLM calls
@@ -203,7 +222,11 @@ class LayerVerdict:
 
 @dataclass(frozen=True, slots=True)
 class DecisionView:
-    """The routing decision of an attempt; `recorded` is False while it is in flight."""
+    """The routing decision of an attempt; `recorded` is False while it is in flight.
+
+    `read_inputs` are the (dotted key, value) pairs the deciding rule reads
+    (`executor.rule_reads`), `other_inputs` the rest of the recorded inputs.
+    """
 
     recorded: bool
     action: str
@@ -217,7 +240,13 @@ class DecisionView:
     corrected: str | None
     not_matched: tuple[RuleMiss, ...]
     layers: tuple[LayerVerdict, ...]
-    inputs: tuple[tuple[str, str], ...]
+    read_inputs: tuple[tuple[str, str], ...]
+    other_inputs: tuple[tuple[str, str], ...]
+
+    @property
+    def inputs(self) -> tuple[tuple[str, str], ...]:
+        """Every recorded input: the ones the deciding rule read, then the rest."""
+        return self.read_inputs + self.other_inputs
 
     @property
     def headline(self) -> str:
@@ -282,6 +311,7 @@ class AttemptView:
     llm_calls: tuple[LLMCallView, ...]
     backoff: BackoffView | None
     events: tuple[EventView, ...]
+    warnings: tuple[str, ...] = ()
 
     def fields(self) -> Fields:
         """The facts of the attempt both drawings show (LLM calls have their own fields)."""
@@ -300,6 +330,7 @@ class AttemptView:
             rows += [("header", header) for header in self.received.headers]
             if self.received.body is not None:
                 rows.append(("body", self.received.body.note))
+        rows += [("warning", f"tool contract: {warning}") for warning in self.warnings]
         decision = self.decision
         if decision.recorded:
             rows += [("decision", decision.headline), ("reason", decision.reason)]
@@ -373,7 +404,7 @@ def _budgets(budgets: Any) -> str | None:
 
 def _decision(attempt: AttemptRecord) -> DecisionView:
     decision = attempt.decision if isinstance(attempt.decision, dict) else {}
-    inputs = decision.get("inputs")
+    read, rest = split_inputs(attempt.rule_id, decision.get("inputs"))
     delay = None
     if attempt.delay_ms is not None:
         delay = f"{attempt.delay_ms:.1f} ms ({attempt.delay_source})"
@@ -402,7 +433,8 @@ def _decision(attempt: AttemptRecord) -> DecisionView:
             )
             for note in decision.get("layers") or []
         ),
-        inputs=tuple(flatten_inputs(inputs)) if inputs else (),
+        read_inputs=read,
+        other_inputs=rest,
     )
 
 
@@ -444,6 +476,7 @@ def attempt_view(attempt: AttemptRecord) -> AttemptView:
         llm_calls=tuple(llm_call_view(call) for call in attempt.llm_calls),
         backoff=backoff_view(attempt.backoff),
         events=tuple(event_view(e) for e in attempt.events if e.kind != "backoff"),
+        warnings=tuple(warning.message for warning in attempt_warnings(attempt)),
     )
 
 
@@ -477,6 +510,7 @@ class StepView:
     error: str | None
     skipped: str | None
     result: str | None
+    diffs: tuple[RequestDiff, ...] = ()
 
     def fields(self) -> Fields:
         """The facts of the step both drawings show."""
@@ -485,6 +519,8 @@ class StepView:
         if self.planned_differs:
             rows.append(("planned", self.planned))
         rows += [(run.label, f"{run.parameters}{run.note}") for run in self.sent]
+        rows += [(f"changed #{diff.before} → #{diff.after}", f"{change.key}: {change.old} → "
+                  f"{change.new}") for diff in self.diffs for change in diff.changes]  # fmt: skip
         for label in ("outcome", "error", "skipped"):
             value = getattr(self, label)
             if value:
@@ -520,4 +556,5 @@ def step_view(step: StepRecord) -> StepView:
         error=step.error or None,
         skipped=step.skip_reason or None,
         result=None if step.result is None else inline_json(step.result),
+        diffs=tuple(request_diffs(step)),
     )

@@ -48,7 +48,14 @@ _TAB_TITLES = (
     ("tab-response", "Response"),
     ("tab-llm", "LLM"),
     ("tab-events", "Backoff & events"),
+    ("tab-timeline", "Timeline"),
+    ("tab-diff", "Diff"),
 )
+# The CLI twin of a tab, where one command prints what the tab shows.
+_TAB_TWINS = {
+    "tab-timeline": "truva-console explain EXECUTION STEP --timeline",
+    "tab-diff": "truva-console explain EXECUTION STEP  (its `changed` lines)",
+}
 _PANES = "Move focus to the {} pane (steps, attempts, detail; filter, list; …)"
 
 
@@ -113,6 +120,10 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("copy-cli", "executions", "y", "copy_twin", "Copy CLI", "cli",
                   "Copy the equivalent `truva-console ls` command", cli="truva-console ls",
                   palette="Copy the ls command"),
+    ConsoleAction("next-failed-execution", "executions", "f", "next_failed_execution",
+                  "Next failed", "view",
+                  "Move to the next execution that failed, below the highlighted one",
+                  cli="truva-console ls --status failed", palette="Next failed execution"),
     ConsoleAction("export-bundle", "executions", "x", "export", "Export", "bundle",
                   "Write the highlighted execution (or all listed) to a trace bundle",
                   cli="truva-console export EXECUTION... -o FILE"),
@@ -126,9 +137,33 @@ ACTIONS: tuple[ConsoleAction, ...] = (
                   palette="Back to executions", key_display="esc"),
     ConsoleAction("refresh", "execution", "r", "refresh", "Refresh", "view",
                   "Query the store again now", palette="Refresh"),
-    ConsoleAction("copy-cli", "execution", "y", "copy_twin", "Copy CLI", "cli",
+    ConsoleAction("copy-focused", "execution", "y", "copy_focused", "Copy", "text",
+                  "Copy the selected text, else the whole focused pane or tab",
+                  cli="truva-console explain EXECUTION STEP", palette="Copy the focused text"),
+    ConsoleAction("copy-cli", "execution", "Y", "copy_twin", "Copy CLI", "cli",
                   "Copy the equivalent `truva-console explain` command",
-                  cli="truva-console explain EXECUTION STEP", palette="Copy the explain command"),
+                  cli="truva-console explain EXECUTION STEP", palette="Copy the explain command",
+                  key_display="Y"),
+    ConsoleAction("search-text", "execution", "ctrl+f", "search", "Search", "text",
+                  "Find in the focused body or LLM text (or the active tab's)",
+                  cli="truva-console explain EXECUTION STEP | grep -n TEXT",
+                  palette="Search the focused text"),
+    ConsoleAction("open-pager", "execution", "f3", "open_pager", "Pager", "text",
+                  "Show the focused body, prompt, answer or tab in $PAGER (less -R)",
+                  cli="truva-console explain EXECUTION STEP | less -R",
+                  palette="Show the focused text in $PAGER"),
+    ConsoleAction("open-editor", "execution", "f4", "open_editor", "Editor", "text",
+                  "Open a read-only copy of the focused text in $EDITOR",
+                  palette="Open the focused text in $EDITOR", footer=False),
+    ConsoleAction("next-failed", "execution", "n,right_square_bracket", "next_failed",
+                  "Next failed", "view", "Jump to the next failed attempt of this execution",
+                  cli="truva-console explain EXECUTION", palette="Next failed attempt",
+                  key_display="n"),
+    ConsoleAction("previous-failed", "execution", "N,left_square_bracket", "previous_failed",
+                  "Prev failed", "view",
+                  "Jump to the previous failed attempt of this execution",
+                  cli="truva-console explain EXECUTION", palette="Previous failed attempt",
+                  footer=False, key_display="N"),
     ConsoleAction("replay-step", "execution", "R", "replay_step", "Replay step", "replay",
                   "Replay the selected step locally with edited tool responses",
                   cli="truva-console replay EXECUTION STEP --response N=FILE", key_display="R"),
@@ -140,10 +175,17 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     *(
         ConsoleAction(f"show-{tab_id}", "execution", str(number), f"show_tab('{tab_id}')",
                       title, "tab", f"Show the {title} tab of the attempt", palette=title,
-                      footer=False)
+                      footer=False, cli=_TAB_TWINS.get(tab_id, ""))
         for number, (tab_id, title) in enumerate(_TAB_TITLES, start=1)
     ),
     *_pane_actions("execution", zoom_keys="z,f11"),
+    # ---------------------------------------------------------------- search bar (ctrl+f)
+    ConsoleAction("search-next", "search", "enter,down", "jump(False)", "Next match", "text",
+                  "Select the next match"),
+    ConsoleAction("search-previous", "search", "shift+enter,up", "jump(True)",
+                  "Previous match", "text", "Select the previous match"),
+    ConsoleAction("search-close", "search", "escape", "close", "Close search", "text",
+                  "Close the search and go back to the text", key_display="esc"),
     # ---------------------------------------------------------------- replay
     ConsoleAction("back", "replay", "escape", "back", "Back", "view",
                   "Back to the execution (while a replay runs: cancel it)",
@@ -176,6 +218,7 @@ SCOPE_TITLES = {
     "execution": "Execution screen",
     "replay": "Replay screen",
     "dialog": "Dialog",
+    "search": "Search bar",
 }
 
 

@@ -15,7 +15,9 @@ from tests.support.tui import TRIP, open_execution, shown_text, tui_app
 # (step, attempt): a corrected attempt with an LLM call, a 429 with a backoff and headers, a
 # guard rejection that sent nothing, a non-UTF-8 body that stopped the step.
 ATTEMPTS = [("step-2", 1), ("step-1", 1), ("step-5", 1), ("step-3", 1)]
-PANES = ("#decision-body", "#request-head", "#response-head", "#events-body")
+# The decision's other inputs are folded under "all inputs"; the request diff is its own tab.
+PANES = ("#decision-body", "#decision-other-inputs", "#request-head", "#response-head",
+         "#events-body", "#diff-body")
 AREAS = ("#request-body", "#response-body", "#llm-text")
 
 

@@ -85,8 +85,9 @@ async def test_decision_tab_shows_rule_reason_inputs_and_rules_that_did_not_matc
         not_matched = attempt.decision["not_matched"]
         transient = next(m for m in not_matched if m["rule_id"] == "transient.retry_same")
         assert "transient.retry_same" in decision and transient["reason"] in decision
-        assert "Inputs the rules read" in decision
-        assert "analyzer.changes.city" in decision and "validation_retries" in decision
+        assert "Inputs analyzer.accept read" in decision
+        assert "analyzer.changes.city" in decision and "validation_retries" not in decision
+        assert "validation_retries" in static_text(screen, "#decision-other-inputs", width=300)
 
 
 async def test_decision_tab_shows_recovery_impact_and_why_no_layer_ran(
@@ -178,6 +179,8 @@ async def test_backoff_and_events_tab(synthetic_db: Path) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-1")
+        screen.select_attempt(1)
         await pilot.press("5")
         events = static_text(screen, "#events-body", width=200)
         assert "planned  1000.0 ms (set by retry_after_header)" in events

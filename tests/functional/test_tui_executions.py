@@ -189,13 +189,13 @@ async def test_live_refresh_shows_a_new_and_a_running_execution(tmp_path: Path) 
             recorder.flush()
             await _poll_until(app, pilot, screen, lambda: listed_ids(app)[0] == "exec-live",
                               "exec-live first")
-            assert cell(app, "exec-live", "status") == "● running"
+            assert cell(app, "exec-live", "status") == "● running ⚠2"  # 400 and 401 bodies
             assert cell(app, "exec-live", "duration") == "running"
             recorder.record(events[-1])
         finally:
             recorder.close()
         await _poll_until(app, pilot, screen,
-                          lambda: cell(app, "exec-live", "status") == "partial",
+                          lambda: cell(app, "exec-live", "status") == "partial ⚠2",
                           "exec-live partial")
 
 

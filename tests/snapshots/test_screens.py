@@ -35,15 +35,19 @@ async def _settle(pilot) -> None:
     await pilot.wait_for_scheduled_animations()
 
 
-def _open_trip(step_id: str, n: int, tab: str | None = None):
+def _open_trip(step_id: str | None = None, n: int | None = None, tab: str | None = None):
+    """Open TRIP (where it opens, without a step), select the step and attempt, press `tab`."""
+
     async def run_before(pilot) -> None:
         await _settle(pilot)
         pilot.app.open_execution(TRIP)
         await settle_until(pilot, lambda: isinstance(pilot.app.screen, ExecutionScreen), TRIP)
         await _settle(pilot)
         screen = pilot.app.screen
-        screen.select_step(step_id)
-        screen.select_attempt(n)
+        if step_id is not None:
+            screen.select_step(step_id)
+        if n is not None:
+            screen.select_attempt(n)
         if tab is not None:
             await pilot.press(tab)
         await _settle(pilot)

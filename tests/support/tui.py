@@ -211,3 +211,9 @@ def cell(app: TruvaConsoleApp, execution_id: str, column: str) -> str:
 
     value = app.screen.query_one(ExecutionTable).get_cell(execution_id, column)
     return getattr(value, "plain", str(value))
+
+
+def table_cell(table: Any, row_key: str, column: str) -> str:
+    """The plain text of `column` in the row `row_key` of any of the TUI's tables."""
+    value = table.get_cell(row_key, column)
+    return getattr(value, "plain", str(value))

@@ -16,8 +16,10 @@ from textual.worker import Worker, WorkerState
 
 from console.printable import printable
 from console.render.formats import format_time
+from console.render.navigation import next_failed, opening_position
 from console.render.rich_views import step_text
 from console.render.views import step_view
+from console.render.warnings import execution_warnings
 from console.tui.actions import bindings
 from console.tui.messages import ExecutionRequested, ReplayRequested
 from console.tui.screens.palette import PaletteCommand
@@ -26,7 +28,14 @@ from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, Store
 from console.tui.screens.store_source import StoreSource
 from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.cells import duration_text, status_text, twin_command
+from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.tables import AttemptTable, StepTable
+from console.tui.widgets.text_actions import (
+    FocusedText,
+    detail_focused_text,
+    open_externally,
+    search_target,
+)
 from console.words import counted
 from store.queries import ExecutionDetail, StepRecord
 
@@ -95,6 +104,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         yield Static(id="step-summary")
         yield AttemptTable(id="attempts")
         yield AttemptDetail(id="attempt-detail")
+        yield SearchBar(id="search-bar")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -205,8 +215,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         steps.show_steps(detail.steps)
         known = {step.step_id for step in detail.steps}
         if self.step_id not in known:
-            self.step_id = detail.steps[0].step_id if detail.steps else None
-            self.attempt_n = None
+            self.step_id, self.attempt_n = opening_position(detail)
         steps.move_to_key(self.step_id)
         self._show_step(self.step_id, keep_attempt=True)
 
@@ -227,6 +236,11 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         )  # fmt: skip
         if row.stop_reason:
             text.append(f"\nstopped: {printable(row.stop_reason)}", style="yellow")
+        warned = execution_warnings(detail)
+        if warned:
+            text.append(f"\n⚠ {counted(len(warned), 'tool-contract warning')}: "
+                        f"{printable(warned[0][2].message)} ({warned[0][0]} #{warned[0][1]})"
+                        + (" …" if len(warned) > 1 else ""), style="yellow")  # fmt: skip
         return text
 
     def _step(self, step_id: str | None) -> StepRecord | None:
@@ -311,6 +325,26 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.query_one(AttemptTable).move_to_key(str(n))
         self._show_attempt(n)
 
+    def action_next_failed(self, backwards: bool = False) -> None:
+        """Show the next (or previous) failed attempt, across steps."""
+        if self.detail is None:
+            return
+        target = next_failed(self.detail, self.step_id, self.attempt_n, backwards=backwards)
+        if target is None:
+            self.notify("No failed attempt in this execution.", title="Next failed")
+            return
+        step_id, n = target
+        if step_id != self.step_id:
+            self.attempt_n = n
+            self.query_one(StepTable).move_to_key(step_id)
+            self._show_step(step_id, keep_attempt=True)
+        else:
+            self.select_attempt(n)
+
+    def action_previous_failed(self) -> None:
+        """Show the previous failed attempt, across steps."""
+        self.action_next_failed(backwards=True)
+
     def action_back(self) -> None:
         """Back to the executions list; with a zoomed pane, restore it first."""
         if self.maximized is not None:
@@ -370,6 +404,40 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.rerunning = False
         self.refresh_bindings()
         self.notify(message.problem, title="Cannot re-run", severity="error")
+
+    def focused_text(self) -> FocusedText:
+        """The text F3, F4 and `y` act on: the focused pane, else the active detail tab."""
+        detail = self.query_one(AttemptDetail)
+        active = detail.query_one("#detail-tabs", TabbedContent).active
+        return detail_focused_text(detail, active, self.focused)
+
+    def action_search(self) -> None:
+        """Open the search bar on the focused text pane, else the active tab's."""
+        detail = self.query_one(AttemptDetail)
+        active = detail.query_one("#detail-tabs", TabbedContent).active
+        target = search_target(detail, active, self.focused)
+        if target is None:
+            self.notify("Search works in the request and response bodies and the LLM tab.",
+                        title="Nothing to search here")  # fmt: skip
+            return
+        self.query_one(SearchBar).open(target)
+
+    def action_copy_focused(self) -> None:
+        """Copy the selection of the focused pane, else all of its text."""
+        focused = self.focused_text()
+        text = focused.selected or focused.text
+        self.app.copy_to_clipboard(text)
+        what = "the selection" if focused.selected else f"the {focused.title}"
+        self.notify(f"{len(text)} characters", title=f"Copied {what}")
+
+    def action_open_pager(self, editor: bool = False) -> None:
+        """Show the focused text in $PAGER (or a read-only copy in $EDITOR)."""
+        self.notify(open_externally(self.app, self.focused_text(), editor=editor),
+                    title="Editor" if editor else "Pager")  # fmt: skip
+
+    def action_open_editor(self) -> None:
+        """Open a read-only copy of the focused text in $EDITOR."""
+        self.action_open_pager(editor=True)
 
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""

@@ -15,6 +15,7 @@ from textual.widgets import ContentSwitcher, Footer, Header, Static
 
 from console.printable import printable
 from console.render.execution_columns import DEFAULT_PAGE_SIZE
+from console.render.navigation import next_failed_execution
 from console.tui.actions import bindings
 from console.tui.messages import ExecutionRequested
 from console.tui.screens.bundle import ExportDialog, ImportDialog
@@ -99,6 +100,8 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
             return self.problem is None and bool(self.page and self.page.executions)
         if action == "import_bundle":
             return self.problem is None
+        if action == "next_failed_execution":
+            return bool(self.page and self.page.executions)
         return True
 
     # ------------------------------------------------------------------ loading
@@ -334,6 +337,16 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
             self.page_offset = max(0, self.page_offset - self.page_size)
             self._update_twin()
             self.load_page()
+
+    def action_next_failed_execution(self) -> None:
+        """Put the cursor on the next failed execution of the page (wrapping around)."""
+        table = self.query_one(ExecutionTable)
+        rows = self.page.executions if self.page else ()
+        target = next_failed_execution(rows, table.highlighted_key())
+        if target is None:
+            self.notify("No failed execution on this page.", title="Next failed")
+            return
+        table.move_to_key(target)
 
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""

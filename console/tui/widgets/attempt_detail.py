@@ -8,17 +8,20 @@ from textual.widgets import ContentSwitcher, Static, TabbedContent, TabPane, Tex
 
 from console.printable import printable
 from console.render.rich_views import (
-    decision_renderable,
     events_renderable,
     llm_text,
     request_renderable,
     response_renderable,
 )
 from console.render.views import BodyDisplay, attempt_view, body_display, event_view, llm_call_view
+from console.tui.widgets.decision_panel import DecisionPanel
+from console.tui.widgets.diff_view import diff_renderable
 from console.tui.widgets.long_text import LongTextArea
+from console.tui.widgets.timeline_view import TimelineView
 from store.queries import AttemptRecord, ExecutionDetail, StepRecord
 
-TAB_IDS = ("tab-decision", "tab-request", "tab-response", "tab-llm", "tab-events")
+TAB_IDS = ("tab-decision", "tab-request", "tab-response", "tab-llm", "tab-events",
+           "tab-timeline", "tab-diff")
 
 
 class AttemptDetail(Vertical):
@@ -30,11 +33,8 @@ class AttemptDetail(Vertical):
         with ContentSwitcher(initial="detail-note", id="detail-switcher"):
             yield Static("Select an attempt.", id="detail-note")
             with TabbedContent(id="detail-tabs"):
-                with (
-                    TabPane("Decision", id="tab-decision"),
-                    VerticalScroll(classes="detail-scroll"),
-                ):
-                    yield Static(id="decision-body")
+                with TabPane("Decision", id="tab-decision"):
+                    yield DecisionPanel(id="decision-panel", classes="detail-scroll")
                 with TabPane("Request", id="tab-request"):
                     yield Static(id="request-head", classes="detail-head")
                     yield LongTextArea.code_editor(read_only=True, id="request-body",
@@ -50,6 +50,13 @@ class AttemptDetail(Vertical):
                     VerticalScroll(classes="detail-scroll"),
                 ):
                     yield Static(id="events-body")
+                with (
+                    TabPane("Timeline", id="tab-timeline"),
+                    VerticalScroll(classes="detail-scroll"),
+                ):
+                    yield TimelineView(id="timeline-body")
+                with TabPane("Diff", id="tab-diff"), VerticalScroll(classes="detail-scroll"):
+                    yield Static(id="diff-body")
 
     def show_note(self, text: str) -> None:
         """Show `text` instead of the tabs."""
@@ -61,7 +68,7 @@ class AttemptDetail(Vertical):
     ) -> None:
         """Fill every tab from the view of `attempt` (the same view `explain` prints)."""
         view = attempt_view(attempt)
-        self.query_one("#decision-body", Static).update(decision_renderable(view))
+        self.query_one(DecisionPanel).show(view)
         self.query_one("#request-head", Static).update(request_renderable(view))
         self._show_body("#request-body", view.sent.body)
         self.query_one("#response-head", Static).update(response_renderable(view))
@@ -75,6 +82,8 @@ class AttemptDetail(Vertical):
         self.query_one("#events-body", Static).update(
             events_renderable(view, step.step_id, step_events, execution_events)
         )
+        self.query_one(TimelineView).show(step, detail)
+        self.query_one("#diff-body", Static).update(diff_renderable(step, attempt.n))
         tabs = self.query_one("#detail-tabs", TabbedContent)
         tabs.get_tab("tab-llm").label = f"LLM ({len(view.llm_calls)})"
         other_events = len(view.events)

@@ -19,6 +19,7 @@ from textual.widgets import Input
 
 from console.render.formats import ArgumentProblem, parse_time
 from console.tui.actions import bindings
+from executor.contract import WARNING_CODES
 from store.queries import ACTIONS, EXECUTION_STATUSES, ExecutionFilter
 
 # token key -> (ExecutionFilter field, `ls` option)
@@ -35,6 +36,8 @@ FILTER_KEYS: dict[str, tuple[str, str]] = {
     "until": ("until", "--until"),
     "text": ("text", "--text"),
     "test": ("test", "--test"),
+    "warn": ("warning", "--warning"),
+    "warning": ("warning", "--warning"),
 }
 
 
@@ -100,6 +103,10 @@ def _typed(name: str, value: str, *, now: float) -> str | int | float:
         )
     if name == "action" and value not in ACTIONS:
         raise FilterSyntaxError(f"filter action:{value}: expected one of {', '.join(ACTIONS)}")
+    if name == "warning" and value not in ("any", *WARNING_CODES):
+        raise FilterSyntaxError(
+            f"filter warn:{value}: expected any or one of {', '.join(WARNING_CODES)}"
+        )
     if name == "http_status":
         if not value.isdigit():
             raise FilterSyntaxError(f"filter http:{value}: expected a number such as 429")

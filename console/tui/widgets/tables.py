@@ -24,9 +24,12 @@ from console.render.execution_columns import (
     sort_rows,
 )
 from console.render.formats import format_duration
+from console.render.warnings import attempt_warnings, badge, step_warning_count
 from console.tui.actions import bindings
 from console.tui.widgets.cells import action_text, delay_text, http_text, status_text
 from store.queries import AttemptRecord, ExecutionRow, StepRecord
+
+_BADGE_STYLE = "bold yellow"
 
 
 class NavigableTable(DataTable):
@@ -188,7 +191,8 @@ class ExecutionTable(NavigableTable):
     @staticmethod
     def _styled(column: ExecutionColumn, row: ExecutionRow, query_width: int) -> Text | str:
         if column.key == "status":
-            return status_text(row.status)
+            return Text.assemble(status_text(row.status),
+                                 (badge(row.contract_warnings), _BADGE_STYLE))  # fmt: skip
         if column.key == "query":
             return query_cell(row, query_width)
         text = column.cell(row)
@@ -247,7 +251,8 @@ class StepTable(NavigableTable):
             corrections = step.validation_retries or 0
             self.add_row(
                 printable(step.step_id),
-                status_text(step.status),
+                Text.assemble(status_text(step.status),
+                              (badge(step_warning_count(step)), _BADGE_STYLE)),
                 capability,
                 Text(str(step.dispatch_count or 0), justify="right"),
                 Text(str(len(step.attempts)), justify="right"),
@@ -308,7 +313,8 @@ class AttemptTable(NavigableTable):
             self.add_row(
                 Text(str(attempt.n), justify="right"),
                 counter,
-                http_text(attempt),
+                Text.assemble(http_text(attempt),
+                              (badge(len(attempt_warnings(attempt))), _BADGE_STYLE)),
                 format_duration(attempt.elapsed_ms) if attempt.dispatched else "-",
                 action_text(attempt.action),
                 printable(attempt.rule_id) or "-",
