@@ -19,7 +19,8 @@ from console.tui.screens.executions import ExecutionsScreen
 from console.tui.screens.help import HelpScreen
 from console.tui.screens.replay import ReplayScreen
 from console.tui.widgets.filter_bar import FilterBar
-from console.tui.widgets.tables import NavigableTable
+from console.tui.widgets.search_bar import SearchBar
+from console.tui.widgets.tables import ExecutionTable, NavigableTable
 from tests.support.tui import TRIP, open_execution, screen_loaded, settle_until, shown_text, tui_app
 
 SIZE = (160, 44)
@@ -195,7 +196,7 @@ async def test_a_bad_keymap_file_is_one_notification_and_the_default_keys_stay(
     ("owner", "scope"),
     [(ExecutionsScreen, "executions"), (ExecutionScreen, "execution"), (ReplayScreen, "replay"),
      (ExportDialog, "dialog"), (ImportDialog, "dialog"), (NavigableTable, "table"),
-     (FilterBar, "filter")],
+     (FilterBar, "filter"), (ExecutionTable, "execution-table"), (SearchBar, "search")],
     ids=lambda value: value if isinstance(value, str) else value.__name__,
 )  # fmt: skip
 def test_bindings_are_generated_from_the_registry(owner, scope: str) -> None:
@@ -224,3 +225,57 @@ async def test_palette_commands_of_a_screen_come_from_its_registry_entries(
         zoom = next(c for c in commands if c.title == "view: Zoom the focused pane")
         zoom.run()
         await settle_until(pilot, lambda: screen.maximized is not None, "a zoomed pane")
+
+
+# tui10's keys, each a registry action: (scope, id, keys, a CLI twin the help shows or None).
+DEBUGGING_KEYS = {
+    "next-failed-execution": ("executions", "f", "truva-console ls --status failed"),
+    "copy-focused": ("execution", "y", None),
+    "copy-cli": ("execution", "Y", None),
+    "search-text": ("execution", "ctrl+f", "truva-console explain EXECUTION STEP | grep -n TEXT"),
+    "open-pager": ("execution", "f3", "truva-console explain EXECUTION STEP | less -R"),
+    "open-editor": ("execution", "f4", None),
+    "next-failed": ("execution", "n,right_square_bracket", None),
+    "previous-failed": ("execution", "N,left_square_bracket", None),
+    "show-tab-timeline": ("execution", "6", "truva-console explain EXECUTION STEP --timeline"),
+    "show-tab-diff": ("execution", "7", None),
+    "search-next": ("search", "enter,down", None),
+    "search-close": ("search", "escape", None),
+}
+
+
+@pytest.mark.parametrize("action_id", DEBUGGING_KEYS, ids=DEBUGGING_KEYS)
+def test_the_debugging_keys_are_registry_actions(action_id: str) -> None:
+    scope, keys, twin = DEBUGGING_KEYS[action_id]
+    (action,) = [a for a in actions_of(scope) if a.id == action_id]
+    assert action.keys == keys
+    if twin is not None:
+        assert action.cli == twin
+
+
+async def test_the_debugging_keys_show_in_the_help_and_the_palette(synthetic_db: Path) -> None:
+    async with on_trip(synthetic_db) as (app, pilot, screen):
+        titles = {command.title for command in screen.palette_commands()}
+        await pilot.press("f1")
+        text = help_text(app)
+    assert {"text: Search the focused text", "view: Next failed attempt",
+            "text: Show the focused text in $PAGER", "tab: Timeline", "tab: Diff"} <= titles
+    assert "Next failed: Jump to the next failed" in text
+    assert "truva-console explain EXECUTION STEP --timeline" in text
+    assert "ctrl+f" in text and "F3" in text
+
+
+async def test_the_help_of_the_executions_table_lists_its_sort_keys_and_the_table_keys(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await screen_loaded(pilot)
+        assert isinstance(app.focused, ExecutionTable)
+        await pilot.press("f1")
+        text = help_text(app)
+    headings = [line.strip() for line in text.splitlines()]
+    assert headings.index("Executions table") < headings.index("Table")
+    assert "Sort: Sort this page by the next column" in text
+    assert "truva-console ls --sort COLUMN[:asc|:desc]" in text
+    assert "Next failed: Move to the next execution that failed" in text
