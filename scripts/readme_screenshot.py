@@ -19,7 +19,7 @@ from console.tui.widgets.tables import AttemptTable, StepTable
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "docs" / "screenshots" / (
     "execution-failing-step.svg"
 )
-SIZE = (120, 36)
+SIZE = (120, 42)  # tall enough for the decision down to its "Why not" under the focus ring
 # scenario-d: a 503 that means "not found", resent until the attempts ran out.
 SAMPLE = "scenario-d-misclassified-503"
 
