@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 
+from executor.contract import response_warnings
 from store.connection import (
     DEFAULT_LOCK_TIMEOUT_S,
     StorePaths,
@@ -88,6 +89,7 @@ class ExecutionFilter:
     until: float | None = None
     text: str | None = None
     test: str | None = None
+    warning: str | None = None
 
 
 
@@ -171,6 +173,47 @@ def _filter_sql(
         clauses.append("list_contains($text_matches, e.execution_id)")
         params["text_matches"] = text_matches or []
     return (" AND ".join(clauses) or "TRUE"), params
+
+
+_RESPONSES = """
+SELECT a.execution_id, a.http_status, a.response_body FROM attempts AS a
+WHERE a.dispatched AND a.http_status > 0 AND a.response_body IS NOT NULL AND {scope}
+"""
+
+
+def _warning_counts(conn: duckdb.DuckDBPyConnection, execution_ids: list[str]) -> dict[str, int]:
+    """How many recorded responses of each execution break the tool contract (executor.contract)."""
+    if not execution_ids:
+        return {}
+    counts: dict[str, int] = defaultdict(int)
+    cursor = conn.execute(_RESPONSES.format(scope="list_contains($ids, a.execution_id)"),
+                          {"ids": execution_ids})  # fmt: skip
+    while batch := cursor.fetchmany(500):
+        for execution_id, status, body in batch:
+            if response_warnings(status, body):
+                counts[execution_id] += 1
+    return dict(counts)
+
+
+def _with_warning_filter(
+    conn: duckdb.DuckDBPyConnection, filters: ExecutionFilter, where: str, params: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """`where` narrowed to executions with a contract warning (`any` or one code), if asked."""
+    if not filters.warning:
+        return where, params
+    cursor = conn.execute(
+        _RESPONSES.format(scope=f"a.execution_id IN (SELECT e.execution_id FROM executions AS e "
+                                f"WHERE {where})"), params)  # fmt: skip
+    warned: set[str] = set()
+    while batch := cursor.fetchmany(500):
+        for execution_id, status, body in batch:
+            if execution_id not in warned and any(
+                filters.warning in ("any", warning.code)
+                for warning in response_warnings(status, body)
+            ):
+                warned.add(execution_id)
+    return f"({where}) AND list_contains($warned_ids, e.execution_id)", {
+        **params, "warned_ids": sorted(warned)}  # fmt: skip
 
 
 # `page` is a CTE of execution ids; the counts are computed for those executions only.
@@ -417,6 +460,7 @@ class Store:
         filters = filters or ExecutionFilter()
         with self.session() as conn:
             where, params = _filter_sql(filters, _text_matches(conn, filters))
+            where, params = _with_warning_filter(conn, filters, where, params)
             page_sql = (
                 f"WITH page AS (SELECT e.execution_id FROM executions AS e WHERE {where} "
                 "ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC "
@@ -431,8 +475,12 @@ class Store:
                     {**params, "limit": int(limit), "offset": int(offset)},
                 )
             )
+            warned = _warning_counts(conn, [row["execution_id"] for row in rows])
         return Page(
-            executions=tuple(ExecutionRow(**row) for row in rows),
+            executions=tuple(
+                ExecutionRow(**row, contract_warnings=warned.get(row["execution_id"], 0))
+                for row in rows
+            ),
             total=int(total_row[0]) if total_row else 0,
             limit=limit,
             offset=offset,
@@ -440,8 +488,10 @@ class Store:
 
     def matching_execution_ids(self, filters: ExecutionFilter | None = None) -> list[str]:
         """Every execution id `list_executions` would list for `filters`, oldest first."""
-        where, params = _filter_sql(filters or ExecutionFilter())
+        filters = filters or ExecutionFilter()
+        where, params = _filter_sql(filters)
         with self.session() as conn:
+            where, params = _with_warning_filter(conn, filters, where, params)
             rows = conn.execute(
                 f"SELECT e.execution_id FROM executions AS e WHERE {where} "
                 "ORDER BY e.started_at NULLS FIRST, e.execution_id",
@@ -591,7 +641,9 @@ class Store:
         filters = filters or ExecutionFilter()
         counts: dict[str, Any] = {}
         with self.session() as conn:
-            where, params = _filter_sql(filters, _text_matches(conn, filters))
+            where, params = _with_warning_filter(
+                conn, filters, *_filter_sql(filters, _text_matches(conn, filters))
+            )
             matched = f"SELECT e.execution_id FROM executions AS e WHERE {where}"
             counts["executions_by_status"] = dict(
                 conn.execute(

@@ -50,6 +50,7 @@ class ExecutionRow:
     writer_host: str | None
     rerun_of: str | None = None
     labels: dict[str, str] | None = None
+    contract_warnings: int = 0
 
 
 @dataclass(frozen=True, slots=True)

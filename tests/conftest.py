@@ -33,3 +33,4 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
         if name.startswith(("TRUVAG3_", "OPENAI_", "TRUVA_", "OTEL_")):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TRUVA_DB", str(tmp_path / "store" / "debug.duckdb"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user keymap

@@ -19,6 +19,7 @@ from console.render.execution_columns import (
     sort_rows,
 )
 from console.render.formats import ArgumentProblem, labels_marker, lineage_marker, parse_time
+from executor.contract import WARNING_CODES
 from store.errors import StoreError
 from store.queries import (
     ACTIONS,
@@ -72,6 +73,11 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text", help="text in request/response bodies, LLM prompts or answers")
     parser.add_argument("--test", metavar="NODEID",
                         help="recorded by a pytest test whose node id contains NODEID")
+    parser.add_argument(
+        "--warning", nargs="?", const="any", choices=("any", *WARNING_CODES), metavar="KIND",
+        help="a response broke the tool contract (any, or one of: "
+        f"{', '.join(WARNING_CODES)}); KIND defaults to any",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,6 +123,7 @@ def filters_from_args(args: argparse.Namespace, *, now: float | None = None) -> 
         until=None if args.until is None else parse_time("--until", args.until, now=now),
         text=args.text or None,
         test=getattr(args, "test", None) or None,
+        warning=getattr(args, "warning", None),
     )
 
 

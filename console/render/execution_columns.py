@@ -15,6 +15,7 @@ from console.render.formats import (
     labels_marker,
     lineage_marker,
 )
+from console.render.warnings import badge
 from store.queries import ExecutionRow
 
 # Rows per page of the list screen and of `ls`, so the twin lists the same rows.
@@ -67,7 +68,8 @@ def _or_dash(value: str | None) -> str:
 EXECUTION_COLUMNS: tuple[ExecutionColumn, ...] = (
     ExecutionColumn("execution", "EXECUTION", lambda r: printable(r.execution_id),
                     lambda r: r.execution_id),
-    ExecutionColumn("status", "STATUS", lambda r: r.status, lambda r: r.status),
+    ExecutionColumn("status", "STATUS", lambda r: r.status + badge(r.contract_warnings),
+                    lambda r: r.status),
     ExecutionColumn("started", "STARTED (UTC)", lambda r: format_time(r.started_at),
                     lambda r: r.started_at or 0.0, numeric=True, drop_order=5),
     ExecutionColumn("duration", "DURATION", duration_cell, lambda r: r.duration_ms or 0.0,

@@ -11,13 +11,17 @@ from typing import ClassVar
 
 from textual import on
 from textual.app import App, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.screen import Screen
 
+from console.tui.actions import SCOPE_TITLES, KeymapError, bindings, keymap_path, load_keymap
+from console.tui.messages import ExecutionRequested, ReplayRequested
 from console.tui.screens.bundle import ImportDialog
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import DEFAULT_PAGE_SIZE, ExecutionsScreen
+from console.tui.screens.help import HelpScreen, chain_scopes, help_renderable
 from console.tui.screens.palette import ConsoleCommands
+from console.tui.screens.panes import PaneScreen
 from console.tui.screens.replay import ReplayScreen
 from console.tui.screens.store_source import StoreSource
 from console.tui.widgets.tables import ExecutionTable
@@ -42,14 +46,15 @@ class TruvaConsoleApp(App[int]):
     `$TRUVA_DB` applies). `live_refresh=False` turns the store polling off (snapshot tests).
     `replay_files_dir` is where edited replay responses are written (a new temporary
     directory by default, kept after exit so the copied `replay` commands still work).
+    `keymap_file` overrides keys by action id (default `$XDG_CONFIG_HOME/truva-console/
+    keymap.toml`); a file that cannot be used is one notification and the defaults stay.
     """
 
     CSS_PATH = "console.tcss"
     TITLE = "truva-console"
     COMMANDS = App.COMMANDS | {ConsoleCommands}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", id="quit", tooltip="Leave truva-console"),
-    ]
+    ACTION_SCOPE = "app"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("app")
 
     def __init__(
         self,
@@ -60,6 +65,7 @@ class TruvaConsoleApp(App[int]):
         refresh_interval_s: float = REFRESH_INTERVAL_S,
         page_size: int = DEFAULT_PAGE_SIZE,
         replay_files_dir: Path | None = None,
+        keymap_file: Path | None = None,
     ) -> None:
         super().__init__()
         self.source = StoreSource(Path(db_path))
@@ -68,6 +74,21 @@ class TruvaConsoleApp(App[int]):
         self.page_size = page_size
         self.store_problem: str | None = None
         self._replay_files_dir = replay_files_dir
+        self.keymap_file = keymap_file or keymap_path()
+        self.keymap: dict[str, str] = {}
+        self.keymap_problem: str | None = None
+
+    def on_mount(self) -> None:
+        """Apply the user's keymap file, if there is one and it can be used."""
+        try:
+            self.keymap = load_keymap(self.keymap_file)
+        except KeymapError as error:
+            self.keymap_problem = str(error)
+            self.notify(self.keymap_problem, title="Keymap not used; default keys apply",
+                        severity="warning", timeout=10)  # fmt: skip
+            return
+        if self.keymap:
+            self.set_keymap(self.keymap)
 
     def get_default_screen(self) -> ExecutionsScreen:
         return ExecutionsScreen(
@@ -129,6 +150,29 @@ class TruvaConsoleApp(App[int]):
             return None
         self.notify(str(saved), title="Screenshot saved")
         return saved
+
+    @on(ExecutionRequested)
+    def _execution_requested(self, message: ExecutionRequested) -> None:
+        self.open_execution(message.execution_id)
+
+    @on(ReplayRequested)
+    def _replay_requested(self, message: ReplayRequested) -> None:
+        self.open_replay(message.detail, message.step_id)
+
+    def action_help(self) -> None:
+        """Show the keys of the focused pane, its screen and the app (F1, `?`)."""
+        screen = self.screen
+        if isinstance(screen, HelpScreen):
+            return
+        scopes = chain_scopes(screen.focused or screen)
+        where = SCOPE_TITLES.get(scopes[0], "truva-console")
+        twin = None
+        if isinstance(screen, PaneScreen):
+            pane_title = screen.pane_title()
+            where = f"the {pane_title} pane" if pane_title else SCOPE_TITLES[screen.ACTION_SCOPE]
+            twin = screen.action_twin
+        content = help_renderable(f"Keys of {where}", scopes, self.keymap, twin)
+        self.push_screen(HelpScreen(content))
 
     @on(ReplayScreen.ReplayFinished)
     @on(ImportDialog.ImportFinished)

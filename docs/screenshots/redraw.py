@@ -17,7 +17,7 @@ from console.tui.screens.execution import ExecutionScreen
 from console.tui.widgets.tables import AttemptTable, StepTable
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "execution-failing-step.svg"
-SIZE = (120, 36)
+SIZE = (120, 42)  # tall enough for the decision down to its "Why not" under the focus ring
 # scenario-d: a 503 that means "not found", resent until the attempts ran out.
 SAMPLE = "scenario-d-misclassified-503"
 

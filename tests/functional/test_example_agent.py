@@ -9,9 +9,10 @@ import io
 from pathlib import Path
 from types import ModuleType
 
-from tests.functional.test_tui_executions import SIZE, cell, listed_ids, settle
-from tests.functional.test_tui_stores import tui_app
 from tests.support.plans import run_cli
+from tests.support.tui import cell, listed_ids, settle_loaded, tui_app
+
+SIZE = (120, 36)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT = REPO_ROOT / "examples" / "agent.py"
@@ -49,7 +50,7 @@ async def test_the_example_agent_records_a_store_the_console_opens(tmp_path: Pat
 
     app = tui_app(db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert listed_ids(app) == [flights["execution_id"], trip["execution_id"]]
         assert cell(app, flights["execution_id"], "rule") == "terminal.auth_or_method"
         assert cell(app, trip["execution_id"], "status") == "succeeded"

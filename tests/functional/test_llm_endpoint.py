@@ -24,10 +24,10 @@ from executor.runtime import PlanExecutor
 from store.ingest import encode_events
 from store.queries import open_store
 from store.spool import WriterIdentity
-from tests.functional.test_tui_stores import screen_loaded, settle_until, tui_app
 from tests.support.llm_server import LLMReply, ScriptedLLMServer
 from tests.support.plans import capability, plan, run_cli, run_plan_json, step
 from tests.support.tool_server import ScriptedToolServer, ToolReply
+from tests.support.tui import screen_loaded, settle_until, tui_app
 
 QUERY = "Find hotels in Paris for April 1-3"
 INSTRUCTION = "Search hotels with the IATA city code of the destination"
@@ -448,13 +448,14 @@ async def test_tui_llm_tab_says_the_text_was_not_recorded_and_why(
 def test_replay_of_a_run_without_llm_text_says_why_it_cannot_serve_the_answers(
     tmp_path, tool_server, llm_server, monkeypatch
 ):
-    from tests.functional.test_replay import replay_json
-
     monkeypatch.setenv("TRUVAG3_LLM_DEBUG_ENABLED", "false")
     bad_city(tool_server, ToolReply.ok({"hotels": ["H1"]}))
     llm_server.script(prose_answer())
     doc = run_plan_json(tmp_path, hotel_plan(tool_server, llm_server, instruction=None))
-    replay = replay_json(tmp_path / "store" / "debug.duckdb", doc["execution_id"], "step-1")
+    db = tmp_path / "store" / "debug.duckdb"
+    result = run_cli("replay", doc["execution_id"], "step-1", "--json", "--db", str(db))
+    assert result.code == 0, result.stderr
+    replay = result.json()
     assert ("1 LLM call(s) of the original run kept no answer text (text not recorded: "
             "llm_debug_enabled is false (TRUVAG3_LLM_DEBUG_ENABLED)), so they cannot be served; "
             "use --llm live") in replay["notes"]

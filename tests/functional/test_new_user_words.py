@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 from textual.widgets import TextArea
 
-from tests.functional.test_tui_execution import open_execution, static_text
-from tests.functional.test_tui_stores import tui_app
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.plans import capability, plan, run_cli, step, write_plan
 from tests.support.tool_server import ScriptedToolServer, ToolReply
+from tests.support.tui import open_execution, static_text, tui_app
 
 SIZE = (160, 40)
 CITY = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},

@@ -249,7 +249,7 @@ def replayed(paris_stopped):
 
 async def test_the_tui_list_marks_a_replay_execution_as_ls_does(replayed):
     from console.tui.widgets.tables import ExecutionTable
-    from tests.functional.test_tui_stores import screen_loaded, tui_app
+    from tests.support.tui import screen_loaded, tui_app
 
     db, doc, replay = replayed
     app = tui_app(db, db_arg=str(db), live_refresh=False)

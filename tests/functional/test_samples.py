@@ -25,7 +25,7 @@ from console.samples import (
 )
 from executor.eventlog import read_event_log
 from store.queries import ExecutionFilter, open_store
-from tests.functional.test_demo import EVERY_FINAL_ACTION, EXPECTED
+from tests.support.demo_outcomes import EVERY_FINAL_ACTION, EXPECTED
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -293,8 +293,7 @@ def test_ls_names_the_process_holding_the_file(held: tuple[Path, subprocess.Pope
 def test_run_records_into_the_spool_while_the_file_is_held_and_says_so(
     held: tuple[Path, subprocess.Popen[str]], tmp_path: Path, tool_server
 ) -> None:
-    from tests.functional.test_store_exit import chain_plan
-    from tests.support.plans import write_plan
+    from tests.support.plans import chain_plan, write_plan
     from tests.support.tool_server import ToolReply
 
     db, holder = held

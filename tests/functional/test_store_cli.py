@@ -12,29 +12,13 @@ import pytest
 from console.cli import explain as cmd_explain
 from console.cli import ls as cmd_ls
 from console.render.formats import parse_time
-from store.recorder import StoreRecorder
-from tests.support.events_factory import (
-    NON_UTF8_BODY,
-    START_AT,
-    exhausted_execution,
-    realistic_execution,
-    small_execution,
-)
-
-TRIP, SMALL, EXHAUSTED = "exec-trip-0001", "exec-small-0002", "exec-exhausted-0003"
+from tests.support.events_factory import NON_UTF8_BODY, START_AT
+from tests.support.tui import EXHAUSTED, SMALL, TRIP, record_synthetic_store
 
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("cli") / "debug.duckdb"
-    with StoreRecorder(path) as recorder:
-        for event in (
-            realistic_execution(TRIP, start_at=START_AT)
-            + small_execution(SMALL, start_at=START_AT + 60)
-            + exhausted_execution(EXHAUSTED, start_at=START_AT + 120)
-        ):
-            recorder.record(event)
-    return path
+    return record_synthetic_store(tmp_path_factory.mktemp("cli") / "debug.duckdb")
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

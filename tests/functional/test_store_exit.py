@@ -21,7 +21,7 @@ import pytest
 from console.demo.runner import DEMO_PLAN_NAMES
 from store.queries import open_store
 from tests.support.holder import hold_file
-from tests.support.plans import capability, plan, run_subprocess, step, write_plan
+from tests.support.plans import chain_plan, run_subprocess, write_plan
 from tests.support.tool_server import ReceivedRequest, ScriptedToolServer, ToolReply
 
 # A response recorded this long before a kill must be in the store (flush interval 250 ms,
@@ -41,18 +41,6 @@ def plain_duckdb_rows(db: Path, sql: str) -> list[tuple]:
 def spool_files(db: Path) -> list[str]:
     segments = db.with_name(db.name + ".spool") / "segments"
     return sorted(path.name for path in segments.glob("*")) if segments.is_dir() else []
-
-
-def chain_plan(base_url: str, steps: int) -> dict:
-    """`steps` steps, each waiting for the one before: one request at a time."""
-    return plan(
-        base_url,
-        {"work": capability("work")},
-        [
-            step(f"step-{i}", "work", {"i": i}, depends_on=[f"step-{i - 1}"] if i > 1 else None)
-            for i in range(1, steps + 1)
-        ],
-    )
 
 
 def test_demo_record_leaves_every_execution_in_the_database(tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ from console.printable import printable, printable_line
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.tables import ExecutionTable
-from tests.functional.test_tui_stores import screen_loaded, shown_text, tui_app
 from tests.support.plans import capability, plan, run_subprocess, step, write_plan
 from tests.support.tool_server import ToolReply
+from tests.support.tui import screen_loaded, shown_text, tui_app
 
 TITLE = "\x1b]0;pwned\x07"
 CLEAR = "\x1b[2J\x1b[H"

@@ -12,9 +12,8 @@ from textual.widgets import Input
 from console.samples import prepare_sample_store, sample_execution_ids
 from console.tui.screens.bundle import ExportDialog, ImportDialog
 from console.tui.widgets.path_suggester import complete_path
-from tests.functional.test_tui_bundles import dialog_done, shown
-from tests.functional.test_tui_stores import screen_loaded, settle_until, tui_app
 from tests.support.plans import run_cli
+from tests.support.tui import dialog_done, screen_loaded, settle_until, shown, tui_app
 
 SIZE = (120, 36)
 EXPIRED_KEY = sample_execution_ids()["scenario-c-expired-key"]

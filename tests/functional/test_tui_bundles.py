@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from textual.widgets import Checkbox, Input, RadioButton, Static
+from textual.widgets import Checkbox, Input, RadioButton
 
 from console.samples import prepare_sample_store, sample_execution_ids
 from console.tui.app import TruvaConsoleApp
@@ -15,7 +15,7 @@ from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.tables import ExecutionTable
 from store.bundle import read_bundle
 from store.queries import open_store
-from tests.functional.test_tui_stores import screen_loaded, settle_until, shown_text, tui_app
+from tests.support.tui import dialog_done, screen_loaded, settle_until, shown, tui_app
 
 SIZE = (120, 36)
 MISCLASSIFIED_503 = sample_execution_ids()["scenario-d-misclassified-503"]
@@ -31,19 +31,6 @@ def sample_db(tmp_path: Path) -> Path:
 def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-async def dialog_done(pilot, dialog: ExportDialog | ImportDialog) -> None:
-    """Await the dialog's worker and the message it posts."""
-    await settle_until(
-        pilot,
-        lambda: not getattr(dialog, "exporting", False) and not getattr(dialog, "importing", False),
-        "the dialog's worker",
-    )
-
-
-def shown(dialog, selector: str) -> str:
-    return shown_text(dialog.query_one(selector, Static).content, width=300).strip()
 
 
 def listed_ids(app: TruvaConsoleApp) -> list[str]:

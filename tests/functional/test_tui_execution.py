@@ -6,57 +6,30 @@ import base64
 import json
 from pathlib import Path
 
-import pytest
-from textual.widgets import Static, TabbedContent, TextArea
+from textual.widgets import TabbedContent, TextArea
 
 from console.tui.app import TruvaConsoleApp
-from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.tables import AttemptTable, StepTable
 from store.recorder import StoreRecorder
-from tests.functional.test_tui_stores import (
+from tests.support.events_factory import NON_UTF8_BODY, START_AT, realistic_execution
+from tests.support.tui import (
     ANALYZER_ANSWER,
     TRIP,
     RealStore,
-    record_real_store,
-    record_synthetic_store,
-    screen_loaded,
-    settle_until,
-    shown_text,
+    open_execution,
+    static_text,
     tui_app,
 )
-from tests.support.events_factory import NON_UTF8_BODY, START_AT, realistic_execution
 
 SIZE = (120, 36)
-
-
-@pytest.fixture(scope="module")
-def real_store(tmp_path_factory: pytest.TempPathFactory) -> RealStore:
-    return record_real_store(tmp_path_factory.mktemp("tui-execution"))
-
-
-@pytest.fixture(scope="module")
-def synthetic_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return record_synthetic_store(tmp_path_factory.mktemp("tui-synthetic") / "debug.duckdb")
 
 
 async def settle(app: TruvaConsoleApp, pilot) -> None:
     """Wait until every worker has finished and its messages are handled."""
     await app.workers.wait_for_complete()
     await pilot.pause()
-
-
-async def open_execution(app: TruvaConsoleApp, pilot, execution_id: str) -> ExecutionScreen:
-    await screen_loaded(pilot)
-    app.open_execution(execution_id)
-    await settle_until(pilot, lambda: isinstance(app.screen, ExecutionScreen), "the execution")
-    await screen_loaded(pilot)
-    return app.screen
-
-
-def static_text(screen: ExecutionScreen, selector: str, width: int = 116) -> str:
-    return shown_text(screen.query_one(selector, Static).content, width)
 
 
 def row_keys(table) -> list[str]:
@@ -105,15 +78,16 @@ async def test_decision_tab_shows_rule_reason_inputs_and_rules_that_did_not_matc
         assert (screen.step_id, screen.attempt_n) == ("step-1", 1)
         attempt = screen.detail.step("step-1").attempts[0]
         decision = static_text(screen, "#decision-body", width=300)
-        assert "retry_corrected  by rule analyzer.accept  (layer analyzer)" in decision
+        assert "retry_corrected by rule analyzer.accept (layer analyzer)" in decision
         assert f"reason     {attempt.reason}" in decision
         assert 'corrected  {"city": "Tokyo"}' in decision
         assert "Why not: earlier rules that did not match" in decision
         not_matched = attempt.decision["not_matched"]
         transient = next(m for m in not_matched if m["rule_id"] == "transient.retry_same")
         assert "transient.retry_same" in decision and transient["reason"] in decision
-        assert "Inputs the rules read" in decision
-        assert "analyzer.changes.city" in decision and "validation_retries" in decision
+        assert "Inputs analyzer.accept read" in decision
+        assert "analyzer.changes.city" in decision and "validation_retries" not in decision
+        assert "validation_retries" in static_text(screen, "#decision-other-inputs", width=300)
 
 
 async def test_decision_tab_shows_recovery_impact_and_why_no_layer_ran(
@@ -136,10 +110,10 @@ async def test_moving_to_the_next_attempt_shows_its_decision(real_store: RealSto
         screen = await open_execution(app, pilot, real_store.rate_limited)
         await pilot.press("enter")  # step-1: focus its attempts
         assert app.focused is screen.query_one(AttemptTable)
-        assert "retry_same  by rule transient.retry_same" in static_text(screen, "#decision-body")
+        assert "retry_same by rule transient.retry_same" in static_text(screen, "#decision-body")
         await pilot.press("down")
         assert screen.attempt_n == 2
-        assert "success  by rule success.2xx" in static_text(screen, "#decision-body")
+        assert "success by rule success.2xx" in static_text(screen, "#decision-body")
         highlighted = {id(m): m.n for m in messages
                        if isinstance(m, AttemptTable.AttemptHighlighted)}  # fmt: skip
         assert 2 in highlighted.values()
@@ -205,6 +179,8 @@ async def test_backoff_and_events_tab(synthetic_db: Path) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-1")
+        screen.select_attempt(1)
         await pilot.press("5")
         events = static_text(screen, "#events-body", width=200)
         assert "planned  1000.0 ms (set by retry_after_header)" in events

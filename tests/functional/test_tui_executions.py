@@ -13,22 +13,19 @@ from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.tables import ExecutionTable
 from store.recorder import StoreRecorder
-from tests.functional.test_tui_stores import (
+from tests.support.events_factory import START_AT, realistic_execution, small_execution
+from tests.support.tui import (
     RealStore,
-    record_real_store,
+    cell,
+    listed_ids,
     record_synthetic_store,
-    screen_loaded,
+    settle_loaded,
     shown_text,
+    status_line,
     tui_app,
 )
-from tests.support.events_factory import START_AT, realistic_execution, small_execution
 
 SIZE = (120, 36)
-
-
-@pytest.fixture(scope="module")
-def real_store(tmp_path_factory: pytest.TempPathFactory) -> RealStore:
-    return record_real_store(tmp_path_factory.mktemp("tui-executions"))
 
 
 async def apply_filter(app: TruvaConsoleApp, pilot, typed: str) -> None:
@@ -37,33 +34,12 @@ async def apply_filter(app: TruvaConsoleApp, pilot, typed: str) -> None:
     assert isinstance(app.focused, FilterBar)
     app.focused.value = typed
     await pilot.press("enter")
-    await settle(app, pilot)
-
-
-async def settle(app: TruvaConsoleApp, pilot) -> None:
-    """Wait until the screen has its first answer and every worker's messages are handled."""
-    await screen_loaded(pilot)
-    await app.workers.wait_for_complete()
-    await pilot.pause()
+    await settle_loaded(pilot)
 
 
 def sent(messages: list[object], kind: type) -> list:
     """Messages of `kind`, each once (the hook sees a message at every node it bubbles to)."""
     return list({id(m): m for m in messages if isinstance(m, kind)}.values())
-
-
-def listed_ids(app: TruvaConsoleApp) -> list[str]:
-    table = app.screen.query_one(ExecutionTable)
-    return [table.coordinate_to_cell_key((row, 0)).row_key.value for row in range(table.row_count)]
-
-
-def cell(app: TruvaConsoleApp, execution_id: str, column: str) -> str:
-    value = app.screen.query_one(ExecutionTable).get_cell(execution_id, column)
-    return getattr(value, "plain", str(value))
-
-
-def status_line(app: TruvaConsoleApp) -> str:
-    return shown_text(app.screen.query_one("#executions-status").content)
 
 
 def message_panel(app: TruvaConsoleApp, width: int = 116) -> str:
@@ -73,7 +49,7 @@ def message_panel(app: TruvaConsoleApp, width: int = 116) -> str:
 async def test_lists_recorded_executions_newest_first(real_store: RealStore) -> None:
     app = tui_app(real_store.db, db_arg="debug.duckdb", live_refresh=False)
     async with app.run_test(size=(200, 40)) as pilot:  # wide enough for every column
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert listed_ids(app) == [real_store.refused, real_store.corrected,
                                    real_store.rate_limited]  # fmt: skip
         assert cell(app, real_store.refused, "status") == "failed"
@@ -108,7 +84,7 @@ async def test_filter_narrows_the_list(
     app = tui_app(real_store.db, db_arg="debug.duckdb", live_refresh=False)
     messages: list[object] = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         await apply_filter(app, pilot, typed)
         assert listed_ids(app) == [getattr(real_store, name) for name in expected]
         assert isinstance(app.focused, ExecutionTable)
@@ -122,9 +98,9 @@ async def test_a_bad_filter_names_the_problem_and_keeps_the_list(real_store: Rea
     app = tui_app(real_store.db, live_refresh=False)
     messages: list[object] = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         await pilot.press("slash", *"status:x", "enter")  # typed key by key once
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert len(listed_ids(app)) == 3
         assert "filter status:x: expected one of running, succeeded" in status_line(app)
         assert app.screen.query_one(FilterBar).has_class("-invalid")
@@ -137,7 +113,7 @@ async def test_a_bad_filter_names_the_problem_and_keeps_the_list(real_store: Rea
 async def test_filter_that_matches_nothing_says_so(real_store: RealStore) -> None:
     app = tui_app(real_store.db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         await apply_filter(app, pilot, "rule:budget.attempts")
         assert "No executions match this filter" in message_panel(app)
         assert "rule:budget.attempts" in message_panel(app)
@@ -147,9 +123,9 @@ async def test_enter_opens_the_highlighted_execution(real_store: RealStore) -> N
     app = tui_app(real_store.db, live_refresh=False)
     messages: list[object] = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         await pilot.press("j", "enter")
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert isinstance(app.screen, ExecutionScreen)
         assert app.screen.execution_id == real_store.corrected
         chosen = sent(messages, ExecutionTable.ExecutionChosen)
@@ -161,19 +137,19 @@ async def test_enter_opens_the_highlighted_execution(real_store: RealStore) -> N
 async def test_pages_through_the_store_with_limit_and_offset(real_store: RealStore) -> None:
     app = tui_app(real_store.db, db_arg="debug.duckdb", live_refresh=False, page_size=2)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert listed_ids(app) == [real_store.refused, real_store.corrected]
         assert "1–2 of 3 executions" in status_line(app)
         await pilot.press("n")
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert listed_ids(app) == [real_store.rate_limited]
         assert "3–3 of 3 executions" in status_line(app)
         assert app.screen.sub_title.endswith("ls --limit 2 --offset 2")
         await pilot.press("n")  # no page after the last one
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert listed_ids(app) == [real_store.rate_limited]
         await pilot.press("p")
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert listed_ids(app) == [real_store.refused, real_store.corrected]
 
 
@@ -182,7 +158,7 @@ async def _poll_until(app, pilot, screen, condition, what: str) -> None:
     store (a recorder holding the file on a loaded machine) is simply repeated."""
     for _ in range(20):
         screen.poll_store()
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         if condition():
             return
     raise AssertionError(f"the list never showed: {what}")
@@ -192,7 +168,7 @@ async def test_live_refresh_shows_a_new_and_a_running_execution(tmp_path: Path) 
     db = record_synthetic_store(tmp_path / "debug.duckdb")
     app = tui_app(db)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         screen = app.screen
         assert isinstance(screen, ExecutionsScreen)
         assert screen.refresh_interval_s == 1.0
@@ -213,13 +189,13 @@ async def test_live_refresh_shows_a_new_and_a_running_execution(tmp_path: Path) 
             recorder.flush()
             await _poll_until(app, pilot, screen, lambda: listed_ids(app)[0] == "exec-live",
                               "exec-live first")
-            assert cell(app, "exec-live", "status") == "● running"
+            assert cell(app, "exec-live", "status") == "● running ⚠2"  # 400 and 401 bodies
             assert cell(app, "exec-live", "duration") == "running"
             recorder.record(events[-1])
         finally:
             recorder.close()
         await _poll_until(app, pilot, screen,
-                          lambda: cell(app, "exec-live", "status") == "partial",
+                          lambda: cell(app, "exec-live", "status") == "partial ⚠2",
                           "exec-live partial")
 
 
@@ -227,14 +203,14 @@ async def test_empty_store_says_how_to_record_one(tmp_path: Path) -> None:
     db = tmp_path / "nothing-yet.duckdb"
     app = tui_app(db, db_arg=str(db))
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         panel = message_panel(app)
         assert "No executions recorded yet" in panel
         assert f"truva-console --db {db} run PLAN" in panel
         assert not db.exists()  # the console never creates a store
         record_synthetic_store(db)
         app.screen.poll_store()
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert len(listed_ids(app)) == 3
 
 
@@ -257,7 +233,7 @@ async def test_a_store_that_cannot_be_opened_shows_one_line(tmp_path: Path, make
     expected = make_bad_store(db)
     app = tui_app(db, live_refresh=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         panel = message_panel(app, width=400)
         assert panel.startswith("Cannot open the debug store")
         problem = app.store_problem
@@ -273,14 +249,14 @@ async def test_palette_lists_grouped_commands_and_opens_an_execution(
 ) -> None:
     app = tui_app(real_store.db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         titles = [command.title for command in app.screen.palette_commands()]
         assert {"view: Refresh", "filter: Edit filter", "page: Next page"} <= set(titles)
         assert f"execution: Open {real_store.corrected}" in titles
         await pilot.press("ctrl+p")
         await pilot.press(*real_store.corrected[-6:])
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         await pilot.press("enter")
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert isinstance(app.screen, ExecutionScreen)
         assert app.screen.execution_id == real_store.corrected

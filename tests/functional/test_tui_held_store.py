@@ -5,9 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from console.tui.screens.executions import ExecutionsScreen
-from tests.functional.test_tui_executions import SIZE, listed_ids, settle, status_line
-from tests.functional.test_tui_stores import record_synthetic_store, tui_app
 from tests.support.holder import hold_file, release
+from tests.support.tui import (
+    listed_ids,
+    record_synthetic_store,
+    settle_loaded,
+    status_line,
+    tui_app,
+)
+
+SIZE = (120, 36)
 
 
 async def test_list_keeps_its_rows_and_says_why_when_a_refresh_meets_a_held_file(
@@ -16,7 +23,7 @@ async def test_list_keeps_its_rows_and_says_why_when_a_refresh_meets_a_held_file
     db = record_synthetic_store(tmp_path / "debug.duckdb")
     app = tui_app(db, live_refresh=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         screen = app.screen
         assert isinstance(screen, ExecutionsScreen)
         rows = listed_ids(app)
@@ -25,7 +32,7 @@ async def test_list_keeps_its_rows_and_says_why_when_a_refresh_meets_a_held_file
         holder = hold_file(db)
         try:
             screen.poll_store()
-            await settle(app, pilot)
+            await settle_loaded(pilot)
             problem = (
                 f"python -c (pid {holder.pid}) holds {db}; close it, or use "
                 "'truva-console sql' to query the store"
@@ -41,7 +48,7 @@ async def test_list_keeps_its_rows_and_says_why_when_a_refresh_meets_a_held_file
             release(holder)
 
         screen.poll_store()
-        await settle(app, pilot)
+        await settle_loaded(pilot)
         assert screen.held_notice is None
         assert "last read" not in status_line(app)
         assert listed_ids(app) == rows

@@ -13,8 +13,8 @@ from console.render.execution_columns import EXECUTION_COLUMNS, RowOrder
 from console.samples import prepare_sample_store
 from console.tui.app import TruvaConsoleApp
 from console.tui.widgets.tables import ExecutionTable
-from tests.functional.test_tui_stores import screen_loaded, tui_app
 from tests.support.plans import run_cli
+from tests.support.tui import screen_loaded, tui_app
 
 HEADERS = {column.key: column.header for column in EXECUTION_COLUMNS}
 
@@ -128,8 +128,8 @@ async def test_clicking_a_header_sorts_by_it_and_again_reverses(sample_db: Path)
         table = table_of(app)
         before = table.shown_columns[: table.shown_columns.index("attempts")]
         x = sum(table.columns[key].get_render_width(table) for key in before)
-        await pilot.click(ExecutionTable, offset=(x + 1, 0))
+        await pilot.click(ExecutionTable, offset=(x + 1, 1))  # row 0 is the focus ring
         first = table.order
-        await pilot.click(ExecutionTable, offset=(x + 1, 0))
+        await pilot.click(ExecutionTable, offset=(x + 1, 1))
         second = table.order
     assert (first, second) == (RowOrder("attempts", True), RowOrder("attempts", False))

@@ -12,9 +12,9 @@ from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.tables import ExecutionTable
 from store.queries import open_store
-from tests.functional.test_tui_stores import screen_loaded, settle_until, shown_text, tui_app
 from tests.support.plans import capability, plan, run_cli, step, write_plan
 from tests.support.tool_server import ScriptedToolServer, ToolReply
+from tests.support.tui import screen_loaded, settle_until, shown_text, tui_app
 
 SIZE = (120, 36)
 SEARCH, BOOK = "/capabilities/search", "/capabilities/book"

@@ -12,19 +12,24 @@ from rich.console import Console
 from textual.color import Color
 from textual.widget import Widget
 
+from console.render.rich_views import decision_renderable
+from console.render.views import attempt_view
 from console.samples import prepare_sample_store, sample_execution_ids
 from console.tui.app import TruvaConsoleApp
 from console.tui.screens.bundle import ExportDialog
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.replay import ReplayScreen
 from console.tui.screens.store_source import StoreSource
-from console.tui.widgets.attempt_detail import decision_renderable
 from console.tui.widgets.cells import action_text
 from console.tui.widgets.tables import AttemptTable, StepTable
 from store.queries import ExecutionDetail, open_store
-from tests.functional.test_tui_execution import open_execution
-from tests.functional.test_tui_replay import console_app
-from tests.functional.test_tui_stores import screen_loaded, settle_until
+from tests.support.tui import open_execution, screen_loaded, settle_until, tui_app
+
+
+def console_app(db: Path, tmp_path: Path) -> TruvaConsoleApp:
+    return tui_app(db, db_arg=str(db), live_refresh=False,
+                   replay_files_dir=tmp_path / "replay-files")  # fmt: skip
+
 
 SIZE = (120, 36)
 RATE_LIMITED = sample_execution_ids()["scenario-b-rate-limit"]
@@ -167,7 +172,7 @@ def test_why_not_rule_names_do_not_wear_the_retry_same_colour(sample_db: Path) -
     missed = {str(miss["rule_id"]) for miss in attempt.decision["not_matched"]}
     assert missed
     retry_same_colour = action_text("retry_same").style
-    styles = _styles_of(decision_renderable(attempt), missed)
+    styles = _styles_of(decision_renderable(attempt_view(attempt)), missed)
     assert set(styles) == missed
     assert retry_same_colour == "yellow"
     assert {rule: colour for rule, colour in styles.items() if colour == "yellow"} == {}

@@ -8,7 +8,7 @@ import pytest
 
 from console.tui.app import TruvaConsoleApp
 from console.tui.screens.execution import ExecutionScreen
-from tests.functional.test_tui_stores import (
+from tests.support.tui import (
     TRIP,
     record_synthetic_store,
     screen_loaded,
@@ -35,15 +35,19 @@ async def _settle(pilot) -> None:
     await pilot.wait_for_scheduled_animations()
 
 
-def _open_trip(step_id: str, n: int, tab: str | None = None):
+def _open_trip(step_id: str | None = None, n: int | None = None, tab: str | None = None):
+    """Open TRIP (where it opens, without a step), select the step and attempt, press `tab`."""
+
     async def run_before(pilot) -> None:
         await _settle(pilot)
         pilot.app.open_execution(TRIP)
         await settle_until(pilot, lambda: isinstance(pilot.app.screen, ExecutionScreen), TRIP)
         await _settle(pilot)
         screen = pilot.app.screen
-        screen.select_step(step_id)
-        screen.select_attempt(n)
+        if step_id is not None:
+            screen.select_step(step_id)
+        if n is not None:
+            screen.select_attempt(n)
         if tab is not None:
             await pilot.press(tab)
         await _settle(pilot)
@@ -80,3 +84,9 @@ def test_empty_store_screen(snap_compare, in_tmp: Path) -> None:
 def test_unreadable_store_screen(snap_compare, in_tmp: Path) -> None:
     (in_tmp / DB).write_text("hello, I am not a database\n")
     assert snap_compare(console_app(), terminal_size=SIZE, run_before=_settle)
+
+
+def test_help_screen_of_the_steps_pane(snap_compare, in_tmp: Path) -> None:
+    record_synthetic_store(in_tmp / DB)
+    assert snap_compare(console_app(), terminal_size=SIZE,
+                        run_before=_open_trip("step-1", 1, tab="f1"))  # fmt: skip

@@ -13,7 +13,7 @@ from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.replay import ReplayScreen
 from console.tui.widgets.replay_view import DispatchTable
 from console.tui.widgets.tables import ExecutionTable
-from tests.functional.test_tui_stores import screen_loaded, settle_until, tui_app
+from tests.support.tui import screen_loaded, settle_until, tui_app
 
 SIZE = (120, 36)
 DB = "debug.duckdb"  # relative to the test's directory, so no temporary path is drawn

@@ -58,6 +58,18 @@ def plan(base_url: str, capabilities: dict[str, dict], steps: list[dict], *,
     return document
 
 
+def chain_plan(base_url: str, steps: int) -> dict:
+    """`steps` steps, each waiting for the one before: one request at a time."""
+    return plan(
+        base_url,
+        {"work": capability("work")},
+        [
+            step(f"step-{i}", "work", {"i": i}, depends_on=[f"step-{i - 1}"] if i > 1 else None)
+            for i in range(1, steps + 1)
+        ],
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CliResult:
     """Exit code and captured output of one `truva-console` invocation."""

@@ -31,6 +31,10 @@ CASES = [
     ("console.replay.rerun", {"textual"}),
     ("console.demo.runner", {"textual"}),
     ("console.render.formats", {"textual"}),
+    ("console.render.views", {"textual", "rich"}),
+    ("console.render.text", {"textual", "rich"}),
+    ("console.render.rich_views", {"textual"}),
+    ("console.cli.explain", {"textual", "rich"}),
 ]
 
 

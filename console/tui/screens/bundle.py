@@ -7,15 +7,16 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
-from textual.worker import Worker, WorkerState
 
+from console.tui.actions import bindings
+from console.tui.screens.store_backed import StoreBacked, StoreRequests, one_line
 from console.tui.widgets.cells import twin_command
 from console.tui.widgets.path_suggester import PathSuggester
 from store.bundle import ExportResult, ImportResult, export_bundle, import_bundle
@@ -31,10 +32,6 @@ _CONTROL_WORDS = (
     ("so --replace leaves it alone", "so Replace leaves it alone"),
 )
 PATH_HINT = "→ completes the path"
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
 
 
 def in_dialog_words(problem: str) -> str:
@@ -92,13 +89,13 @@ def import_summary(result: ImportResult) -> Text:
     return text
 
 
-class ExportDialog(ModalScreen[None]):
+class ExportDialog(StoreBacked, ModalScreen[None]):
     """Writes the highlighted execution, or every listed one, to a bundle file."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Close", id="close-dialog", key_display="esc",
-                tooltip="Close the dialog"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "dialog"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("dialog")
+
+    WORKER_GROUP = "bundle-export"
 
     @dataclass
     class ExportFinished(Message):
@@ -136,7 +133,7 @@ class ExportDialog(ModalScreen[None]):
         self.result: ExportResult | None = None
         self.problem: str | None = None
         self.exporting = False
-        self._request = 0
+        self.requests = StoreRequests()
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box", classes="bundle-box"):
@@ -235,54 +232,36 @@ class ExportDialog(ModalScreen[None]):
             self.problem = "bundle file: expected a file name, got nothing"
             self._show_result()
             return
-        self._request += 1
         self.exporting, self.problem = True, None
         self._show_result()
-        self._export(
-            self._request,
-            output,
-            self.execution_ids,
-            redact=self.query_one("#export-redact", Checkbox).value,
-            overwrite=self.query_one("#export-overwrite", Checkbox).value,
-        )
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="bundle-export")
-    def _export(
-        self,
-        request: int,
-        output: str,
-        execution_ids: tuple[str, ...] | None,
-        *,
-        redact: bool,
-        overwrite: bool,
-    ) -> None:
-        try:
-            result = export_bundle(
-                self.db_path, output, execution_ids, redact=redact, overwrite=overwrite
-            )
-        except (StoreError, OSError) as error:
-            self.post_message(self.ExportFailed(request, in_dialog_words(_one_line(error))))
-            return
-        self.post_message(self.ExportFinished(request, result))
+        db_path, execution_ids = self.db_path, self.execution_ids
+        redact = self.query_one("#export-redact", Checkbox).value
+        overwrite = self.query_one("#export-overwrite", Checkbox).value
+        self.run_store_work(
+            lambda: export_bundle(db_path, output, execution_ids, redact=redact,
+                                  overwrite=overwrite),
+            self.ExportFinished,
+            failed=lambda request, error: self.ExportFailed(
+                request, in_dialog_words(one_line(error))),
+            expected=(StoreError, OSError),
+        )  # fmt: skip
 
     @on(ExportFinished)
     def _export_finished(self, message: ExportFinished) -> None:
-        if message.request == self._request:
+        if self.requests.answered(message.request):
             self.exporting, self.result, self.problem = False, message.result, None
             self._show_result()
 
     @on(ExportFailed)
     def _export_failed(self, message: ExportFailed) -> None:
-        if message.request == self._request:
+        if self.requests.answered(message.request):
             self.exporting, self.problem = False, message.problem
             self._show_result()
 
-    @on(Worker.StateChanged)
-    def _worker_failed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "bundle-export" and event.state == WorkerState.ERROR:
-            self.exporting = False
-            self.problem = f"unexpected error: {_one_line(event.worker.error)}"
-            self._show_result()
+    def store_work_crashed(self, problem: str) -> None:
+        """Show the crash as the result."""
+        self.exporting, self.problem = False, problem
+        self._show_result()
 
     @on(Button.Pressed, "#export-close")
     def action_close(self) -> None:
@@ -290,13 +269,13 @@ class ExportDialog(ModalScreen[None]):
         self.dismiss()
 
 
-class ImportDialog(ModalScreen[None]):
+class ImportDialog(StoreBacked, ModalScreen[None]):
     """Loads a bundle file into the store the console shows."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Close", id="close-dialog", key_display="esc",
-                tooltip="Close the dialog"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "dialog"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("dialog")
+
+    WORKER_GROUP = "bundle-import"
 
     @dataclass
     class ImportFinished(Message):
@@ -319,7 +298,7 @@ class ImportDialog(ModalScreen[None]):
         self.result: ImportResult | None = None
         self.problem: str | None = None
         self.importing = False
-        self._request = 0
+        self.requests = StoreRequests()
 
     def compose(self) -> ComposeResult:
         with Vertical(id="import-box", classes="bundle-box"):
@@ -382,40 +361,33 @@ class ImportDialog(ModalScreen[None]):
             self.problem = "bundle file: expected a path, got nothing"
             self._show_result()
             return
-        self._request += 1
         self.importing, self.problem = True, None
         self._show_result()
-        self._import(
-            self._request, bundle, replace=self.query_one("#import-replace", Checkbox).value
-        )
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="bundle-import")
-    def _import(self, request: int, bundle: str, *, replace: bool) -> None:
-        try:
-            result = import_bundle(self.db_path, bundle, replace=replace)
-        except (StoreError, OSError) as error:
-            self.post_message(self.ImportFailed(request, in_dialog_words(_one_line(error))))
-            return
-        self.post_message(self.ImportFinished(request, result))
+        db_path, replace = self.db_path, self.query_one("#import-replace", Checkbox).value
+        self.run_store_work(
+            lambda: import_bundle(db_path, bundle, replace=replace),
+            self.ImportFinished,
+            failed=lambda request, error: self.ImportFailed(
+                request, in_dialog_words(one_line(error))),
+            expected=(StoreError, OSError),
+        )  # fmt: skip
 
     @on(ImportFinished)
     def _import_finished(self, message: ImportFinished) -> None:
-        if message.request == self._request:
+        if self.requests.answered(message.request):
             self.importing, self.result, self.problem = False, message.result, None
             self._show_result()
 
     @on(ImportFailed)
     def _import_failed(self, message: ImportFailed) -> None:
-        if message.request == self._request:
+        if self.requests.answered(message.request):
             self.importing, self.problem = False, message.problem
             self._show_result()
 
-    @on(Worker.StateChanged)
-    def _worker_failed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "bundle-import" and event.state == WorkerState.ERROR:
-            self.importing = False
-            self.problem = f"unexpected error: {_one_line(event.worker.error)}"
-            self._show_result()
+    def store_work_crashed(self, problem: str) -> None:
+        """Show the crash as the result."""
+        self.importing, self.problem = False, problem
+        self._show_result()
 
     @on(Button.Pressed, "#import-close")
     def action_close(self) -> None:

@@ -8,7 +8,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, TabbedContent, Tabs
@@ -16,41 +16,41 @@ from textual.worker import Worker, WorkerState
 
 from console.printable import printable
 from console.render.formats import format_time
+from console.render.navigation import next_failed, opening_position
+from console.render.rich_views import step_text
+from console.render.views import step_view
+from console.render.warnings import execution_warnings
+from console.tui.actions import bindings
+from console.tui.messages import ExecutionRequested, ReplayRequested
 from console.tui.screens.palette import PaletteCommand
-from console.tui.screens.store_source import StoreSource, StoreUnavailable
-from console.tui.widgets.attempt_detail import TAB_IDS, AttemptDetail
-from console.tui.widgets.cells import duration_text, inline_json, status_text, twin_command
+from console.tui.screens.panes import PaneScreen
+from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, StoreRequests
+from console.tui.screens.store_source import StoreSource
+from console.tui.widgets.attempt_detail import AttemptDetail
+from console.tui.widgets.cells import duration_text, status_text, twin_command
+from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.tables import AttemptTable, StepTable
-from console.words import counted, sent_parameters
+from console.tui.widgets.text_actions import (
+    FocusedText,
+    detail_focused_text,
+    open_externally,
+    search_target,
+)
+from console.words import counted
 from store.queries import ExecutionDetail, StepRecord
 
-_TAB_TITLES = ("Decision", "Request", "Response", "LLM", "Backoff & events")
 # Panes that show a loading indicator, not empty tables, until the first answer from the store.
 _LOADING_PANES = ("#steps", "#attempts", "#attempt-detail")
 # Below this many rows the tables shrink (class -short) so the attempt detail keeps room.
 SHORT_SCREEN_ROWS = 30
 
-
-class ExecutionScreen(Screen):
+class ExecutionScreen(StoreBacked, PaneScreen, Screen):
     """Steps, attempts and the attempt detail of one execution; polls while it is running."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,backspace", "back", "Back", id="back", key_display="esc",
-                tooltip="Back to the executions list"),
-        Binding("r", "refresh", "Refresh", id="refresh", tooltip="Query the store again now"),
-        Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
-                tooltip="Copy the equivalent `truva-console explain` command"),
-        Binding("R", "replay_step", "Replay step", id="replay-step", key_display="R",
-                tooltip="Replay the selected step locally with edited tool responses"),
-        Binding("F", "rerun_failed", "Re-run failed", id="rerun-failed", key_display="F",
-                tooltip="Run the failed, rejected and skipped steps again as a new execution, "
-                        "reusing the results of the steps that succeeded (truva-console rerun)"),
-        *(
-            Binding(str(number), f"show_tab('{tab_id}')", title, show=False,
-                    id=f"show-{tab_id}", tooltip=f"Show the {title} tab of the attempt")
-            for number, (tab_id, title) in enumerate(zip(TAB_IDS, _TAB_TITLES, strict=True), 1)
-        ),
-    ]  # fmt: skip
+    ACTION_SCOPE = "execution"
+    PANES = (("steps", "Steps"), ("attempts", "Attempts"), ("attempt-detail", "Detail"))
+    PALETTE_IF_ENABLED = frozenset({"rerun-failed"})
+    BINDINGS: ClassVar[list[BindingType]] = bindings("execution")
 
     @dataclass
     class ExecutionLoaded(Message):
@@ -59,12 +59,10 @@ class ExecutionScreen(Screen):
         request: int
         detail: ExecutionDetail
 
-    @dataclass
-    class LoadFailed(Message):
+    class LoadFailed(StoreLoadFailed):
         """The execution could not be read; `problem` is one line."""
 
-        request: int
-        problem: str
+    WORKER_GROUP = "execution-detail"
 
     @dataclass
     class RerunFinished(Message):
@@ -96,8 +94,7 @@ class ExecutionScreen(Screen):
         self.step_id: str | None = None
         self.attempt_n: int | None = None
         self.problem: str | None = None
-        self._request = 0
-        self._in_flight = False
+        self.requests = StoreRequests()
         self.rerunning = False
 
     def compose(self) -> ComposeResult:
@@ -107,16 +104,17 @@ class ExecutionScreen(Screen):
         yield Static(id="step-summary")
         yield AttemptTable(id="attempts")
         yield AttemptDetail(id="attempt-detail")
+        yield SearchBar(id="search-bar")
         yield Footer()
 
     def on_mount(self) -> None:
         self.title = "truva-console"
+        self.label_panes()
         self._update_twin()
         self.query_one(StepTable).focus()
         self._show_loading(True)
         self.load_execution()
-        if self.refresh_interval_s:
-            self.set_interval(self.refresh_interval_s, self.poll_store, name="poll-store")
+        self.start_polling()
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.height < SHORT_SCREEN_ROWS, "-short")
@@ -158,32 +156,23 @@ class ExecutionScreen(Screen):
     def _update_twin(self) -> None:
         self.sub_title = f"CLI: {self.twin_command}"
 
-    def poll_store(self) -> None:
-        """Reload while the execution is running (called by the refresh timer)."""
-        running = self.detail is None or self.detail.execution.status == "running"
-        if running and not self._in_flight:
-            self.load_execution()
+    def wants_poll(self) -> bool:
+        """Poll while the execution is running (or not read yet)."""
+        return self.detail is None or self.detail.execution.status == "running"
+
+    def reload(self) -> None:
+        """Read the execution again."""
+        self.load_execution()
 
     def load_execution(self) -> None:
         """Start a query for the execution; stale answers are ignored."""
-        self._request += 1
-        self._in_flight = True
-        self._fetch_execution(self._request, self.execution_id)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="execution-detail")
-    def _fetch_execution(self, request: int, execution_id: str) -> None:
-        try:
-            detail = self.source.get_execution(execution_id)
-        except StoreUnavailable as error:
-            self.post_message(self.LoadFailed(request, str(error)))
-            return
-        self.post_message(self.ExecutionLoaded(request, detail))
+        execution_id = self.execution_id
+        self.run_store_work(lambda: self.source.get_execution(execution_id), self.ExecutionLoaded)
 
     @on(ExecutionLoaded)
     def _execution_loaded(self, message: ExecutionLoaded) -> None:
-        if message.request != self._request:
+        if not self.requests.answered(message.request):
             return
-        self._in_flight = False
         self._show_loading(False)
         if message.detail == self.detail:
             return
@@ -193,9 +182,8 @@ class ExecutionScreen(Screen):
 
     @on(LoadFailed)
     def _load_failed(self, message: LoadFailed) -> None:
-        if message.request != self._request:
+        if not self.requests.answered(message.request):
             return
-        self._in_flight = False
         self._show_loading(False)
         if message.problem != self.problem:
             self.notify(message.problem, title="Cannot read the execution", severity="error")
@@ -207,14 +195,15 @@ class ExecutionScreen(Screen):
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "execution-detail" and event.state == WorkerState.ERROR:
-            self._in_flight = False
-            self._show_loading(False)
-            self.notify(f"unexpected error: {event.worker.error}", severity="error")
         if event.worker.group == "rerun" and event.state == WorkerState.ERROR:
             self.rerunning = False
             self.refresh_bindings()
             self.notify(f"unexpected error: {event.worker.error}", severity="error")
+
+    def store_work_crashed(self, problem: str) -> None:
+        """Say so in a notification; the screen keeps what it shows."""
+        self._show_loading(False)
+        self.notify(problem, severity="error")
 
     # ---------------------------------------------------------------- rendering
 
@@ -226,8 +215,7 @@ class ExecutionScreen(Screen):
         steps.show_steps(detail.steps)
         known = {step.step_id for step in detail.steps}
         if self.step_id not in known:
-            self.step_id = detail.steps[0].step_id if detail.steps else None
-            self.attempt_n = None
+            self.step_id, self.attempt_n = opening_position(detail)
         steps.move_to_key(self.step_id)
         self._show_step(self.step_id, keep_attempt=True)
 
@@ -248,6 +236,11 @@ class ExecutionScreen(Screen):
         )  # fmt: skip
         if row.stop_reason:
             text.append(f"\nstopped: {printable(row.stop_reason)}", style="yellow")
+        warned = execution_warnings(detail)
+        if warned:
+            text.append(f"\n⚠ {counted(len(warned), 'tool-contract warning')}: "
+                        f"{printable(warned[0][2].message)} ({warned[0][0]} #{warned[0][1]})"
+                        + (" …" if len(warned) > 1 else ""), style="yellow")  # fmt: skip
         return text
 
     def _step(self, step_id: str | None) -> StepRecord | None:
@@ -267,35 +260,13 @@ class ExecutionScreen(Screen):
             attempts_table.show_attempts(())
             detail_pane.show_note("This execution has no recorded steps yet.")
             return
-        self.query_one("#step-summary", Static).update(self._step_text(step))
+        self.query_one("#step-summary", Static).update(step_text(step_view(step)))
         attempts_table.show_attempts(step.attempts)
         numbers = [attempt.n for attempt in step.attempts]
         if not keep_attempt or self.attempt_n not in numbers:
             self.attempt_n = numbers[0] if numbers else None
         attempts_table.move_to_key(None if self.attempt_n is None else str(self.attempt_n))
         self._show_attempt(self.attempt_n)
-
-    def _step_text(self, step: StepRecord) -> Text:
-        text = Text.assemble(
-            (printable(step.step_id), "bold"), "  ",
-            printable(f"{step.tool}.{step.capability}") if step.tool else "", "  ",
-            status_text(step.status),
-            f"  ·  depends on {printable(', '.join(step.depends_on)) or '-'}",
-        )  # fmt: skip
-        runs = sent_parameters(step.attempts)
-        if not runs or inline_json(runs[0].parameters) != inline_json(step.parameters):
-            text.append_text(Text.assemble(("  ·  planned ", "bold"),
-                                           inline_json(step.parameters)))  # fmt: skip
-        for run in runs:
-            text.append_text(Text.assemble((f"  ·  {run.verb} {run.attempts_label} ", "bold"),
-                                           inline_json(run.parameters), run.note))  # fmt: skip
-        if step.final_action:
-            text.append(printable(f"  ·  outcome {step.final_action} by rule {step.final_rule_id}"))
-        if step.error:
-            text.append(f"  ·  error {printable(step.error)}", style="red")
-        if step.skip_reason:
-            text.append(f"  ·  skipped: {printable(step.skip_reason)}", style="yellow")
-        return text
 
     def _show_attempt(self, n: int | None) -> None:
         step = self._step(self.step_id)
@@ -354,8 +325,31 @@ class ExecutionScreen(Screen):
         self.query_one(AttemptTable).move_to_key(str(n))
         self._show_attempt(n)
 
+    def action_next_failed(self, backwards: bool = False) -> None:
+        """Show the next (or previous) failed attempt, across steps."""
+        if self.detail is None:
+            return
+        target = next_failed(self.detail, self.step_id, self.attempt_n, backwards=backwards)
+        if target is None:
+            self.notify("No failed attempt in this execution.", title="Next failed")
+            return
+        step_id, n = target
+        if step_id != self.step_id:
+            self.attempt_n = n
+            self.query_one(StepTable).move_to_key(step_id)
+            self._show_step(step_id, keep_attempt=True)
+        else:
+            self.select_attempt(n)
+
+    def action_previous_failed(self) -> None:
+        """Show the previous failed attempt, across steps."""
+        self.action_next_failed(backwards=True)
+
     def action_back(self) -> None:
-        """Back to the executions list."""
+        """Back to the executions list; with a zoomed pane, restore it first."""
+        if self.maximized is not None:
+            self.minimize()
+            return
         self.dismiss()
 
     def action_refresh(self) -> None:
@@ -368,10 +362,9 @@ class ExecutionScreen(Screen):
 
     def action_replay_step(self, step_id: str | None = None) -> None:
         """Open the replay screen for `step_id` (the selected step by default)."""
-        open_replay = getattr(self.app, "open_replay", None)
         step_id = step_id or self.step_id
-        if self.detail is not None and step_id is not None and open_replay is not None:
-            open_replay(self.detail, step_id)
+        if self.detail is not None and step_id is not None:
+            self.post_message(ReplayRequested(self.detail, step_id))
 
     def action_rerun_failed(self) -> None:
         """Re-run the failed steps in a worker, then open the new execution."""
@@ -404,9 +397,7 @@ class ExecutionScreen(Screen):
         self.rerunning = False
         self.refresh_bindings()
         self.notify(f"execution {message.execution_id}: {message.status}", title="Re-run finished")
-        open_execution = getattr(self.app, "open_execution", None)
-        if open_execution is not None:
-            open_execution(message.execution_id)
+        self.post_message(ExecutionRequested(message.execution_id))
 
     @on(RerunFailed)
     def _rerun_failed(self, message: RerunFailed) -> None:
@@ -414,34 +405,56 @@ class ExecutionScreen(Screen):
         self.refresh_bindings()
         self.notify(message.problem, title="Cannot re-run", severity="error")
 
+    def focused_text(self) -> FocusedText:
+        """The text F3, F4 and `y` act on: the focused pane, else the active detail tab."""
+        detail = self.query_one(AttemptDetail)
+        active = detail.query_one("#detail-tabs", TabbedContent).active
+        return detail_focused_text(detail, active, self.focused)
+
+    def action_search(self) -> None:
+        """Open the search bar on the focused text pane, else the active tab's."""
+        detail = self.query_one(AttemptDetail)
+        active = detail.query_one("#detail-tabs", TabbedContent).active
+        target = search_target(detail, active, self.focused)
+        if target is None:
+            self.notify("Search works in the request and response bodies and the LLM tab.",
+                        title="Nothing to search here")  # fmt: skip
+            return
+        self.query_one(SearchBar).open(target)
+
+    def action_copy_focused(self) -> None:
+        """Copy the selection of the focused pane, else all of its text."""
+        focused = self.focused_text()
+        text = focused.selected or focused.text
+        self.app.copy_to_clipboard(text)
+        what = "the selection" if focused.selected else f"the {focused.title}"
+        self.notify(f"{len(text)} characters", title=f"Copied {what}")
+
+    def action_open_pager(self, editor: bool = False) -> None:
+        """Show the focused text in $PAGER (or a read-only copy in $EDITOR)."""
+        self.notify(open_externally(self.app, self.focused_text(), editor=editor),
+                    title="Editor" if editor else "Pager")  # fmt: skip
+
+    def action_open_editor(self) -> None:
+        """Open a read-only copy of the focused text in $EDITOR."""
+        self.action_open_pager(editor=True)
+
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
         self.notify(self.twin_command, title="Copied the CLI command")
 
+    def action_twin(self, action_id: str) -> str | None:
+        """The `explain` command for `copy-cli`, the `rerun` command for `rerun-failed`."""
+        if action_id == "copy-cli":
+            return self.twin_command
+        if action_id == "rerun-failed":
+            return self.rerun_twin_command
+        return None
+
     def palette_commands(self) -> list[PaletteCommand]:
-        """Commands of this screen for the command palette."""
-        commands = [
-            PaletteCommand("view: Back to executions", "Return to the list", self.action_back),
-            PaletteCommand("view: Refresh", "Query the store again now", self.action_refresh),
-            PaletteCommand("cli: Copy the explain command", self.twin_command,
-                           self.action_copy_twin),
-        ]  # fmt: skip
-        if self.check_action("rerun_failed", ()):
-            commands.append(PaletteCommand(
-                "execution: Re-run failed steps",
-                f"A new execution reusing the steps that succeeded · CLI: "
-                f"{self.rerun_twin_command}",
-                self.action_rerun_failed,
-            ))  # fmt: skip
-        for tab_id, title in zip(TAB_IDS, _TAB_TITLES, strict=True):
-            commands.append(
-                PaletteCommand(
-                    f"tab: {title}",
-                    f"Show the {title} tab",
-                    lambda tab_id=tab_id: self.action_show_tab(tab_id),
-                )
-            )
+        """Commands of this screen for the command palette: the registry's, then per step."""
+        commands = self.registry_commands()
         for step in self.detail.steps if self.detail else ():
             commands.append(
                 PaletteCommand(

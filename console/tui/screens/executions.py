@@ -6,19 +6,23 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Header, Static
-from textual.worker import Worker, WorkerState
 
 from console.printable import printable
 from console.render.execution_columns import DEFAULT_PAGE_SIZE
+from console.render.navigation import next_failed_execution
+from console.tui.actions import bindings
+from console.tui.messages import ExecutionRequested
 from console.tui.screens.bundle import ExportDialog, ImportDialog
 from console.tui.screens.palette import PaletteCommand
-from console.tui.screens.store_source import StoreSource, StoreUnavailable
+from console.tui.screens.panes import PaneScreen
+from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, StoreRequests
+from console.tui.screens.store_source import StoreSource
 from console.tui.widgets.cells import twin_command
 from console.tui.widgets.filter_bar import FilterBar, FilterSyntaxError, ParsedFilter, parse_filter
 from console.tui.widgets.tables import ExecutionTable
@@ -28,25 +32,12 @@ from store.queries import ExecutionFilter, Page
 __all__ = ["DEFAULT_PAGE_SIZE", "ExecutionsScreen"]
 
 
-class ExecutionsScreen(Screen):
+class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
     """Lists executions one page at a time (`limit`/`offset`), polling the store while shown."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "focus_filter", "Filter", id="focus-filter", key_display="/",
-                tooltip="Edit the filter, e.g. status:failed rule:budget.attempts text:PARIS"),
-        Binding("r", "refresh", "Refresh", id="refresh",
-                tooltip="Query the store again now"),
-        Binding("n", "next_page", "Next page", id="next-page",
-                tooltip="Show the next page of older executions"),
-        Binding("p", "previous_page", "Prev page", id="previous-page",
-                tooltip="Show the previous page of newer executions"),
-        Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
-                tooltip="Copy the equivalent `truva-console ls` command"),
-        Binding("x", "export", "Export", id="export-bundle",
-                tooltip="Write the highlighted execution (or all listed) to a trace bundle"),
-        Binding("i", "import_bundle", "Import", id="import-bundle",
-                tooltip="Load a trace bundle file into this store"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "executions"
+    PANES = (("filter", "Filter"), ("executions-table", "Executions"))
+    BINDINGS: ClassVar[list[BindingType]] = bindings("executions")
 
     @dataclass
     class PageLoaded(Message):
@@ -55,13 +46,10 @@ class ExecutionsScreen(Screen):
         request: int
         page: Page
 
-    @dataclass
-    class LoadFailed(Message):
+    class LoadFailed(StoreLoadFailed):
         """The store could not be read; `problem` is one line; `held`: another process has it."""
 
-        request: int
-        problem: str
-        held: bool = False
+    WORKER_GROUP = "executions-page"
 
     def __init__(
         self,
@@ -82,8 +70,7 @@ class ExecutionsScreen(Screen):
         self.problem: str | None = None
         self.held_notice: str | None = None
         self.filter_problem: str | None = None
-        self._request = 0
-        self._in_flight = False
+        self.requests = StoreRequests()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -97,11 +84,11 @@ class ExecutionsScreen(Screen):
 
     def on_mount(self) -> None:
         self.title = "truva-console"
+        self.label_panes()
         self._update_twin()
         self.query_one(ExecutionTable).focus()
         self.load_page()
-        if self.refresh_interval_s:
-            self.set_interval(self.refresh_interval_s, self.poll_store, name="poll-store")
+        self.start_polling()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Show the paging keys only when there is a page to go to."""
@@ -113,6 +100,8 @@ class ExecutionsScreen(Screen):
             return self.problem is None and bool(self.page and self.page.executions)
         if action == "import_bundle":
             return self.problem is None
+        if action == "next_failed_execution":
+            return bool(self.page and self.page.executions)
         return True
 
     # ------------------------------------------------------------------ loading
@@ -134,10 +123,13 @@ class ExecutionsScreen(Screen):
     def _update_twin(self) -> None:
         self.sub_title = f"CLI: {self.twin_command}"
 
-    def poll_store(self) -> None:
-        """Reload the page while this screen is shown and no load is running (the timer's job)."""
-        if self.is_current and not self._in_flight:
-            self.load_page()
+    def wants_poll(self) -> bool:
+        """Poll only while this screen is shown."""
+        return self.is_current
+
+    def reload(self) -> None:
+        """Read the page again."""
+        self.load_page()
 
     def on_screen_resume(self) -> None:
         """Back from an execution: show what was recorded meanwhile."""
@@ -146,28 +138,20 @@ class ExecutionsScreen(Screen):
 
     def load_page(self) -> None:
         """Start a query for the current filter and offset; stale answers are ignored."""
-        self._request += 1
-        self._in_flight = True
         try:
             filters = parse_filter(self.parsed_filter.text).filters
         except FilterSyntaxError:
             filters = self.parsed_filter.filters
-        self._fetch_page(self._request, filters, self.page_offset)
+        offset, limit = self.page_offset, self.page_size
+        self.run_store_work(lambda: self._read_page(filters, limit, offset), self.PageLoaded)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="executions-page")
-    def _fetch_page(self, request: int, filters: ExecutionFilter, offset: int) -> None:
-        try:
-            page = self.source.list_page(filters, limit=self.page_size, offset=offset)
-        except StoreUnavailable as error:
-            self.post_message(self.LoadFailed(request, str(error), held=error.held))
-            return
-        self.post_message(self.PageLoaded(request, page))
+    def _read_page(self, filters: ExecutionFilter, limit: int, offset: int) -> Page:
+        return self.source.list_page(filters, limit=limit, offset=offset)
 
     @on(PageLoaded)
     def _page_loaded(self, message: PageLoaded) -> None:
-        if message.request != self._request:
+        if not self.requests.answered(message.request):
             return
-        self._in_flight = False
         page = message.page
         if not page.executions and page.total and self.page_offset:
             self.page_offset = max(0, (page.total - 1) // self.page_size * self.page_size)
@@ -181,9 +165,8 @@ class ExecutionsScreen(Screen):
 
     @on(LoadFailed)
     def _load_failed(self, message: LoadFailed) -> None:
-        if message.request != self._request:
+        if not self.requests.answered(message.request):
             return
-        self._in_flight = False
         if message.held and self.page is not None and self.problem is None:
             # Another process has the file for now: keep the rows last read, say why they are.
             message.stop()
@@ -198,12 +181,10 @@ class ExecutionsScreen(Screen):
         self.problem = message.problem
         self._show_page()
 
-    @on(Worker.StateChanged)
-    def _worker_failed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "executions-page" and event.state == WorkerState.ERROR:
-            self._in_flight = False
-            self.problem = f"unexpected error: {event.worker.error}"
-            self._show_page()
+    def store_work_crashed(self, problem: str) -> None:
+        """Show the crash in place of the list."""
+        self.problem = problem
+        self._show_page()
 
     # ---------------------------------------------------------------- rendering
 
@@ -357,6 +338,16 @@ class ExecutionsScreen(Screen):
             self._update_twin()
             self.load_page()
 
+    def action_next_failed_execution(self) -> None:
+        """Put the cursor on the next failed execution of the page (wrapping around)."""
+        table = self.query_one(ExecutionTable)
+        rows = self.page.executions if self.page else ()
+        target = next_failed_execution(rows, table.highlighted_key())
+        if target is None:
+            self.notify("No failed execution on this page.", title="Next failed")
+            return
+        table.move_to_key(target)
+
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
@@ -389,12 +380,14 @@ class ExecutionsScreen(Screen):
         """Open the import dialog."""
         self.app.push_screen(ImportDialog(self.source.db_path, db_arg=self.db_arg))
 
+    def action_twin(self, action_id: str) -> str | None:
+        """The `ls` command for `copy-cli`."""
+        return self.twin_command if action_id == "copy-cli" else None
+
     def palette_commands(self) -> list[PaletteCommand]:
-        """Commands of this screen for the command palette."""
+        """Commands of this screen for the command palette: the registry's, then per row."""
         commands = [
-            PaletteCommand("view: Refresh", "Query the store again now", self.action_refresh),
-            PaletteCommand("filter: Edit filter", "Focus the filter bar",
-                           self.action_focus_filter),
+            *self.registry_commands(),
             PaletteCommand("filter: Clear filter", "List every execution",
                            lambda: self.apply_filter(ParsedFilter())),
             PaletteCommand("filter: Failed executions", "status:failed",
@@ -403,11 +396,6 @@ class ExecutionsScreen(Screen):
                            lambda: self.apply_filter(parse_filter("status:partial"))),
             PaletteCommand("filter: Running executions", "status:running",
                            lambda: self.apply_filter(parse_filter("status:running"))),
-            PaletteCommand("page: Next page", "Older executions", self.action_next_page),
-            PaletteCommand("page: Previous page", "Newer executions", self.action_previous_page),
-            PaletteCommand("cli: Copy the ls command", self.twin_command, self.action_copy_twin),
-            PaletteCommand("bundle: Import file", "Load a trace bundle into this store",
-                           self.action_import_bundle),
         ]  # fmt: skip
         if self.page and self.page.executions and self.problem is None:
             commands.append(
@@ -417,13 +405,14 @@ class ExecutionsScreen(Screen):
                     lambda: self.action_export(all_listed=True),
                 )
             )
-        open_execution = getattr(self.app, "open_execution", None)
-        for row in self.page.executions if self.page and open_execution else ():
+        for row in self.page.executions if self.page else ():
             commands.append(
                 PaletteCommand(
                     f"execution: Open {row.execution_id}",
                     f"{row.status} · {row.query or ''}",
-                    lambda execution_id=row.execution_id: open_execution(execution_id),
+                    lambda execution_id=row.execution_id: self.post_message(
+                        ExecutionRequested(execution_id)
+                    ),
                 )
             )
         for row in self.page.executions if self.page and self.problem is None else ():

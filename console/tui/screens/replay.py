@@ -20,12 +20,11 @@ from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, RadioButton, RadioSet, Static, TextArea
-from textual.worker import Worker, WorkerState
 
 from console.render.replay_text import describe_original
 from console.replay.edits import (
@@ -37,7 +36,11 @@ from console.replay.edits import (
 )
 from console.replay.engine import Replayer, ReplayResult
 from console.replay.setup import LLM_MODES, LLM_RECORDED, ReplaySetup, prepare_replay
+from console.tui.actions import bindings
+from console.tui.messages import ExecutionRequested
 from console.tui.screens.palette import PaletteCommand
+from console.tui.screens.panes import PaneScreen
+from console.tui.screens.store_backed import StoreBacked, StoreRequests, one_line
 from console.tui.widgets.cells import inline_json, twin_command
 from console.tui.widgets.replay_view import (
     DispatchTable,
@@ -91,10 +94,6 @@ def _tokens(text: str) -> list[str]:
         return text.split()
 
 
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
-
-
 def response_file_text(value: Any) -> str:
     """The content of a `--response` file for a checked edit: indented JSON and a newline."""
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
@@ -108,21 +107,16 @@ def write_edit_files(edit_files: tuple[EditFile, ...]) -> dict[int, Any]:
     return load_edits([f"{edit.number}={edit.path}" for edit in edit_files])
 
 
-class ReplayScreen(Screen):
+class ReplayScreen(StoreBacked, PaneScreen, Screen):
     """One recorded step: its dispatches, an editor for their responses, and the replay result."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back", id="back", key_display="esc",
-                tooltip="Back to the execution (while a replay runs: cancel it)"),
-        Binding("ctrl+r", "run_replay", "Run replay", id="run-replay",
-                tooltip="Replay the step with the edited responses, LLM mode and overrides"),
-        Binding("ctrl+t", "restore_response", "Restore recorded", id="restore-response",
-                tooltip="Put the recorded response of this dispatch back in the editor"),
-        Binding("ctrl+o", "open_replay", "Open replay", id="open-replay",
-                tooltip="Open the replay execution in the execution screen"),
-        Binding("y", "copy_twin", "Copy CLI", id="copy-cli",
-                tooltip="Copy the equivalent `truva-console replay` command"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "replay"
+    PANES = (("dispatches", "Dispatches"), ("llm-mode", "LLM layers"),
+             ("config-overrides", "config overrides"), ("param-edits", "parameters"),
+             ("llm-endpoint", "live LLM endpoint"), ("response-editor", "Response"))  # fmt: skip
+    BINDINGS: ClassVar[list[BindingType]] = bindings("replay")
+
+    WORKER_GROUP = "replay-run"
 
     @dataclass
     class ReplayStarted(Message):
@@ -177,7 +171,7 @@ class ReplayScreen(Screen):
         self.problem: str | None = None
         self.running = False
         self.replayer: Replayer | None = None
-        self._run = 0
+        self.requests = StoreRequests()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -202,6 +196,7 @@ class ReplayScreen(Screen):
 
     def on_mount(self) -> None:
         self.title = "truva-console"
+        self.query_one(DispatchTable).border_title = "Dispatches"
         self.query_one("#llm-mode", RadioSet).border_title = "LLM layers"
         self.query_one("#config-overrides", Input).border_title = "config overrides"
         self.query_one("#param-edits", Input).border_title = "parameters"
@@ -221,7 +216,7 @@ class ReplayScreen(Screen):
         try:
             return self.detail.step(self.step_id)
         except StoreError as error:
-            self.setup_problem = _one_line(error)
+            self.setup_problem = one_line(error)
             return None
 
     def _prepare(self, step: StepRecord) -> None:
@@ -231,7 +226,7 @@ class ReplayScreen(Screen):
             self.setup = prepare_replay(self.detail, self.step_id)
             responses = self.setup.recorded
         except (ReplayError, StoreError) as error:
-            self.setup_problem = f"cannot replay {self.step_id}: {_one_line(error)}"
+            self.setup_problem = f"cannot replay {self.step_id}: {one_line(error)}"
         dispatched = [attempt for attempt in step.attempts if attempt.dispatched]
         self.recorded = tuple(
             RecordedDispatch(number, attempt, responses[number - 1] if responses else None)
@@ -427,9 +422,8 @@ class ReplayScreen(Screen):
         overrides = dict(parse_config_override(token) for token in self._override_tokens())
         parameter_edits = load_parameter_edits(_tokens(self.params_text))
         llm_base_url, llm_model = self._endpoint()
-        self._run += 1
         return ReplayRequest(
-            run=self._run,
+            run=self.requests.start(),
             detail=self.detail,
             step_id=self.step_id,
             edit_files=tuple(edit_files),
@@ -450,7 +444,7 @@ class ReplayScreen(Screen):
         try:
             request = self.replay_request()
         except (ResponseSpecError, ReplayError) as error:
-            self._show_problem(_one_line(error))
+            self._show_problem(one_line(error))
             return
         self.running = True
         self._show_problem(None)
@@ -474,7 +468,7 @@ class ReplayScreen(Screen):
             )  # fmt: skip
             session = await asyncio.to_thread(closing.enter_context, recording(request.db_path))
         except (ResponseSpecError, ReplayError, StoreError, TelemetryConfigError, OSError) as error:
-            self.post_message(self.ReplayFailed(request.run, _one_line(error)))
+            self.post_message(self.ReplayFailed(request.run, one_line(error)))
             return
         replayer = Replayer(setup, recorder=session.recorder)
         self.post_message(self.ReplayStarted(request.run, replayer))
@@ -486,12 +480,12 @@ class ReplayScreen(Screen):
 
     @on(ReplayStarted)
     def _replay_started(self, message: ReplayStarted) -> None:
-        if message.run == self._run and self.running:
+        if message.run == self.requests.current and self.running:
             self.replayer = message.replayer
 
     @on(ReplayFinished)
     def _replay_finished(self, message: ReplayFinished) -> None:
-        if message.run != self._run:
+        if not self.requests.answered(message.run):
             return
         self.running, self.replayer = False, None
         self.result, self.recording_problem = message.result, message.recording_problem
@@ -501,20 +495,19 @@ class ReplayScreen(Screen):
 
     @on(ReplayFailed)
     def _replay_failed(self, message: ReplayFailed) -> None:
-        if message.run != self._run:
+        if not self.requests.answered(message.run):
             return
         self.running, self.replayer = False, None
         self._show_problem(message.problem)
         self._show_result()
         self.refresh_bindings()
 
-    @on(Worker.StateChanged)
-    def _worker_failed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "replay-run" and event.state == WorkerState.ERROR:
-            self.running, self.replayer = False, None
-            self._show_problem(f"unexpected error: {_one_line(event.worker.error)}")
-            self._show_result()
-            self.refresh_bindings()
+    def store_work_crashed(self, problem: str) -> None:
+        """The replay worker raised: say so under the inputs."""
+        self.running, self.replayer = False, None
+        self._show_problem(problem)
+        self._show_result()
+        self.refresh_bindings()
 
     # ------------------------------------------------------------------ actions
 
@@ -533,7 +526,13 @@ class ReplayScreen(Screen):
         self.query_one(f"#llm-{mode}", RadioButton).value = True
 
     def action_back(self) -> None:
-        """Back to the execution; while a replay runs, cancel it instead (it then reports)."""
+        """Back to the execution; while a replay runs, cancel it instead (it then reports).
+
+        With a zoomed pane, restore it first.
+        """
+        if self.maximized is not None:
+            self.minimize()
+            return
         if self.running:
             if self.replayer is not None:
                 self.replayer.cancel()
@@ -548,24 +547,25 @@ class ReplayScreen(Screen):
 
     def action_open_replay(self) -> None:
         """Open the replay execution in the execution screen."""
-        open_execution = getattr(self.app, "open_execution", None)
-        if self.result is not None and open_execution is not None:
-            open_execution(self.result.execution_id)
+        if self.result is not None:
+            self.post_message(ExecutionRequested(self.result.execution_id))
 
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
         self.notify(self.twin_command, title="Copied the CLI command")
 
+    def action_twin(self, action_id: str) -> str | None:
+        """The `replay` command for `copy-cli` and `run-replay`."""
+        return self.twin_command if action_id in ("copy-cli", "run-replay") else None
+
     def palette_commands(self) -> list[PaletteCommand]:
-        """Commands of this screen for the command palette."""
+        """Commands of this screen for the command palette: the registry's, then the inputs."""
         editor = self.query_one("#response-editor", TextArea)
         commands = [
-            PaletteCommand("replay: Run replay", "Replay the step now", self.action_run_replay),
+            *self.registry_commands(),
             PaletteCommand("replay: Edit response", f"Edit the response to dispatch "
                            f"{self.dispatch_n}", editor.focus),
-            PaletteCommand("replay: Restore recorded response", f"Dispatch {self.dispatch_n}",
-                           self.action_restore_response),
             PaletteCommand("replay: Edit config overrides", "KEY=VALUE, e.g. max_attempts=5",
                            self.query_one("#config-overrides", Input).focus),
             PaletteCommand("replay: Edit parameters", "KEY=VALUE, e.g. city_code=PAR",
@@ -582,10 +582,6 @@ class ReplayScreen(Screen):
                                lambda number=number: self.select_dispatch(number))
                 for number in range(1, self._row_count() + 1)
             ),
-            PaletteCommand("view: Back to the execution", "Leave the replay screen",
-                           self.action_back),
-            PaletteCommand("cli: Copy the replay command", self.twin_command,
-                           self.action_copy_twin),
         ]  # fmt: skip
         if self.result is not None:
             commands.append(

@@ -10,36 +10,19 @@ from rich.text import Text
 
 from console.printable import printable
 from console.render.formats import format_duration
+from console.render.rich_views import STATUS_STYLES, action_text, status_text
 from store.queries import AttemptRecord, ExecutionRow
 
-STATUS_STYLES = {
-    "succeeded": "bold green",
-    "partial": "bold yellow",
-    "failed": "bold red",
-    "rejected": "bold red",
-    "running": "bold cyan",
-    "cancelled": "magenta",
-    "interrupted": "bold dark_orange",
-    "skipped": "dim",
-}
-
-_ACTION_STYLES = {"success": "green", "retry_same": "yellow", "retry_corrected": "yellow"}
-
-
-def status_text(status: str | None) -> Text:
-    """An execution or step status in its colour; running gets a dot."""
-    label = status or "unknown"
-    if label == "running":
-        label = "● running"
-    return Text(label, style=STATUS_STYLES.get(status or "", ""))
-
-
-def action_text(action: str | None) -> Text:
-    """A routing action: success green, retries yellow, stops red."""
-    if action is None:
-        return Text("-", style="dim")
-    return Text(action, style=_ACTION_STYLES.get(action, "red"))
-
+__all__ = [
+    "STATUS_STYLES",
+    "action_text",
+    "delay_text",
+    "duration_text",
+    "http_text",
+    "inline_json",
+    "status_text",
+    "twin_command",
+]
 
 def http_text(attempt: AttemptRecord) -> Text:
     """What came back: the HTTP status, a transport error, `not sent` or `in flight`."""

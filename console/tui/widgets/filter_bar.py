@@ -13,11 +13,13 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from textual import on
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import Input
 
 from console.render.formats import ArgumentProblem, parse_time
+from console.tui.actions import bindings
+from executor.contract import WARNING_CODES
 from store.queries import ACTIONS, EXECUTION_STATUSES, ExecutionFilter
 
 # token key -> (ExecutionFilter field, `ls` option)
@@ -34,6 +36,8 @@ FILTER_KEYS: dict[str, tuple[str, str]] = {
     "until": ("until", "--until"),
     "text": ("text", "--text"),
     "test": ("test", "--test"),
+    "warn": ("warning", "--warning"),
+    "warning": ("warning", "--warning"),
 }
 
 
@@ -99,6 +103,10 @@ def _typed(name: str, value: str, *, now: float) -> str | int | float:
         )
     if name == "action" and value not in ACTIONS:
         raise FilterSyntaxError(f"filter action:{value}: expected one of {', '.join(ACTIONS)}")
+    if name == "warning" and value not in ("any", *WARNING_CODES):
+        raise FilterSyntaxError(
+            f"filter warn:{value}: expected any or one of {', '.join(WARNING_CODES)}"
+        )
     if name == "http_status":
         if not value.isdigit():
             raise FilterSyntaxError(f"filter http:{value}: expected a number such as 429")
@@ -114,10 +122,8 @@ def _typed(name: str, value: str, *, now: float) -> str | int | float:
 class FilterBar(Input):
     """A one-line filter input; Enter applies it, Escape leaves it."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "leave", "Leave filter", id="leave-filter",
-                tooltip="Go back to the table without applying the filter"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "filter"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("filter")
 
     @dataclass
     class FilterApplied(Message):

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import events, on
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -24,25 +24,19 @@ from console.render.execution_columns import (
     sort_rows,
 )
 from console.render.formats import format_duration
+from console.render.warnings import attempt_warnings, badge, step_warning_count
+from console.tui.actions import bindings
 from console.tui.widgets.cells import action_text, delay_text, http_text, status_text
 from store.queries import AttemptRecord, ExecutionRow, StepRecord
+
+_BADGE_STYLE = "bold yellow"
 
 
 class NavigableTable(DataTable):
     """A row-cursor DataTable with vim keys (j/k, g/G) and an Enter that opens the row."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "select_cursor", "Open", id="open-row",
-                tooltip="Open the highlighted row"),
-        Binding("j", "cursor_down", "Down", show=False, id="row-down",
-                tooltip="Move to the next row"),
-        Binding("k", "cursor_up", "Up", show=False, id="row-up",
-                tooltip="Move to the previous row"),
-        Binding("g", "scroll_top", "First row", show=False, id="row-first",
-                tooltip="Move to the first row"),
-        Binding("G", "scroll_bottom", "Last row", show=False, id="row-last",
-                tooltip="Move to the last row"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "table"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("table")
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -88,12 +82,8 @@ class ExecutionTable(NavigableTable):
     width that is left.
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "sort_next", "Sort", id="sort-column",
-                tooltip="Sort this page by the next column (again: the one after)"),
-        Binding("S", "sort_reverse", "Reverse", id="sort-reverse", key_display="S",
-                tooltip="Reverse the sort order of this page"),
-    ]  # fmt: skip
+    ACTION_SCOPE = "execution-table"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("execution-table")
 
     @dataclass
     class ExecutionHighlighted(Message):
@@ -201,7 +191,8 @@ class ExecutionTable(NavigableTable):
     @staticmethod
     def _styled(column: ExecutionColumn, row: ExecutionRow, query_width: int) -> Text | str:
         if column.key == "status":
-            return status_text(row.status)
+            return Text.assemble(status_text(row.status),
+                                 (badge(row.contract_warnings), _BADGE_STYLE))  # fmt: skip
         if column.key == "query":
             return query_cell(row, query_width)
         text = column.cell(row)
@@ -260,7 +251,8 @@ class StepTable(NavigableTable):
             corrections = step.validation_retries or 0
             self.add_row(
                 printable(step.step_id),
-                status_text(step.status),
+                Text.assemble(status_text(step.status),
+                              (badge(step_warning_count(step)), _BADGE_STYLE)),
                 capability,
                 Text(str(step.dispatch_count or 0), justify="right"),
                 Text(str(len(step.attempts)), justify="right"),
@@ -321,7 +313,8 @@ class AttemptTable(NavigableTable):
             self.add_row(
                 Text(str(attempt.n), justify="right"),
                 counter,
-                http_text(attempt),
+                Text.assemble(http_text(attempt),
+                              (badge(len(attempt_warnings(attempt))), _BADGE_STYLE)),
                 format_duration(attempt.elapsed_ms) if attempt.dispatched else "-",
                 action_text(attempt.action),
                 printable(attempt.rule_id) or "-",

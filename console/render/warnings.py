@@ -1,0 +1,32 @@
+"""Tool-contract warnings of recorded attempts, steps and executions (executor.contract)."""
+
+from __future__ import annotations
+
+from executor.contract import ContractWarning, response_warnings
+from store.queries import AttemptRecord, ExecutionDetail, StepRecord
+
+BADGE = "⚠"
+
+
+def attempt_warnings(attempt: AttemptRecord) -> tuple[ContractWarning, ...]:
+    """The warnings of one attempt's recorded response."""
+    if attempt.transport_error:
+        return ()
+    return response_warnings(attempt.status, attempt.response_body,
+                             dispatched=bool(attempt.dispatched))  # fmt: skip
+
+
+def step_warning_count(step: StepRecord) -> int:
+    """How many of the step's attempts got a response that breaks the tool contract."""
+    return sum(1 for attempt in step.attempts if attempt_warnings(attempt))
+
+
+def execution_warnings(detail: ExecutionDetail) -> list[tuple[str, int, ContractWarning]]:
+    """Every warning of the execution as (step id, attempt n, warning)."""
+    return [(step.step_id, attempt.n, warning) for step in detail.steps
+            for attempt in step.attempts for warning in attempt_warnings(attempt)]  # fmt: skip
+
+
+def badge(count: int) -> str:
+    """` ⚠2` for two warnings; empty for none."""
+    return f" {BADGE}{count}" if count else ""

@@ -1,0 +1,111 @@
+"""ctrl+f in a text pane: find in a worker thread, select the match, jump between matches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Input, Static, TextArea
+from textual.widgets.text_area import Selection
+
+from console.render.text_search import SearchResult, next_match, search_text
+from console.tui.actions import bindings
+
+
+class SearchBar(Horizontal):
+    """A one-line search of one TextArea; the text is searched off the UI thread."""
+
+    DEFAULT_CSS = """
+    SearchBar { height: 1; display: none; }
+    SearchBar.-open { display: block; }
+    SearchBar Input { width: 1fr; height: 1; border: none; padding: 0 1; }
+    SearchBar #search-status { width: auto; min-width: 16; padding: 0 1; }
+    """
+
+    ACTION_SCOPE = "search"
+    BINDINGS: ClassVar[list[BindingType]] = bindings("search")
+
+    @dataclass
+    class SearchFinished(Message):
+        """A search came back from the worker; `request` says which one."""
+
+        request: int
+        result: SearchResult
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.target: TextArea | None = None
+        self.result: SearchResult | None = None
+        self.current: int | None = None
+        self._request = 0
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="search (Enter/↓ next, Shift+Enter/↑ previous, Esc closes)",
+                    id="search-input")  # fmt: skip
+        yield Static(id="search-status")
+
+    def open(self, target: TextArea) -> None:
+        """Search `target`; an earlier query is searched again in the new text."""
+        self.target = target
+        self.add_class("-open")
+        search_input = self.query_one(Input)
+        search_input.focus()
+        self._start(search_input.value)
+
+    def action_close(self) -> None:
+        """Hide the bar and give the focus back to the text, with the match still selected."""
+        self.remove_class("-open")
+        if self.target is not None:
+            self.target.focus()
+
+    @on(Input.Changed, "#search-input")
+    def _query_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._start(event.value)
+
+    @on(Input.Submitted, "#search-input")
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_jump(False)
+
+    def _start(self, query: str) -> None:
+        self._request += 1
+        self.result, self.current = None, None
+        if self.target is None or not query:
+            self.query_one("#search-status", Static).update("")
+            return
+        self.query_one("#search-status", Static).update("searching…")
+        self._search(self._request, self.target.text, query)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="text-search")
+    def _search(self, request: int, text: str, query: str) -> None:
+        self.post_message(self.SearchFinished(request, search_text(text, query)))
+
+    @on(SearchFinished)
+    def _search_finished(self, message: SearchFinished) -> None:
+        if message.request != self._request or self.target is None:
+            return
+        self.result = message.result
+        row, column = self.target.selection.start
+        self._select(next_match(message.result, (row, column - 1)))
+
+    def action_jump(self, backwards: bool) -> None:
+        """Select the next (or previous) match, wrapping around."""
+        if self.result is None or self.target is None:
+            return
+        cursor = self.target.selection.start
+        self._select(next_match(self.result, cursor, backwards=backwards))
+
+    def _select(self, index: int | None) -> None:
+        assert self.result is not None and self.target is not None
+        self.current = index
+        if index is not None:
+            start, end = self.result.matches[index]
+            self.target.selection = Selection(start, end)
+            self.target.scroll_cursor_visible(center=True, animate=False)
+        self.query_one("#search-status", Static).update(self.result.summary(index))

@@ -1,0 +1,72 @@
+"""`truva-console explain` as the text twin of the execution screen's timeline, diff, decision
+and warnings, on the synthetic store."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.plans import run_cli
+from tests.support.tui import EXHAUSTED, TRIP, record_synthetic_store
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(record_synthetic_store(tmp_path_factory.mktemp("explain") / "debug.duckdb"))
+
+
+def test_explain_timeline_draws_the_execution_then_each_step(db: str, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    result = run_cli("--db", db, "explain", EXHAUSTED, "--timeline")
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"execution {EXHAUSTED}  failed"
+    assert lines[2].startswith("execution  0─") and lines[2].endswith("1.67 s")
+    assert "wait 542 ms planned · 542 ms actual · backoff" in result.stdout
+    assert "503 in 12 ms → stop_budget" in result.stdout
+    assert lines[-1].startswith("█ attempt  ▓ LLM call  ▒ wait")
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_explain_timeline_of_one_step_has_no_execution_lane(db: str) -> None:
+    result = run_cli("--db", db, "explain", TRIP, "step-2", "--timeline")
+    assert result.code == 0, result.stderr
+    assert "execution  0─" not in result.stdout
+    assert "LLM error_analysis 800 ms HTTP 200" in result.stdout
+
+
+def test_explain_prints_the_inputs_the_rule_read_apart(db: str) -> None:
+    result = run_cli("--db", db, "explain", TRIP, "step-1")
+    assert result.code == 0, result.stderr
+    read = next(line for line in result.stdout.splitlines() if line.strip().startswith("read "))
+    assert "status=429" in read and "attempt_number=1" in read and "side_effects" not in read
+    rest = result.stdout.split(read, 1)[1]
+    assert rest.lstrip().startswith("inputs ") and "side_effects=none" in rest
+
+
+def test_explain_shows_what_the_correction_changed_and_who_proposed_it(db: str) -> None:
+    result = run_cli("--db", db, "explain", TRIP, "step-2")
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    index = next(i for i, line in enumerate(lines) if line.strip().startswith("changed "))
+    assert lines[index].split(None, 1)[1] == (
+        "#1 → #2  analyzer layer, LLM call 1 (error_analysis, model gpt-test)"
+    )
+    assert lines[index + 1].strip() == 'age: "thirty" → 30'
+    resent = run_cli("--db", db, "explain", TRIP, "step-1")  # a 429 resent as it was
+    assert not [line for line in resent.stdout.splitlines() if line.startswith("    changed ")]
+
+
+def test_explain_json_holds_the_read_inputs_the_diffs_and_the_warnings(db: str) -> None:
+    result = run_cli("--db", db, "explain", TRIP, "--json")
+    assert result.code == 0, result.stderr
+    steps = {step["step_id"]: step for step in result.json()["steps"]}
+    first = steps["step-1"]["attempts"][0]["decision"]
+    assert first["read_inputs"][:4] == ["status", "transport_error", "attempt_number",
+                                        "max_attempts"]  # fmt: skip
+    (diff,) = steps["step-2"]["request_diffs"]
+    assert (diff["before"], diff["after"], diff["layer"]) == (1, 2, "analyzer")
+    assert diff["changes"] == [{"key": "age", "old": '"thirty"', "new": "30"}]
+    assert diff["proposed_by"] == steps["step-2"]["attempts"][0]["llm_calls"][0]["call_id"]
+    warnings = steps["step-3"]["attempts"][0]["contract_warnings"]
+    assert [w["code"] for w in warnings] == ["body_not_json"]
+    assert steps["step-1"]["attempts"][0]["contract_warnings"] == []
