@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.functional.test_tui_stores import record_synthetic_store
 from tests.snapshots.test_screens import DB, _open_trip, _settle, console_app
+from tests.support.tui import record_synthetic_store
 
 SIZES = [(80, 24), (200, 50)]
 IDS = ["80x24", "200x50"]
