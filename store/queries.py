@@ -4,6 +4,10 @@ Every call opens the file for a moment (waiting briefly if another process has i
 ingests waiting spool segments and marks executions of dead writers `interrupted`, runs its SQL
 and closes, so a recorder in another process is never locked out for long. Times are returned
 as epoch seconds (float, UTC); durations in milliseconds.
+
+Longer than ~600 lines on purpose: it is the store's one read API, a `Store` whose every method
+is one short session with that discipline, and the filter SQL they all share; the records they
+return live in `store.records`.
 """
 
 from __future__ import annotations

@@ -253,7 +253,7 @@ async def test_the_tui_list_marks_a_replay_execution_as_ls_does(replayed):
 
     db, doc, replay = replayed
     app = tui_app(db, db_arg=str(db), live_refresh=False)
-    async with app.run_test(size=(160, 36)) as pilot:
+    async with app.run_test(size=(220, 36)) as pilot:
         await screen_loaded(pilot)
         query = app.screen.query_one(ExecutionTable).get_cell(replay["execution_id"], "query")
     assert query == f"↻ replay of {doc['execution_id']} step-1  Find hotels in Paris"

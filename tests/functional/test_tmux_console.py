@@ -66,18 +66,28 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
+def _cli_json(*argv: str) -> dict:
+    out = subprocess.run([CONSOLE, "--samples", *argv, "--json"], capture_output=True,
+                         text=True, check=True, timeout=120).stdout
+    return json.loads(out)
+
+
 @pytest.fixture
 def failing_sample() -> dict:
-    """The newest failed sample execution, as `ls --json` lists it."""
-    out = subprocess.run([CONSOLE, "--samples", "ls", "--json", "--status", "failed"],
-                         capture_output=True, text=True, check=True, timeout=120).stdout
-    return json.loads(out)["executions"][0]
+    """The newest failed sample execution (as `ls --status failed` lists it first) and the rule
+    that ended its first failing step (as `explain` tells it)."""
+    execution = _cli_json("ls", "--status", "failed")["executions"][0]
+    steps = _cli_json("explain", execution["execution_id"])["steps"]
+    first = next(step for step in steps if step["status"] in ("failed", "rejected"))
+    return {**execution, "first_failing_step": first["step_id"],
+            "first_failing_rule": first["final_rule_id"]}
 
 
 @pytest.fixture
 def terminal(tmp_path: Path):
     pager = tmp_path / "pager.sh"
-    pager.write_text(f"#!/bin/sh\ncat > {_quote(str(tmp_path / 'paged.txt'))}\n")
+    # Like less, the pager is given the file to show; this one saves it and exits.
+    pager.write_text(f"#!/bin/sh\ncat \"$1\" > {_quote(str(tmp_path / 'paged.txt'))}\n")
     pager.chmod(0o755)
     env = {"PAGER": str(pager), "TERM": "xterm-256color", "HOME": str(tmp_path),
            "XDG_CONFIG_HOME": str(tmp_path / "config"), "PATH": os.environ.get("PATH", "")}
@@ -91,21 +101,27 @@ def terminal(tmp_path: Path):
 def test_an_execution_opens_on_its_failing_step_and_f1_f3_work(terminal, failing_sample,
                                                                  tmp_path):
     execution_id = failing_sample["execution_id"]
-    rule = failing_sample["last_failing_rule"]
+    rule = failing_sample["first_failing_rule"]
     terminal.wait_for(lambda text: execution_id in text, "the executions list")
+    before = terminal.screen()
     terminal.keys("/")
-    terminal.keys("-l", execution_id)
+    terminal.wait_for(lambda text: text != before and "filter:" in text, "the focused filter bar")
+    terminal.keys("-l", "status:failed")
+    terminal.wait_for(lambda text: "status:failed" in text, "the typed filter")
     terminal.keys("Enter")
-    terminal.wait_for(lambda text: execution_id in text and text.count("\n") > 5,
-                      "the filtered list")  # fmt: skip
+    terminal.wait_for(lambda text: "cancelled" not in text.split("Executions", 1)[-1]
+                      and execution_id in text, "the list of failed executions")  # fmt: skip
     terminal.keys("Enter")
-    opened = terminal.wait_for(lambda text: rule in text and "Decision" in text,
-                               f"the execution screen showing {rule}")  # fmt: skip
-    assert rule in opened  # the decisive attempt of the failing step is what the panel shows
+    opened = terminal.wait_for(lambda text: f"by rule {rule}" in text,
+                               f"the execution screen deciding by {rule}")  # fmt: skip
+    # The decisive attempt of the first failing step is what the decision panel shows.
+    assert failing_sample["first_failing_step"] in opened
 
     terminal.keys("F1")
-    helped = terminal.wait_for(lambda text: "Help" in text or "help" in text, "the help screen")
-    assert "F3" in helped or "pager" in helped.lower()
+    # F1 opens the help of the focused pane (the steps table) with its keys and CLI twins.
+    helped = terminal.wait_for(lambda text: "Keys of the Steps pane" in text,
+                               "the help screen of the focused pane")  # fmt: skip
+    assert "CLI twin" in helped and "Execution screen" in helped
     terminal.keys("Escape")
     terminal.wait_for(lambda text: rule in text, "the execution screen again")
 

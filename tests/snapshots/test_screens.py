@@ -33,6 +33,26 @@ def console_app() -> TruvaConsoleApp:
 async def _settle(pilot) -> None:
     await screen_loaded(pilot)
     await pilot.wait_for_scheduled_animations()
+    # A table scrolls its cursor into view after the refresh that follows the data: wait until
+    # every table's scroll offset and cursor have stayed the same over three turns.
+    from textual.widgets import DataTable
+
+    last, same = None, 0
+    for _ in range(100):
+        await pilot.pause()
+        now = tuple((table.id, table.scroll_offset, table.cursor_coordinate)
+                    for table in pilot.app.screen.query(DataTable))  # fmt: skip
+        same = same + 1 if now == last else 0
+        if same >= 3:
+            break
+        last = now
+    # Where a table scrolled depends on whether its cursor moved before or after its first
+    # layout; scroll each from the top to its cursor again, as a fresh layout would.
+    for table in pilot.app.screen.query(DataTable):
+        table.scroll_to(0, 0, animate=False)
+        table.move_cursor(row=table.cursor_row, column=table.cursor_column, animate=False)
+    for _ in range(3):
+        await pilot.pause()
 
 
 def _open_trip(step_id: str | None = None, n: int | None = None, tab: str | None = None):
