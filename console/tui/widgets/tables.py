@@ -243,8 +243,9 @@ class StepTable(NavigableTable):
             self.add_column(label, key=key)
 
     def show_steps(self, steps: tuple[StepRecord, ...]) -> None:
-        """Replace the rows with `steps`."""
-        self.clear()
+        """Replace the rows with `steps`, the columns sized for them alone."""
+        self.clear(columns=True)
+        self.on_mount()
         for step in steps:
             capability = printable(f"{step.tool}.{step.capability}") if step.tool else "-"
             # validation_retries is TruvaG3's one shared counter: it already counts layer 4.
@@ -304,8 +305,10 @@ class AttemptTable(NavigableTable):
             self.add_column(label, key=key)
 
     def show_attempts(self, attempts: tuple[AttemptRecord, ...]) -> None:
-        """Replace the rows with `attempts`."""
-        self.clear()
+        """Replace the rows with `attempts`; the columns are sized for these rows alone (a
+        DataTable's auto-width columns otherwise keep the widest cell of every earlier step)."""
+        self.clear(columns=True)
+        self.on_mount()
         for attempt in attempts:
             inputs = attempt.decision.get("inputs") if isinstance(attempt.decision, dict) else None
             limit = (inputs or {}).get("max_attempts")
