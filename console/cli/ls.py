@@ -16,9 +16,10 @@ from console.render.execution_columns import (
     RowOrder,
     parse_sort,
     query_cell,
+    query_markers,
     sort_rows,
 )
-from console.render.formats import ArgumentProblem, labels_marker, lineage_marker, parse_time
+from console.render.formats import ArgumentProblem, parse_time
 from executor.contract import WARNING_CODES
 from store.errors import StoreError
 from store.queries import (
@@ -127,11 +128,6 @@ def filters_from_args(args: argparse.Namespace, *, now: float | None = None) -> 
     )
 
 
-def _markers(row: Any) -> str:
-    """What the query cell shows before the query: the lineage and the labels, never cut."""
-    return lineage_marker(row.rerun_of, row.plan_path) + labels_marker(row.labels)
-
-
 def write_table(
     page: Page, out: TextIO, *, filtered: bool = False, db_path: str | None = None
 ) -> None:
@@ -147,7 +143,7 @@ def write_table(
     header = tuple(column.header for column in EXECUTION_COLUMNS)
     rows = [
         tuple(
-            query_cell(row, _QUERY_WIDTH + len(_markers(row))) if column.key == "query"
+            query_cell(row, _QUERY_WIDTH + len(query_markers(row))) if column.key == "query"
             else column.cell(row)
             for column in EXECUTION_COLUMNS
         )

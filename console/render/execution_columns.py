@@ -29,12 +29,15 @@ def steps_cell(row: ExecutionRow) -> str:
     return f"{row.steps_succeeded}/{row.steps_failed + row.steps_rejected}/{row.steps_skipped}"
 
 
+def query_markers(row: ExecutionRow) -> str:
+    """What the query cell shows before the query: the lineage (`↻ rerun of <id>`,
+    `↻ replay of <id> <step>`), then the labels."""
+    return lineage_marker(row.rerun_of, row.plan_path) + labels_marker(row.labels)
+
+
 def query_cell(row: ExecutionRow, width: int | None) -> str:
-    """The query on one line (`↻ rerun of <id>` or `↻ replay of <id> <step>`, then the labels,
-    first), cut to `width` with `…`."""
-    flat = lineage_marker(row.rerun_of, row.plan_path) + labels_marker(row.labels) + " ".join(
-        printable(row.query).split()
-    )
+    """The query on one line, after its `query_markers`, cut to `width` with `…`."""
+    flat = query_markers(row) + " ".join(printable(row.query).split())
     if width is None or len(flat) <= width:
         return flat
     return flat[: max(width - 1, 0)] + "…"
