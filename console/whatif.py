@@ -43,6 +43,9 @@ from store.queries import ExecutionFilter, Store
 EXECUTIONS_PER_BATCH = 2_000
 INPUT_FIELDS = frozenset(item.name for item in fields(DecisionInputs))
 
+# `progress(executions_done, report)`, called after each batch (see `what_if`).
+Progress = Callable[[int, "WhatIfReport"], None]
+
 _ASKS = {
     Action.ASK_ANALYZER: "the error analyzer (layer 3)",
     Action.ASK_RESOLVER: "the re-resolver (layer 4)",
@@ -144,17 +147,20 @@ class WhatIfReport:
 
 
 def what_if(
-    store: Store, filters: ExecutionFilter | None, overrides: Mapping[str, Any]
+    store: Store, filters: ExecutionFilter | None, overrides: Mapping[str, Any],
+    *, progress: Progress | None = None,
 ) -> WhatIfReport:
     """Re-decide every recorded decision of the executions `filters` match (as `ls` lists them).
 
-    Raises ValueError (or executor.config.ConfigError) for an override `decide()` cannot use.
+    `progress(executions_done, report)` is called after each batch of executions (the TUI's
+    count; an exception it raises stops the run). Raises ValueError (or
+    executor.config.ConfigError) for an override `decide()` cannot use.
     """
     decide_again = redecider(overrides)
     report = WhatIfReport(overrides=dict(overrides))
     unaffected = unaffected_rule_ids(overrides)
     step_changed: set[tuple[str, str]] = set()
-    for row in _recorded_decisions(store, filters, report, unaffected):
+    for row in _recorded_decisions(store, filters, report, unaffected, progress):
         _redecide_row(row, decide_again, report, step_changed)
     return report
 
@@ -178,7 +184,7 @@ def unaffected_rule_ids(overrides: Mapping[str, Any]) -> frozenset[str]:
 
 def _recorded_decisions(
     store: Store, filters: ExecutionFilter | None, report: WhatIfReport,
-    unaffected: frozenset[str],
+    unaffected: frozenset[str], progress: Progress | None = None,
 ) -> Iterator[tuple[str, str, int, str | None, str | None, str | None]]:
     ids = store.matching_execution_ids(filters)
     report.executions = len(ids)
@@ -188,6 +194,8 @@ def _recorded_decisions(
         report.decisions += skipped
         report.not_rerun += skipped
         yield from rows
+        if progress is not None:
+            progress(start + len(batch), report)
 
 
 def _redecide_row(

@@ -12,15 +12,14 @@ from typing import Any
 
 from console.cli.common import add_command, add_json_option, store_path
 from console.exits import fail
-from console.lint import CHECK_TITLES, ReportCard, lint_store
+from console.lint import ReportCard, lint_store
 from console.printable import printable
-from console.words import counted, on_one_line
+from console.render.lint_view import card_views, cards_text
 from executor.tool_contract import Grade
 from store.errors import StoreError
 from store.queries import open_store
 
 EXIT_FAILING_TOOL = 1
-_MARK = {Grade.PASS: "pass", Grade.WARN: "WARN", Grade.FAIL: "FAIL"}
 
 
 def add_parser(subparsers: Any) -> None:
@@ -54,20 +53,4 @@ def run(args: argparse.Namespace) -> int:
 
 def render_cards(cards: list[ReportCard]) -> str:
     """Each tool's card: its grade, then one line per check with counts and an example."""
-    if not cards:
-        return "no tool responses recorded yet (run a plan, or probe a tool)"
-    lines: list[str] = []
-    for card in cards:
-        capabilities = ", ".join(sorted(card.capabilities)) or "-"
-        lines.append(f"{card.tool}: {_MARK[card.grade]} — {counted(card.responses, 'response')}"
-                     f" ({capabilities})")  # fmt: skip
-        for tally in card.ordered_tallies():
-            counts = ", ".join(f"{tally.counts[g]} {g.value}" for g in Grade if tally.counts[g])
-            lines.append(f"  {_MARK[tally.grade]:<4}  {CHECK_TITLES[tally.check]}  ({counts})")
-            if tally.example is not None:
-                example = tally.example
-                lines.append(f"        e.g. {example.execution_id} {example.step_id} "
-                             f"#{example.n} (HTTP {example.status}): "
-                             f"{on_one_line(example.message)}")  # fmt: skip
-        lines.append("")
-    return "\n".join(lines).rstrip()
+    return cards_text(card_views(cards))
