@@ -1,4 +1,5 @@
-"""The Textual app of truva-console: executions, one execution, replay, bundles, palette."""
+"""The Textual app of truva-console: executions, one execution, replay, bundles, what-if, lint,
+palette."""
 
 from __future__ import annotations
 
@@ -15,15 +16,22 @@ from textual.binding import BindingType
 from textual.screen import Screen
 
 from console.tui.actions import SCOPE_TITLES, KeymapError, bindings, keymap_path, load_keymap
-from console.tui.messages import ExecutionRequested, ReplayRequested
+from console.tui.messages import (
+    ExecutionRequested,
+    LintRequested,
+    ReplayRequested,
+    WhatIfRequested,
+)
 from console.tui.screens.bundle import ImportDialog
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import DEFAULT_PAGE_SIZE, ExecutionsScreen
 from console.tui.screens.help import HelpScreen, chain_scopes, help_renderable
+from console.tui.screens.lint import LintScreen
 from console.tui.screens.palette import ConsoleCommands
 from console.tui.screens.panes import PaneScreen
 from console.tui.screens.replay import ReplayScreen
 from console.tui.screens.store_source import StoreSource
+from console.tui.screens.whatif import WhatIfScreen
 from console.tui.widgets.tables import ExecutionTable
 from store.queries import ExecutionDetail
 
@@ -98,14 +106,18 @@ class TruvaConsoleApp(App[int]):
             refresh_interval_s=self.refresh_interval_s,
         )
 
-    def open_execution(self, execution_id: str) -> None:
-        """Show one execution on top of the list."""
+    def open_execution(
+        self, execution_id: str, step_id: str | None = None, n: int | None = None
+    ) -> None:
+        """Show one execution on top of the current screen (on `step_id`, attempt `n`)."""
         self.push_screen(
             ExecutionScreen(
                 self.source,
                 execution_id,
                 db_arg=self.db_arg,
                 refresh_interval_s=self.refresh_interval_s,
+                step_id=step_id,
+                attempt_n=n,
             )
         )
 
@@ -153,11 +165,20 @@ class TruvaConsoleApp(App[int]):
 
     @on(ExecutionRequested)
     def _execution_requested(self, message: ExecutionRequested) -> None:
-        self.open_execution(message.execution_id)
+        self.open_execution(message.execution_id, message.step_id, message.n)
 
     @on(ReplayRequested)
     def _replay_requested(self, message: ReplayRequested) -> None:
         self.open_replay(message.detail, message.step_id)
+
+    @on(WhatIfRequested)
+    def _whatif_requested(self, message: WhatIfRequested) -> None:
+        self.push_screen(WhatIfScreen(self.source.db_path, db_arg=self.db_arg,
+                                      filter_text=message.filter_text))  # fmt: skip
+
+    @on(LintRequested)
+    def _lint_requested(self) -> None:
+        self.push_screen(LintScreen(self.source.db_path, db_arg=self.db_arg))
 
     def action_help(self) -> None:
         """Show the keys of the focused pane, its screen and the app (F1, `?`)."""

@@ -11,9 +11,12 @@ from store.queries import ExecutionDetail
 
 @dataclass
 class ExecutionRequested(Message):
-    """Show the execution `execution_id` (a palette entry, a finished re-run, a replay)."""
+    """Show the execution `execution_id` (a palette entry, a finished re-run, a replay);
+    on `step_id` and its attempt `n` when given (a what-if change, a lint example)."""
 
     execution_id: str
+    step_id: str | None = None
+    n: int | None = None
 
 
 @dataclass
@@ -22,3 +25,15 @@ class ReplayRequested(Message):
 
     detail: ExecutionDetail
     step_id: str
+
+
+@dataclass
+class WhatIfRequested(Message):
+    """Show the what-if screen, its filter set to `filter_text` (the list's filter)."""
+
+    filter_text: str = ""
+
+
+@dataclass
+class LintRequested(Message):
+    """Show the tool contract report cards."""
