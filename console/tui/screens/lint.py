@@ -60,10 +60,10 @@ class CheckTable(NavigableTable):
     def on_mount(self) -> None:
         self.add_column("tool", key="tool")
         self.add_column("grade", key="grade")
-        self.add_column("check", key="check")
         self.add_column("pass", key="pass")
         self.add_column("warn", key="warn")
         self.add_column("fail", key="fail")
+        self.add_column("check", key="check")
         self.add_column("example attempt", key="example")
 
     def show(self, views: list[CardView]) -> None:
@@ -72,15 +72,16 @@ class CheckTable(NavigableTable):
         for view in views:
             capabilities = ", ".join(view.capabilities) or "-"
             self.add_row(Text(printable(view.tool), style="bold"), grade_text(view.grade),
+                         "", "", "",
                          Text(f"{counted(view.responses, 'response')} ({printable(capabilities)})",
-                              style="dim"), "", "", "", "", key=view.tool)  # fmt: skip
+                              style="dim"), "", key=view.tool)  # fmt: skip
             for line in view.checks:
                 example = line.example
                 where = (f"{printable(example.execution_id)} {printable(example.step_id)} "
                          f"#{example.n}") if example else "-"  # fmt: skip
-                self.add_row("", grade_text(line.grade), printable(line.title),
-                             *(_count(line, grade) for grade in Grade), where,
-                             key=f"{view.tool}#{line.check}")  # fmt: skip
+                self.add_row("", grade_text(line.grade),
+                             *(_count(line, grade) for grade in Grade), printable(line.title),
+                             where, key=f"{view.tool}#{line.check}")  # fmt: skip
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

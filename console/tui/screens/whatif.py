@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
@@ -47,6 +47,8 @@ from store.errors import StoreError
 from store.queries import ExecutionFilter, open_store
 
 _WORKER_GROUP = "whatif-run"
+# Below this many rows the notes and the detail shrink (class -short) so the changes keep room.
+SHORT_SCREEN_ROWS = 30
 
 
 class WhatIfCancelled(Exception):
@@ -211,6 +213,9 @@ class WhatIfScreen(PaneScreen, Screen):
         yield ChangeTable(id="whatif-changes")
         yield Static(id="whatif-detail")
         yield Footer()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.height < SHORT_SCREEN_ROWS, "-short")
 
     def on_mount(self) -> None:
         self.title = "truva-console what-if"
