@@ -25,8 +25,9 @@ class ConsoleAction:
     """One action where it applies (`scope`): its binding, palette entry, help and CLI twin.
 
     `scope` names who owns the binding: `app`, a screen (`executions`, `execution`, `replay`,
-    `dialog`) or a pane widget (`table`, `filter`). `palette` is the palette title without its
-    group (None: not in the palette); `cli` is what the CLI twin of the action is, if any.
+    `whatif`, `lint`, `dialog`) or a pane widget (`table`, `filter`). `palette` is the palette
+    title without its group (None: not in the palette); `cli` is what the CLI twin of the action
+    is, if any.
     """
 
     id: str
@@ -133,10 +134,10 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("open-whatif", "executions", "w", "open_whatif", "What-if", "whatif",
                   "Re-decide the listed executions' recorded decisions under changed config",
                   cli="truva-console whatif --config KEY=VALUE [ls filters]",
-                  palette="Policy what-if over the store"),
+                  palette="Policy what-if over the store", footer=False),
     ConsoleAction("open-lint", "executions", "c", "open_lint", "Contract", "lint",
                   "Grade each tool's error contract from its recorded responses",
-                  cli="truva-console lint", palette="Tool contract report cards"),
+                  cli="truva-console lint", palette="Tool contract report cards", footer=False),
     *_pane_actions("executions", zoom_keys="z,f11"),
     # ---------------------------------------------------------------- execution
     ConsoleAction("back", "execution", "escape,backspace", "back", "Back", "view",

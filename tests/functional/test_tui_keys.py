@@ -17,7 +17,9 @@ from console.tui.screens.bundle import ExportDialog, ImportDialog
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import ExecutionsScreen
 from console.tui.screens.help import HelpScreen
+from console.tui.screens.lint import LintScreen
 from console.tui.screens.replay import ReplayScreen
+from console.tui.screens.whatif import WhatIfScreen
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.tables import ExecutionTable, NavigableTable
@@ -196,7 +198,8 @@ async def test_a_bad_keymap_file_is_one_notification_and_the_default_keys_stay(
     ("owner", "scope"),
     [(ExecutionsScreen, "executions"), (ExecutionScreen, "execution"), (ReplayScreen, "replay"),
      (ExportDialog, "dialog"), (ImportDialog, "dialog"), (NavigableTable, "table"),
-     (FilterBar, "filter"), (ExecutionTable, "execution-table"), (SearchBar, "search")],
+     (FilterBar, "filter"), (ExecutionTable, "execution-table"), (SearchBar, "search"),
+     (WhatIfScreen, "whatif"), (LintScreen, "lint")],
     ids=lambda value: value if isinstance(value, str) else value.__name__,
 )  # fmt: skip
 def test_bindings_are_generated_from_the_registry(owner, scope: str) -> None:
