@@ -34,6 +34,8 @@ CASES = [
     ("console.render.views", {"textual", "rich"}),
     ("console.render.text", {"textual", "rich"}),
     ("console.render.rich_views", {"textual"}),
+    ("console.render.whatif_view", {"textual", "rich"}),
+    ("console.render.lint_view", {"textual", "rich"}),
     ("console.cli.explain", {"textual", "rich"}),
 ]
 
