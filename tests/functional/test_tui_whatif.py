@@ -258,3 +258,21 @@ async def test_a_change_opens_on_its_own_attempt_not_where_the_execution_opens(
         await settle_until(pilot, lambda: isinstance(app.screen, ExecutionScreen), "execution")
         await screen_loaded(pilot)
         assert app.screen.attempt_n == 3
+
+
+async def test_the_table_lists_the_first_changes_and_says_how_many_more(
+    demo_db: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = cli_json(demo_db, capsys, "--config", "max_attempts=2")
+    assert len(expected["changes"]) == 3
+    monkeypatch.setattr(whatif_screen, "SHOWN_CHANGES", 2)
+    app = tui_app(demo_db, db_arg=str(demo_db), live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_whatif(pilot)
+        await run_with(pilot, screen, "max_attempts=2")
+        assert screen.query_one(ChangeTable).row_count == 2
+        assert table_cell(screen.query_one(TransitionTable), "0", "count") == "3"
+        assert (f"the table lists the first 2 of 3 changed steps; truva-console --db {demo_db} "
+                "whatif --config max_attempts=2 --json lists all") in status(screen)
+        opens = [c for c in screen.palette_commands() if c.title.startswith("whatif: Open ")]
+        assert len(opens) == 2

@@ -49,6 +49,9 @@ from store.queries import ExecutionFilter, open_store
 _WORKER_GROUP = "whatif-run"
 # Below this many rows the notes and the detail shrink (class -short) so the changes keep room.
 SHORT_SCREEN_ROWS = 30
+# Changed steps listed in the table (filling a table is UI-thread work); the status says how many
+# more there are, and `whatif --json` lists them all.
+SHOWN_CHANGES = 200
 
 
 class WhatIfCancelled(Exception):
@@ -118,7 +121,7 @@ class ChangeTable(NavigableTable):
     def show(self, view: WhatIfView | None) -> None:
         """One row per changed step, in the order the report found them."""
         self.clear()
-        for index, change in enumerate(view.changes if view else ()):
+        for index, change in enumerate(view.changes[:SHOWN_CHANGES] if view else ()):
             self.add_row(printable(change.execution_id), printable(change.step_id),
                          str(change.n), _verdict(change.before), _verdict(change.after),
                          key=str(index))  # fmt: skip
@@ -399,6 +402,10 @@ class WhatIfScreen(PaneScreen, Screen):
                                  printable(view.changed_line))  # fmt: skip
             if view.follow_note:
                 text.append(f" ({printable(view.follow_note)})", style="dim")
+            if len(view.changes) > SHOWN_CHANGES:
+                text.append(f"\nthe table lists the first {SHOWN_CHANGES} of "
+                            f"{counted(len(view.changes), 'changed step')}; "
+                            f"{self.twin_command} --json lists all", style="yellow")  # fmt: skip
             for note in (view.not_rerun_note, view.incomplete_note, view.unreadable_note):
                 if note:
                     text.append(f"\n{printable(note)}", style="dim")
@@ -507,7 +514,7 @@ class WhatIfScreen(PaneScreen, Screen):
     def palette_commands(self) -> list[PaletteCommand]:
         """The registry's commands, then one per changed step."""
         commands = self.registry_commands()
-        for index, change in enumerate(self.view.changes if self.view else ()):
+        for index, change in enumerate(self.view.changes[:SHOWN_CHANGES] if self.view else ()):
             commands.append(PaletteCommand(
                 f"whatif: Open {change.execution_id} {change.step_id} #{change.n}",
                 f"{change.before} → {change.after}",
