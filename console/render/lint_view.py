@@ -7,8 +7,9 @@ examples; `cards_text(views)` is the CLI's layout of them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from console.lint import CHECK_SOURCES, CHECK_TITLES, Example, ReportCard
+from console.lint import Example, ReportCard
 from console.words import counted, on_one_line
 from executor.tool_contract import Grade
 
@@ -34,12 +35,14 @@ class CheckLine:
 
     @property
     def example_text(self) -> str | None:
-        """`EXECUTION STEP #N (HTTP 503): what the check said`, or None without an example."""
+        """`EXECUTION STEP #N (HTTP 503): what the check said`, or None without an example
+        (`no answer` in place of the status for a request that got none, as probe records)."""
         example = self.example
         if example is None:
             return None
-        return (f"{example.execution_id} {example.step_id} #{example.n} (HTTP {example.status})"
-                f": {on_one_line(example.message)}")  # fmt: skip
+        answer = f"HTTP {example.status}" if example.status else "no answer"
+        return (f"{example.execution_id} {example.step_id} #{example.n} ({answer}): "
+                f"{on_one_line(example.message)}")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,19 +72,19 @@ def card_views(cards: list[ReportCard]) -> list[CardView]:
             responses=card.responses,
             capabilities=tuple(sorted(card.capabilities)),
             checks=tuple(
-                CheckLine(
-                    check=tally.check,
-                    title=CHECK_TITLES[tally.check],
-                    source=CHECK_SOURCES[tally.check],
-                    grade=tally.grade,
-                    counts=dict(tally.counts),
-                    example=tally.example,
-                )
+                _check_line(tally.to_dict(), tally.grade, tally.counts, tally.example)
                 for tally in card.ordered_tallies()
             ),
         )
         for card in cards
     ]
+
+
+def _check_line(shown: dict[str, Any], grade: Grade, counts: dict[Grade, int],
+                example: Example | None) -> CheckLine:  # fmt: skip
+    """A check's line from its `lint --json` entry (title and source as the card names them)."""
+    return CheckLine(check=shown["check"], title=shown["title"], source=shown["source"],
+                     grade=grade, counts=dict(counts), example=example)  # fmt: skip
 
 
 def cards_text(views: list[CardView]) -> str:
