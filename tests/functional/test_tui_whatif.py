@@ -11,7 +11,6 @@ import pytest
 from textual.widgets import Input, Static
 
 import console.tui.screens.whatif as whatif_screen
-import console.whatif
 from console.entry import main
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import ExecutionsScreen
@@ -196,15 +195,14 @@ async def test_no_overrides_is_the_policy_regression_check(demo_db: Path, capsys
 async def test_the_run_counts_its_progress_and_esc_cancels_it(
     demo_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(console.whatif, "EXECUTIONS_PER_BATCH", 1)
-    first_batch, cancelled = threading.Event(), threading.Event()
+    counted, cancelled = threading.Event(), threading.Event()
     real_what_if = whatif_screen.what_if
 
     def gated_what_if(store, filters, overrides, *, progress):
         def gated(done, report):
             progress(done, report)
-            if done == 1:  # hold the worker after the first batch until Esc was pressed
-                first_batch.set()
+            if not counted.is_set():  # hold the worker after its first count until Esc
+                counted.set()
                 assert cancelled.wait(10)
         return real_what_if(store, filters, overrides, progress=gated)
 
@@ -214,10 +212,13 @@ async def test_the_run_counts_its_progress_and_esc_cancels_it(
         screen = await open_whatif(pilot)
         screen.query_one("#whatif-config", Input).value = "max_attempts=5"
         await pilot.press("ctrl+r")
-        assert await asyncio.to_thread(first_batch.wait, 10)
+        assert await asyncio.to_thread(counted.wait, 10)
         await pilot.pause()
-        assert screen.running
-        assert "Re-deciding… 1 of 14 executions" in status(screen)
+        assert screen.running and screen.progress is not None
+        done, total, decisions = screen.progress
+        assert total == 14 and 0 < done <= total and decisions > 0
+        assert f"Re-deciding… {done} of 14 executions, {decisions} decisions examined" \
+            in status(screen)
         assert "esc cancels" in status(screen)
         await pilot.press("escape")  # cancels the run; the screen stays
         cancelled.set()

@@ -313,6 +313,8 @@ class WhatIfScreen(PaneScreen, Screen):
         try:
             store = open_store(self.db_path)
             report = what_if(store, filters, request.overrides, progress=progress)
+            if worker.is_cancelled:  # during the last batch
+                raise WhatIfCancelled
         except WhatIfCancelled:
             self.post_message(self.Failed(request.run, "cancelled", cancelled=True))
             return
