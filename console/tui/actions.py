@@ -121,6 +121,13 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("copy-cli", "executions", "y", "copy_twin", "Copy CLI", "cli",
                   "Copy the equivalent `truva-console ls` command", cli="truva-console ls",
                   palette="Copy the ls command"),
+    ConsoleAction("open-whatif", "executions", "w", "open_whatif", "What-if", "whatif",
+                  "Re-decide the listed executions' recorded decisions under changed config",
+                  cli="truva-console whatif --config KEY=VALUE [ls filters]",
+                  palette="Policy what-if over the store", footer=False),
+    ConsoleAction("open-lint", "executions", "c", "open_lint", "Contract", "lint",
+                  "Grade each tool's error contract from its recorded responses",
+                  cli="truva-console lint", palette="Tool contract report cards", footer=False),
     ConsoleAction("next-failed-execution", "executions", "f", "next_failed_execution",
                   "Next failed", "view",
                   "Move to the next execution that failed, below the highlighted one",
@@ -131,13 +138,6 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("import-bundle", "executions", "i", "import_bundle", "Import", "bundle",
                   "Load a trace bundle file into this store", cli="truva-console import FILE",
                   palette="Import file"),
-    ConsoleAction("open-whatif", "executions", "w", "open_whatif", "What-if", "whatif",
-                  "Re-decide the listed executions' recorded decisions under changed config",
-                  cli="truva-console whatif --config KEY=VALUE [ls filters]",
-                  palette="Policy what-if over the store", footer=False),
-    ConsoleAction("open-lint", "executions", "c", "open_lint", "Contract", "lint",
-                  "Grade each tool's error contract from its recorded responses",
-                  cli="truva-console lint", palette="Tool contract report cards", footer=False),
     *_pane_actions("executions", zoom_keys="z,f11"),
     # ---------------------------------------------------------------- execution
     ConsoleAction("back", "execution", "escape,backspace", "back", "Back", "view",
@@ -212,6 +212,9 @@ ACTIONS: tuple[ConsoleAction, ...] = (
                   "Copy the equivalent `truva-console replay` command",
                   cli="truva-console replay EXECUTION STEP …", palette="Copy the replay command"),
     _zoom_action("replay", "f11"),
+    # ---------------------------------------------------------------- dialogs
+    ConsoleAction("close-dialog", "dialog", "escape", "close", "Close", "view",
+                  "Close the dialog", key_display="esc"),
     # ---------------------------------------------------------------- what-if
     ConsoleAction("back", "whatif", "escape", "back", "Back", "view",
                   "Back to the executions list (while a what-if runs: cancel it)",
@@ -241,9 +244,6 @@ ACTIONS: tuple[ConsoleAction, ...] = (
                   "Copy the equivalent `truva-console lint` command", cli="truva-console lint",
                   palette="Copy the lint command", key_display="Y"),
     *_pane_actions("lint", zoom_keys="z,f11"),
-    # ---------------------------------------------------------------- dialogs
-    ConsoleAction("close-dialog", "dialog", "escape", "close", "Close", "view",
-                  "Close the dialog", key_display="esc"),
 )  # fmt: skip
 
 SCOPE_TITLES = {
@@ -254,10 +254,10 @@ SCOPE_TITLES = {
     "executions": "Executions screen",
     "execution": "Execution screen",
     "replay": "Replay screen",
-    "whatif": "What-if screen",
-    "lint": "Lint report screen",
     "dialog": "Dialog",
     "search": "Search bar",
+    "whatif": "What-if screen",
+    "lint": "Lint report screen",
 }
 
 

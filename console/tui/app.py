@@ -107,9 +107,9 @@ class TruvaConsoleApp(App[int]):
         )
 
     def open_execution(
-        self, execution_id: str, step_id: str | None = None, n: int | None = None
+        self, execution_id: str, step_id: str | None = None, attempt_n: int | None = None
     ) -> None:
-        """Show one execution on top of the current screen (on `step_id`, attempt `n`)."""
+        """Show one execution on top of the list (on `step_id` and attempt `attempt_n`)."""
         self.push_screen(
             ExecutionScreen(
                 self.source,
@@ -117,7 +117,7 @@ class TruvaConsoleApp(App[int]):
                 db_arg=self.db_arg,
                 refresh_interval_s=self.refresh_interval_s,
                 step_id=step_id,
-                attempt_n=n,
+                attempt_n=attempt_n,
             )
         )
 

@@ -11,8 +11,8 @@ from store.queries import ExecutionDetail
 
 @dataclass
 class ExecutionRequested(Message):
-    """Show the execution `execution_id` (a palette entry, a finished re-run, a replay);
-    on `step_id` and its attempt `n` when given (a what-if change, a lint example)."""
+    """Show the execution `execution_id` (a palette entry, a finished re-run, a replay, a SQL
+    result row), opened on `step_id` and its attempt `n` when they are given."""
 
     execution_id: str
     step_id: str | None = None

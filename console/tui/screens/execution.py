@@ -93,7 +93,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.db_arg = db_arg
         self.refresh_interval_s = refresh_interval_s
         self.detail: ExecutionDetail | None = None
-        # Where it opens: the given step and attempt, else (None) the first failing step.
+        # Where it opens: this step and attempt when given and recorded, else opening_position.
         self.step_id: str | None = step_id
         self.attempt_n: int | None = attempt_n
         self.problem: str | None = None

@@ -376,10 +376,6 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
         self.query_one(ExecutionTable).move_to_key(execution_id)
         self.action_export()
 
-    def action_import_bundle(self) -> None:
-        """Open the import dialog."""
-        self.app.push_screen(ImportDialog(self.source.db_path, db_arg=self.db_arg))
-
     def action_open_whatif(self) -> None:
         """Open the what-if screen on the listed executions (the filter as applied)."""
         self.post_message(WhatIfRequested(self.parsed_filter.text))
@@ -387,6 +383,10 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
     def action_open_lint(self) -> None:
         """Open the tool contract report cards."""
         self.post_message(LintRequested())
+
+    def action_import_bundle(self) -> None:
+        """Open the import dialog."""
+        self.app.push_screen(ImportDialog(self.source.db_path, db_arg=self.db_arg))
 
     def action_twin(self, action_id: str) -> str | None:
         """The `ls` command for `copy-cli`."""
