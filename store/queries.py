@@ -365,6 +365,28 @@ WHERE l.execution_id = $execution_id
 ORDER BY l.called_at, l.call_id
 """
 
+# The same calls without their texts (the prompts are most of an execution's bytes): the
+# texts come later from `_LLM_TEXTS_SQL`, for the calls being shown.
+_LLM_CALLS_WITHOUT_TEXTS_SQL = """
+SELECT
+    l.call_id, l.step_id, l.n, l.site, l.model, l.base_url, l.temperature, l.max_tokens,
+    NULL AS messages, NULL AS request_body, l.request_size, l.response_status,
+    NULL AS response_body, l.response_size, NULL AS raw_text, l.parsed, l.parse_error, l.error,
+    l.prompt_tokens, l.completion_tokens, l.total_tokens, l.latency_ms,
+    epoch(l.called_at) AS called_at, l.response_headers,
+    l.request_body IS NOT NULL AS text_in_store
+FROM llm_calls AS l
+WHERE l.execution_id = $execution_id
+ORDER BY l.called_at, l.call_id
+"""
+
+_LLM_TEXTS_SQL = """
+SELECT l.call_id, t.messages, l.request_body, l.response_body, l.raw_text
+FROM llm_calls AS l
+JOIN llm_calls_text AS t USING (call_id)
+WHERE l.execution_id = $execution_id AND list_contains($call_ids, l.call_id)
+"""
+
 _EVENTS_SQL = """
 SELECT step_id, n, seq, epoch(occurred_at) AS occurred_at, kind, name, message, attrs
 FROM events
@@ -611,8 +633,12 @@ class Store:
                 chosen.append(execution_id)
         return chosen
 
-    def get_execution(self, execution_id: str) -> ExecutionDetail:
-        """Everything recorded about one execution; a unique prefix of its id is enough."""
+    def get_execution(self, execution_id: str, *, llm_texts: bool = True) -> ExecutionDetail:
+        """Everything recorded about one execution; a unique prefix of its id is enough.
+
+        `llm_texts=False` leaves out the LLM calls' prompts and answers (each call has
+        `texts_loaded` False); `llm_call_texts` reads them for the calls being shown.
+        """
         with self.session() as conn:
             resolved = self.resolve_execution_id(conn, execution_id)
             params = {"execution_id": resolved}
@@ -631,7 +657,8 @@ class Store:
             )
             step_rows = _dicts(conn.execute(_STEPS_SQL, params))
             attempt_rows = _dicts(conn.execute(_ATTEMPTS_SQL, params))
-            llm_rows = _dicts(conn.execute(_LLM_CALLS_SQL, params))
+            llm_sql = _LLM_CALLS_SQL if llm_texts else _LLM_CALLS_WITHOUT_TEXTS_SQL
+            llm_rows = _dicts(conn.execute(llm_sql, params))
             event_rows = _dicts(conn.execute(_EVENTS_SQL, params))
             backoff_rows = _dicts(conn.execute(_BACKOFFS_SQL, params))
         snapshot = snapshot_rows[0] if snapshot_rows else {}
@@ -639,6 +666,16 @@ class Store:
             ExecutionRow(**row), snapshot, step_rows, attempt_rows, llm_rows, event_rows,
             backoff_rows,
         )  # fmt: skip
+
+    def llm_call_texts(
+        self, execution_id: str, call_ids: list[str]
+    ) -> dict[str, dict[str, Any]]:
+        """The texts `get_execution(..., llm_texts=False)` left out, by call id: `messages`,
+        `request_body`, `response_body` and `raw_text` of each of `call_ids` of the execution."""
+        with self.session() as conn:
+            rows = _dicts(conn.execute(
+                _LLM_TEXTS_SQL, {"execution_id": execution_id, "call_ids": list(call_ids)}))
+        return {row.pop("call_id"): row for row in rows}
 
     def summary_counts(self, filters: ExecutionFilter | None = None) -> dict[str, Any]:
         """Counts of matching executions by status and of their attempts by action, rule, status."""
@@ -702,8 +739,10 @@ def _assemble_detail(
     for row in llm_rows:
         # A recorded call always has its request bytes (empty when none was sent); NULL means
         # the text was left out.
-        recorded = row["request_body"] is not None
-        call = LLMCallRecord(**row, text_note=None if recorded else text_note)
+        loaded = "text_in_store" not in row
+        recorded = row["request_body"] is not None if loaded else row.pop("text_in_store")
+        call = LLMCallRecord(**row, text_note=None if recorded else text_note,
+                             texts_loaded=loaded or not recorded)  # fmt: skip
         llm_by_attempt[(call.step_id, call.n)].append(call)
     events_by_attempt: dict[tuple[Any, Any], list[EventRecord]] = defaultdict(list)
     for row in event_rows:
