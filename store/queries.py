@@ -104,30 +104,23 @@ class ExecutionFilter:
 
 
 # Both tables keep a lower-cased decoded `search_text` (store.schema), so a search reads text.
+# The matching executions go into a temporary table of the session, so that the count, the
+# page and the summary's queries that all filter on them scan the texts once, and join them
+# (a list of ids passed back as a parameter made each row's test linear in the matches).
 _TEXT_MATCHES = """
+CREATE OR REPLACE TEMP TABLE text_matches AS
 SELECT execution_id FROM attempts WHERE contains(search_text, $text)
 UNION
 SELECT execution_id FROM llm_calls WHERE contains(search_text, $text)
 """
 
 
-def _text_matches(conn: duckdb.DuckDBPyConnection, filters: ExecutionFilter) -> list[str] | None:
-    """The executions whose bodies or prompts contain `filters.text`; None without a text.
-
-    Searched once per call, so the count and the page that both filter on it do not scan twice.
-    """
-    if not filters.text:
-        return None
-    rows = conn.execute(_TEXT_MATCHES, {"text": filters.text.lower()}).fetchall()
-    return [row[0] for row in rows]
-
-
 def _filter_sql(
-    filters: ExecutionFilter, text_matches: list[str] | None = None
+    conn: duckdb.DuckDBPyConnection, filters: ExecutionFilter
 ) -> tuple[str, dict[str, Any]]:
-    """A WHERE condition on `executions AS e` and its named parameters.
+    """A WHERE condition on `executions AS e` and its named parameters, valid in `conn`'s session.
 
-    `text_matches` are the executions `_text_matches` found for `filters.text`.
+    A text filter is searched here, once, into the session's `text_matches` table.
     """
     clauses: list[str] = []
     params: dict[str, Any] = {}
@@ -174,8 +167,8 @@ def _filter_sql(
         clauses.append("contains(json_extract_string(e.labels, '$.test'), $test)")
         params["test"] = filters.test
     if filters.text:
-        clauses.append("list_contains($text_matches, e.execution_id)")
-        params["text_matches"] = text_matches or []
+        conn.execute(_TEXT_MATCHES, {"text": filters.text.lower()})
+        clauses.append("e.execution_id IN (SELECT execution_id FROM text_matches)")
     return (" AND ".join(clauses) or "TRUE"), params
 
 
@@ -485,8 +478,7 @@ class Store:
         """One page of executions matching `filters`, newest first, with the total count."""
         filters = filters or ExecutionFilter()
         with self.session() as conn:
-            where, params = _filter_sql(filters, _text_matches(conn, filters))
-            where, params = _with_warning_filter(conn, filters, where, params)
+            where, params = _with_warning_filter(conn, filters, *_filter_sql(conn, filters))
             page_sql = (
                 f"WITH page AS (SELECT e.execution_id FROM executions AS e WHERE {where} "
                 "ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC "
@@ -515,9 +507,8 @@ class Store:
     def matching_execution_ids(self, filters: ExecutionFilter | None = None) -> list[str]:
         """Every execution id `list_executions` would list for `filters`, oldest first."""
         filters = filters or ExecutionFilter()
-        where, params = _filter_sql(filters)
         with self.session() as conn:
-            where, params = _with_warning_filter(conn, filters, where, params)
+            where, params = _with_warning_filter(conn, filters, *_filter_sql(conn, filters))
             rows = conn.execute(
                 f"SELECT e.execution_id FROM executions AS e WHERE {where} "
                 "ORDER BY e.started_at NULLS FIRST, e.execution_id",
@@ -682,9 +673,7 @@ class Store:
         filters = filters or ExecutionFilter()
         counts: dict[str, Any] = {}
         with self.session() as conn:
-            where, params = _with_warning_filter(
-                conn, filters, *_filter_sql(filters, _text_matches(conn, filters))
-            )
+            where, params = _with_warning_filter(conn, filters, *_filter_sql(conn, filters))
             matched = f"SELECT e.execution_id FROM executions AS e WHERE {where}"
             counts["executions_by_status"] = dict(
                 conn.execute(

@@ -257,3 +257,19 @@ def test_an_execution_read_without_llm_texts_gets_them_by_call_id(store: Store) 
 
     filled = [step_with_texts(step, texts) for step in light.steps]
     assert filled == list(full.steps)  # the same records once the texts are in
+
+
+def test_sessions_draw_no_duckdb_progress_bar(store: Store) -> None:
+    # DuckDB's bar for a query past 2 s would be drawn over the console or into `ls` output.
+    with store.session() as conn:
+        assert conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+
+
+def test_a_text_search_matching_most_executions_counts_and_pages_them(store: Store) -> None:
+    # Every execution has a body with `{`: the matches go through the session's table, and the
+    # count, the page and the summary agree.
+    page = store.list_executions(ExecutionFilter(text="{"), limit=2)
+    assert page.total == len(ALL) and len(page.executions) == 2
+    assert set(store.matching_execution_ids(ExecutionFilter(text="{"))) == ALL
+    counts = store.summary_counts(ExecutionFilter(text="{"))
+    assert sum(counts["executions_by_status"].values()) == len(ALL)
