@@ -96,9 +96,15 @@ class AttemptDetail(Vertical):
         if step_calls_without_texts(step):
             llm_area.load_text("Reading the prompts and answers from the store…")
             return
-        step_calls = tuple(llm_call_view(call) for call in step.llm_calls)
-        attempt_calls = tuple(llm_call_view(call) for call in attempt.llm_calls)
-        llm_area.load_long_text(llm_text(attempt_calls, step_calls))
+        calls = (*attempt.llm_calls, *step.llm_calls)
+        size = sum(len(call.request_body or b"") + len(call.raw_text or "") for call in calls)
+
+        def text() -> str:
+            step_calls = tuple(llm_call_view(call) for call in step.llm_calls)
+            attempt_calls = tuple(llm_call_view(call) for call in attempt.llm_calls)
+            return llm_text(attempt_calls, step_calls)
+
+        llm_area.load_long_text_from(text, size)
 
     def _show_body(self, selector: str, body: BodyDisplay | None) -> None:
         area = self.query_one(selector, TextArea)
