@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from console.lint import lint_store
 from console.printable import printable
@@ -28,6 +28,7 @@ from console.tui.screens.palette import PaletteCommand
 from console.tui.screens.panes import PaneScreen
 from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, StoreRequests
 from console.tui.widgets.cells import twin_command
+from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.tables import NavigableTable
 from console.words import counted
 from executor.tool_contract import Grade
@@ -136,7 +137,7 @@ class LintScreen(StoreBacked, PaneScreen, Screen):
         yield Static("Grading the recorded responses…", id="lint-summary")
         yield CheckTable(id="lint-checks")
         yield Static(id="lint-detail")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.title = "truva-console lint"

@@ -21,7 +21,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from console.printable import printable
@@ -39,6 +39,7 @@ from console.tui.screens.panes import PaneScreen
 from console.tui.screens.store_backed import one_line
 from console.tui.widgets.cells import action_text, twin_command
 from console.tui.widgets.filter_bar import FilterBar, FilterSyntaxError, ParsedFilter, parse_filter
+from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.tables import NavigableTable
 from console.whatif import Change, WhatIfReport, what_if
 from console.words import counted
@@ -215,7 +216,7 @@ class WhatIfScreen(PaneScreen, Screen):
         yield TransitionTable(id="whatif-transitions")
         yield ChangeTable(id="whatif-changes")
         yield Static(id="whatif-detail")
-        yield Footer()
+        yield KeysFooter()
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.height < SHORT_SCREEN_ROWS, "-short")
