@@ -164,18 +164,21 @@ def what_if(
     report = WhatIfReport(overrides=dict(overrides))
     unaffected = sorted(unaffected_rule_ids(overrides))
     outcomes: dict[str, _Outcome] = {}
+    known: list[pa.Array] = []
     step_changed: set[tuple[str, str]] = set()
     ids = store.matching_execution_ids(filters)
     report.executions = len(ids)
     for start in range(0, len(ids), FAST_EXECUTIONS_PER_BATCH):
         keyed = keyed_decisions(
             store, ids[start : start + FAST_EXECUTIONS_PER_BATCH], key,
-            skip_rules=unaffected, known=outcomes,
+            skip_rules=unaffected,
+            known=pa.concat_arrays(known) if known else None,
         )
         report.decisions += keyed.skipped
         report.not_rerun += keyed.skipped
         for row_key, inputs_text in keyed.inputs_by_key.items():
             outcomes[row_key] = _decide_once(inputs_text, decide_again)
+        known.append(pa.array(list(keyed.inputs_by_key), pa.string()))
         _count_batch(keyed.table, outcomes, report, step_changed)
     return report
 

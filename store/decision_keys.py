@@ -9,11 +9,12 @@ value or (for `key.by_type` fields) JSON type. It runs in DuckDB over Arrow batc
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from executor.policy.redecide_key import RedecideKey
 from store.queries import Store
@@ -27,31 +28,30 @@ def _paths(names: Sequence[str]) -> str:
 
 
 def key_sql(key: RedecideKey) -> tuple[str, str]:
-    """The SQL expression of the key (an MD5 hex string) over the columns x, t, ks, and the
-    select list that computes those from `a.decision`.
-
-    The decision is parsed three times: values of the keyed fields, JSON types (of the inputs
-    and of the fields keyed by type), and the inputs' field names (an unknown one is unreadable).
-    """
+    """The SQL expression of the key (an MD5 hex string) over the columns x and ks, and the
+    select list that computes those from `a.decision`: the decision is parsed twice, once for
+    the inputs' field names and once for the values of the fields (a field keyed by type gets
+    the JSON type of its value). Inputs without fields add their JSON type (null or {})."""
     gated = [(budget, name) for budget, names in key.gated for name in names]
-    gates = list(dict.fromkeys(budget for budget, _ in gated))
-    valued = [*key.by_value, *(name for _, name in gated)]
-    typed = [*key.by_type, *gates]
-    value_at = {name: index + 1 for index, name in enumerate(valued)}
-    type_at = {name: index + 2 for index, name in enumerate(typed)}
-    masked = ", ".join(
-        f"CASE WHEN t[{type_at[budget]}] = 'NULL' THEN json_type(x[{value_at[name]}]) "
-        f"ELSE x[{value_at[name]}]::VARCHAR END"
+    extracted = list(dict.fromkeys([*key.by_value, *key.by_type, *(name for _, name in gated)]))
+    at = {name: index + 1 for index, name in enumerate(extracted)}
+    typed = [f"json_type(x[{at[name]}])" for name in key.by_type]
+    typed += [
+        f"CASE WHEN json_type(x[{at[budget]}]) = 'NULL' THEN 't' || json_type(x[{at[name]}]) "
+        f"ELSE 'v' || x[{at[name]}]::VARCHAR END"
         for budget, name in gated
-    ) or "NULL"
+    ]
     values = f"list_slice(x, 1, {len(key.by_value)})::VARCHAR" if key.by_value else "''"
-    return (
-        f"md5(concat_ws(chr(31), t::VARCHAR, to_json(ks)::VARCHAR, {values}, "
-        f"to_json(list_value({masked}))::VARCHAR))",
-        f"json_extract(a.decision, {_paths(valued)}) AS x, "
-        f"json_type(a.decision, {_paths(['', *typed])}) AS t, "
-        "json_keys(a.decision, '$.inputs') AS ks",
+    expression = (
+        "md5(concat_ws(chr(31), to_json(ks)::VARCHAR, "
+        "CASE WHEN len(ks) = 0 THEN coalesce(json_type(decision, '$.inputs'), '-') END, "
+        f"{values}, to_json(list_value({', '.join(typed) or 'NULL'}))::VARCHAR))"
     )
+    select = (
+        f"json_extract(a.decision, {_paths(extracted)}) AS x, "
+        "json_keys(a.decision, '$.inputs') AS ks, a.decision"
+    )
+    return expression, select
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +65,26 @@ class KeyedDecisions:
     skipped: int
 
 
+def _first_rows(table: pa.Table, known: pa.Array | None) -> pa.Table:
+    """(key, row_id) of the first row of each key of `table` not in `known`."""
+    fresh = table.select(["key"]).append_column(
+        "index", pa.array(range(table.num_rows), pa.int64())
+    )
+    if known is not None and len(known):
+        fresh = fresh.filter(pc.invert(pc.is_in(fresh.column("key"), value_set=known)))
+    if not fresh.num_rows:
+        return pa.table({"key": pa.array([], pa.string()), "row_id": pa.array([], pa.int64())})
+    firsts = fresh.group_by("key", use_threads=False).aggregate([("index", "min")])
+    return table.select(["key", "row_id"]).take(firsts.column("index_min"))
+
+
 def keyed_decisions(
     store: Store, execution_ids: Sequence[str], key: RedecideKey, *,
-    skip_rules: Sequence[str] = (), known: Container[str] = frozenset(),
+    skip_rules: Sequence[str] = (), known: pa.Array | None = None,
 ) -> KeyedDecisions:
     """The decided attempts of `execution_ids`, minus those whose rule is in `skip_rules`,
-    keyed by `key`, with the inputs of the first attempt of each key not in `known`. One
-    store session."""
+    keyed by `key`, with the inputs of the first attempt of each key not in `known` (keys of
+    earlier batches). One store session."""
     key_expression, extract = key_sql(key)
     where = "a.execution_id IN (SELECT unnest($ids)) AND a.action IS NOT NULL"
     params: dict[str, Any] = {"ids": list(execution_ids), "skip": list(skip_rules)}
@@ -91,17 +104,15 @@ def keyed_decisions(
             "FROM d ORDER BY started_at NULLS FIRST, execution_id, step_id, n",
             params=params,
         ).to_arrow_table()
-        first: dict[str, int] = {}
-        for index, row_key in enumerate(table.column("key").to_pylist()):
-            if row_key not in known and row_key not in first:
-                first[row_key] = index
-        row_ids = table.column("row_id").take(list(first.values())).to_pylist()
+        first = _first_rows(table, known)
+        row_ids = first.column("row_id").to_pylist()
         texts = dict(conn.execute(
             "SELECT rowid, CAST(json_extract(decision, '$.inputs') AS VARCHAR) FROM attempts "
             "WHERE rowid IN (SELECT unnest($rows))", {"rows": row_ids},
         ).fetchall()) if row_ids else {}
     inputs_by_key = {
-        row_key: texts.get(row_id) for row_key, row_id in zip(first, row_ids, strict=True)
+        row_key: texts.get(row_id)
+        for row_key, row_id in zip(first.column("key").to_pylist(), row_ids, strict=True)
     }
     return KeyedDecisions(table.drop_columns(["row_id"]), inputs_by_key,
                           int(skipped_row[0]) if skipped_row else 0)
