@@ -44,7 +44,7 @@ def varied_db(demo_db, tmp_path_factory) -> Path:
     """Six copies of the demo store, each with its own elapsed times, token counts and error
     texts, and three variants of parameter keys and 5xx statuses (bench_whatif's variety)."""
     directory = Path(tmp_path_factory.mktemp("whatif-varied"))
-    return build_store(demo_db, directory / "varied.duckdb", 6 * 41, 3)
+    return build_store(demo_db, directory / "varied.duckdb", 6 * 41, 0.5)
 
 
 @pytest.mark.parametrize("overrides", _OVERRIDES, ids=_IDS)
