@@ -1,10 +1,11 @@
 """Recorded decisions keyed by the inputs a re-decision reads, so identical ones are decided once.
 
-`keyed_decisions(store, execution_ids, key, skip_rules)` returns, per decided attempt of the
-executions, (execution id, step id, n, action, rule id, key) in the order `Store.
-recorded_decisions` uses, plus the recorded inputs (JSON text) of the first attempt of each
-key; the key is the MD5 of the JSON type of the inputs, their field names, and each field's
-value or (for `key.by_type` fields) JSON type. It runs in DuckDB over Arrow batches.
+`keyed_decisions(store, execution_ids, key, ...)` returns, as an Arrow table, (execution id,
+step id, n, action, rule id, key) per decided attempt of the executions, in the order
+`Store.recorded_decisions` uses, and the recorded inputs (JSON text) of the first attempt of
+each key not seen before. The key (`key_sql`) is an MD5 of the inputs' field names and each
+field's value, or JSON type for the fields `executor.policy.redecide_key` keys by type;
+DuckDB computes it, so the recorded JSON is parsed in C++ and only once per key in Python.
 """
 
 from __future__ import annotations
