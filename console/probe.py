@@ -38,6 +38,7 @@ from executor.events import (
 )
 from executor.params import match_type_related_error
 from executor.plan import CapabilitySpec, Plan, PlanError, StepSpec, parse_plan
+from executor.plan.model import key_path
 from executor.policy import Action, Decision, DecisionInputs, decide
 from executor.runtime.outcomes import (
     HttpOutcome,
@@ -311,8 +312,11 @@ PROBE_TABLE: tuple[Check, ...] = CHECKS + PROBE_CHECKS
 def grade_probe(case: ProbeCase, outcome: HttpOutcome) -> list[Finding]:
     """Lint's findings for the answer to `case`, plus the probe's rows that apply to its kind.
 
-    A request that got no answer fails `probe_rejected` and has no other finding.
+    A request that got no answer fails `probe_rejected` and has no other finding; one
+    cancelled in flight has none.
     """
+    if outcome.transport_error == "cancelled":
+        return []
     if outcome.status == 0:
         return [Finding("probe_rejected", Grade.FAIL,
                         f"no answer: {outcome.transport_error_message or outcome.transport_error}")]
@@ -380,10 +384,11 @@ def target_from_url(
                                "side_effects": side_effects or "none"}},
         "steps": [{"id": "probe", "tool": tool, "capability": name}],
     }  # fmt: skip
-    options = {f"tools.{tool}.base_url": "--url", f"tools.{tool}.headers": "--header",
-               f"tools.{tool}": "--tool", f"capabilities.{key}.path": "--capability",
-               f"capabilities.{key}.schema": f"--schema {schema_file}",
-               f"capabilities.{key}": "--capability", "tools": "--tool"}  # fmt: skip
+    tool_path, capability_path = key_path("tools", tool), key_path("capabilities", key)
+    options = {f"{tool_path}.base_url": "--url", f"{tool_path}.headers": "--header",
+               tool_path: "--tool", f"{capability_path}.path": "--capability",
+               f"{capability_path}.schema": f"--schema {schema_file}",
+               capability_path: "--capability", "tools": "--tool"}  # fmt: skip
     try:
         plan = parse_plan(document, source="probe")
     except PlanError as error:

@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
          lambda: render_probe(outcome, card, stored))  # fmt: skip
     print_exit_notice(recorded.session.exit_notice)
     if outcome.cancelled:
-        print(f"truva-console: cancelled after {len(outcome.results)} of {len(cases)} probes",
+        graded = sum(1 for result in outcome.results if result.findings)
+        print(f"truva-console: cancelled; {graded} of {len(cases)} probes graded",
               file=sys.stderr)
         return EXIT_CANCELLED
     return EXIT_FAILING_CHECK if card.grade.value == "fail" else 0
