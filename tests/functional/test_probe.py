@@ -366,3 +366,15 @@ def test_the_probe_execution_is_in_the_store_and_ls_shows_it(tmp_path, capsys):
     # The answers to the two unreadable bodies use words lint cannot read as an input error.
     assert checks["input_error_status"]["counts"]["fail"] == 3
     assert checks["input_error_status"]["example"]["execution_id"] == execution_id
+
+
+def test_whatif_reads_the_probe_decisions_as_one_attempt_runs(tmp_path, capsys):
+    db = tmp_path / "s.duckdb"
+    with ValidatingTool(answers_503) as tool:
+        _, report, _ = _probe(capsys, "--db", str(db), str(_plan(tmp_path, tool.base_url)),
+                              "--step", "step-1")
+    assert main(["whatif", "--db", str(db), "--config", "max_attempts=3", "--json"]) == 0
+    changes = json.loads(capsys.readouterr().out)["changes"]
+    assert {change["step_id"] for change in changes} == {r["step_id"] for r in report["requests"]}
+    assert {(c["before"]["rule_id"], c["after"]["rule_id"]) for c in changes} == {
+        ("budget.attempts", "transient.retry_same")}
