@@ -378,3 +378,31 @@ def test_whatif_reads_the_probe_decisions_as_one_attempt_runs(tmp_path, capsys):
     assert {change["step_id"] for change in changes} == {r["step_id"] for r in report["requests"]}
     assert {(c["before"]["rule_id"], c["after"]["rule_id"]) for c in changes} == {
         ("budget.attempts", "transient.retry_same")}
+
+
+
+@pytest.fixture
+def probed_store(tmp_path, capsys) -> tuple[Path, dict]:
+    """A store holding one probe of a tool that answers 503, and the probe's --json report."""
+    db = tmp_path / "s.duckdb"
+    with ValidatingTool(answers_503) as tool:
+        code, report, _ = _probe(capsys, "--db", str(db), str(_plan(tmp_path, tool.base_url)),
+                                 "--step", "step-1")
+    assert code == 1
+    return db, report
+
+
+async def test_the_probe_execution_opens_in_the_tui(probed_store):
+    from console.tui.widgets.tables import AttemptTable, StepTable
+    from tests.support.tui import open_execution, tui_app
+
+    db, report = probed_store
+    app = tui_app(db, db_arg="s.duckdb", live_refresh=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await open_execution(app, pilot, report["execution_id"])
+        steps = screen.query_one(StepTable)
+        shown = [steps.coordinate_to_cell_key((row, 0)).row_key.value
+                 for row in range(steps.row_count)]
+        assert shown == [r["step_id"] for r in report["requests"]]
+        http = screen.query_one(AttemptTable).get_cell("1", "http")
+        assert getattr(http, "plain", str(http)).startswith("503")
