@@ -34,7 +34,7 @@ class Example:
 
     def to_dict(self) -> dict[str, Any]:
         return {"execution_id": self.execution_id, "step_id": self.step_id, "n": self.n,
-                "http_status": self.status, "message": self.message}  # fmt: skip
+                "http_status": self.status or None, "message": self.message}  # fmt: skip
 
 
 @dataclass(slots=True)

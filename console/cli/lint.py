@@ -66,8 +66,9 @@ def render_cards(cards: list[ReportCard]) -> str:
             lines.append(f"  {_MARK[tally.grade]:<4}  {tally.title}  ({counts})")
             if tally.example is not None:
                 example = tally.example
+                answer = f"HTTP {example.status}" if example.status else "no answer"
                 lines.append(f"        e.g. {example.execution_id} {example.step_id} "
-                             f"#{example.n} (HTTP {example.status}): "
+                             f"#{example.n} ({answer}): "
                              f"{on_one_line(example.message)}")  # fmt: skip
         lines.append("")
     return "\n".join(lines).rstrip()

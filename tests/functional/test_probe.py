@@ -313,13 +313,20 @@ def test_bad_input_is_one_line_exit_2_and_nothing_recorded(tmp_path, capsys, nam
 def test_a_hanging_tool_times_out_per_request(tmp_path, capsys):
     with ScriptedToolServer() as tool:
         tool.script("/capabilities/lookup", ToolReply.ok(delay_s=60))
-        code, report, _ = _probe(capsys, "--no-store", "--timeout", "0.2",
-                                 str(_plan(tmp_path, tool.base_url)), "--step", "step-1")
+        plan_file = str(_plan(tmp_path, tool.base_url))
+        code, report, _ = _probe(capsys, "--no-store", "--timeout", "0.2", plan_file,
+                                 "--step", "step-1")
+        assert main(["probe", "--no-store", "--timeout", "0.1", plan_file,
+                     "--step", "step-1"]) == 1
+        text = capsys.readouterr().out
     assert code == 1
     assert {r["transport_error"] for r in report["requests"]} == {"timeout"}
     first = report["requests"][0]["findings"]
     assert first == [{"check": "probe_rejected", "grade": "fail",
                       "message": "no answer: no response within 0.2 s"}]
+    assert _card_check(report, "probe_rejected")["example"]["http_status"] is None
+    assert "FAIL  empty body → no response (timed out)" in text
+    assert "#1 (no answer): no answer: no response within 0.1 s" in text
 
 
 def test_ctrl_c_cancels_a_probe_in_flight(tmp_path):
