@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -101,7 +103,7 @@ class ProbeOutcome:
 
 def _decision_inputs(
     config: ExecutorConfig, capability: CapabilitySpec, case: ProbeCase, outcome: HttpOutcome,
-    now: float, tool: str,
+    *, now: float, tool: str, repeated_error_count: int, cancelled: bool,
 ) -> DecisionInputs:
     """What the step loop would give `decide()` for this answer on a one-attempt run without
     an LLM (the probe's recorded config: `max_attempts` 1)."""
@@ -127,7 +129,8 @@ def _decision_inputs(
         legacy_pattern=match_type_related_error(error_text, ""),
         retry_after_ms=retry_after_ms, retry_after_source=retry_after_source,
         max_wall_clock_s=config.max_wall_clock_s, max_total_tokens=config.max_total_tokens,
-        max_llm_calls=config.max_llm_calls, repeated_error_count=1,
+        max_llm_calls=config.max_llm_calls, repeated_error_count=repeated_error_count,
+        cancelled=cancelled,
         max_repeated_errors=config.max_repeated_errors,
         retry_after_max_ms=config.retry_after_max_ms,
         body_is_json_object=outcome.envelope.is_object,
@@ -172,6 +175,8 @@ class Prober:
                                "timeout_s": "probe (--timeout)"}
         self._http = http_client
         self._cancel = asyncio.Event()
+        # As the step loop counts them: one error body seen again across the execution.
+        self._error_counts: Counter[tuple[str, int, str]] = Counter()
 
     def cancel(self) -> None:
         """Stop now: a request in flight is abandoned and no further case is sent."""
@@ -259,8 +264,13 @@ class Prober:
             transport_error_message=answered.transport_error_message,
             retry_policy=str(answered.envelope.retry_policy),
         ))
-        decision = decide(_decision_inputs(self.config, target.capability, case, answered,
-                                           self.clock(), step.tool))  # fmt: skip
+        signature = (step.capability, answered.status, hashlib.sha256(answered.body).hexdigest())
+        if answered.status == 0 or answered.status >= 300:
+            self._error_counts[signature] += 1
+        decision = decide(_decision_inputs(
+            self.config, target.capability, case, answered, now=self.clock(), tool=step.tool,
+            repeated_error_count=self._error_counts[signature], cancelled=self._cancel.is_set(),
+        ))
         self._emit(AttemptDecided(
             execution_id=self.execution_id, step_id=step_id, n=1, at=self.clock(),
             dispatched=True, parameters=dict(case.parameters), decision=decision,

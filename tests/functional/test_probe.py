@@ -413,3 +413,17 @@ async def test_the_probe_execution_opens_in_the_tui(probed_store):
         assert shown == [r["step_id"] for r in report["requests"]]
         http = screen.query_one(AttemptTable).get_cell("1", "http")
         assert getattr(http, "plain", str(http)).startswith("503")
+
+
+def test_the_same_error_body_counts_across_probes_as_in_a_run(tmp_path, capsys):
+    with ScriptedToolServer() as tool:
+        tool.script("/capabilities/lookup", ToolReply.error(503, "DOWN", "busy"))
+        document = plan(tool.base_url, {"lookup": capability("lookup", schema=SCHEMA)},
+                        [step("step-1", "lookup", {"city": "Tokio"})],
+                        config={"max_repeated_errors": 2})  # fmt: skip
+        code, report, _ = _probe(capsys, "--no-store", str(write_plan(tmp_path, document)),
+                                 "--step", "step-1")
+    assert code == 1
+    assert [r["rule_id"] for r in report["requests"]] == [
+        "budget.attempts", "budget.repeated_error", "budget.repeated_error",
+        "budget.repeated_error", "budget.repeated_error"]
