@@ -41,7 +41,7 @@ def add_parser(subparsers: Any) -> None:
                         help="the capability's path, e.g. /capabilities/lookup (with --url)")
     parser.add_argument("--schema", metavar="FILE",
                         help="JSON Schema file of the capability's parameters (with --url)")
-    parser.add_argument("--tool", default="tool", help="tool name to record (with --url)")
+    parser.add_argument("--tool", help="tool name to record (with --url; default: tool)")
     parser.add_argument("--side-effects", choices=("none", "idempotent", "unsafe"),
                         help="what the capability changes (with --url; unknown needs --yes)")
     parser.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
@@ -113,6 +113,11 @@ def _target(args: argparse.Namespace) -> Any:
         if not args.step:
             raise ProbeError(f"{args.plan}: --step STEP is required with PLAN (the step "
                              "whose capability is probed)")  # fmt: skip
+        url_only = [name for name, value in (("--tool", args.tool), ("--header", args.header),
+                    ("--side-effects", args.side_effects)) if value]  # fmt: skip
+        if url_only:
+            raise ProbeError(f"{', '.join(url_only)} go with --url; with PLAN the tool, its "
+                             "headers and side_effects come from the plan")  # fmt: skip
         try:
             return target_from_plan(load_plan(args.plan), args.step)
         except PlanError as error:
@@ -127,7 +132,7 @@ def _target(args: argparse.Namespace) -> Any:
     if args.step:
         raise ProbeError("--step names a step of PLAN; with --url there is no plan")
     return target_from_url(args.url, args.capability, _read_schema(args.schema),
-                           schema_file=args.schema, tool=args.tool,
+                           schema_file=args.schema, tool=args.tool or "tool",
                            side_effects=args.side_effects, headers=_headers(args.header))
 
 

@@ -289,11 +289,14 @@ def _bad_inputs(tmp_path: Path, base_url: str) -> dict[str, tuple[list[str], str
         "bad-path": (["--url", base_url, "--capability", "x", "--schema",
                       str(tmp_path / "ok.json")], "--capability"),
         "nothing": ([], "nothing to probe"),
+        "header-with-plan": ([good, "--step", "step-1", "--header", "X: y"],
+                             "--header go with --url; with PLAN the tool, its headers"),
     }
 
 
 BAD_INPUTS = ["bad-plan", "unknown-step", "plan-without-step", "unreachable-url",
-              "schema-not-json", "url-without-schema", "bad-url", "bad-path", "nothing"]
+              "schema-not-json", "url-without-schema", "bad-url", "bad-path", "nothing",
+              "header-with-plan"]
 
 
 @pytest.mark.parametrize("name", BAD_INPUTS)
