@@ -95,7 +95,7 @@ def _as_bytes(value: Any) -> bytes | None:
 def _event_fields(event: Any) -> dict[str, Any]:
     """The event's fields by name, as the policy's AT_REST level keeps them: headers, URLs,
     failure texts, LLM settings and the plan's credentials redacted; bodies untouched."""
-    values = event_fields(event, omit=BYTES_FIELDS)
+    values = event_fields(event, omit=_omitted_fields(event))
     for name in _REDACTED_TEXT_FIELDS:
         if isinstance(values.get(name), str):
             place, text = _TEXT_FIELD_PLACES[name], values[name]
@@ -112,6 +112,17 @@ def _event_fields(event: Any) -> dict[str, Any]:
     if isinstance(values.get("plan"), dict):
         values["plan"] = _redact_at_rest(Place.PLAN, values["plan"])
     return values
+
+
+# An LLM call's prompt is stored once, as its request bytes (`llm_calls.request_body`); the
+# `messages` beside them would only double the journal, so they travel only when none was sent.
+_OMIT_WITH_REQUEST = (*BYTES_FIELDS, "messages")
+
+
+def _omitted_fields(event: Any) -> tuple[str, ...]:
+    if getattr(event, "kind", None) == "llm_call" and getattr(event, "request_body", None):
+        return _OMIT_WITH_REQUEST
+    return BYTES_FIELDS
 
 
 _TEXT_FIELD_PLACES = {
