@@ -51,9 +51,9 @@ def json_text(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=_json_default)
+        text = _STRICT_ENCODER.encode(value)
     except ValueError:
-        text = json.dumps(_finite(value), ensure_ascii=False, default=_json_default)
+        text = _ENCODER.encode(_finite(value))
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -69,6 +69,11 @@ def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     return str(value)
+
+
+# `json.dumps` with options builds an encoder per call; these are built once (same output).
+_STRICT_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_json_default)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default)
 
 
 def _finite(value: Any) -> Any:
