@@ -18,6 +18,8 @@ from store.sql import QueryResult
 
 # Cells of the results table are cut at this many characters with `…` (as `sql` cuts them).
 RESULT_CELL_WIDTH = 60
+# A history entry is listed on one line of at most this many characters (`…` cuts it).
+HISTORY_WIDTH = 60
 # Where a result row points: these columns name an execution, its step and the attempt.
 EXECUTION_COLUMN, STEP_COLUMN, ATTEMPT_COLUMN = "execution_id", "step_id", "n"
 
@@ -102,7 +104,7 @@ class SqlBook(OptionList):
             options.append(Option(Text("docs/store.md not found", style="dim"), disabled=True))
         options += [None, Option(Text("History", style="bold"), disabled=True)]
         options += [
-            Option(printable(" ".join(entry.query.split())), id=f"history-{i}")
+            Option(cell_text(" ".join(entry.query.split()), HISTORY_WIDTH), id=f"history-{i}")
             for i, entry in enumerate(history)
         ]
         if not history:
