@@ -207,7 +207,7 @@ async def test_a_snippet_from_docs_store_md_goes_into_the_editor_and_runs(sample
 def test_every_snippet_of_docs_store_md_runs_on_the_sample_store(sample_db: Path) -> None:
     snippets = load_snippets()
     doc = (Path(__file__).resolve().parents[2] / "docs" / "store.md").read_text()
-    section = doc[doc.index("## Questions and their SQL"):]
+    section = doc[doc.index("## Questions and their SQL") :]
     section = section[: section.index("\n## ", 1)]
     assert len(snippets) == section.count("```sql") >= 9
     session = SqlSession(sample_db)
