@@ -18,7 +18,10 @@ from console.tui.screens.sql import ROW_LIMIT, SqlScreen
 from console.tui.screens.sql_export import SqlExportDialog
 from console.tui.sql_book import history_path, load_snippets
 from console.tui.widgets.sql_results import SqlBook, SqlResultTable
+from store.recorder import StoreRecorder
 from store.sql import SqlSession
+from tests.support.events_factory import small_execution
+from tests.support.holder import hold_file, release
 from tests.support.tui import RealStore, settle_loaded, settle_until, shown_text, tui_app
 
 SIZE = (120, 36)
@@ -68,6 +71,30 @@ async def test_a_query_shows_its_rows_and_count(real_store: RealStore) -> None:
         assert screen.query_one(SqlResultTable).columns  # the header names the columns
         labels = [str(c.label) for c in screen.query_one(SqlResultTable).columns.values()]
         assert labels == ["execution_id", "status"]
+
+
+def _record(db: Path, execution_id: str, *, lock_timeout_s: float = 2.0) -> None:
+    with StoreRecorder(db, lock_timeout_s=lock_timeout_s) as recorder:
+        for event in small_execution(execution_id):
+            recorder.record(event)
+
+
+async def test_a_query_sees_what_was_spooled_after_the_screen_opened(tmp_path: Path) -> None:
+    db = tmp_path / "debug.duckdb"
+    _record(db, "exec-in-the-file")
+    app = tui_app(db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sql(app, pilot)
+        holder = hold_file(db)  # the next recorder cannot get the file: its events wait
+        try:
+            _record(db, "exec-spooled", lock_timeout_s=0.05)
+        finally:
+            release(holder)
+        spool = db.with_name(db.name + ".spool") / "segments"
+        assert list(spool.iterdir()), "the events are in the spool, not in the file"
+        await run_query(pilot, screen, "SELECT execution_id FROM executions ORDER BY 1")
+        assert cells(screen) == [["exec-in-the-file"], ["exec-spooled"]]
+        assert list(spool.iterdir()) == []
 
 
 @pytest.mark.parametrize("key", ["f5", "ctrl+j"], ids=["f5", "ctrl+j"])
