@@ -134,7 +134,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("open-sql", "executions", "colon", "open_sql", "SQL", "sql",
                   "Run DuckDB SQL on the store; Enter on a result row opens its execution",
                   cli='truva-console sql "QUERY"', palette="Open the SQL screen",
-                  key_display=":"),
+                  key_display=":", footer=False),
     *_pane_actions("executions", zoom_keys="z,f11"),
     # ---------------------------------------------------------------- execution
     ConsoleAction("back", "execution", "escape,backspace", "back", "Back", "view",
