@@ -330,6 +330,24 @@ async def test_a_long_query_is_cancelled_and_the_screen_stays(
         assert cells(screen) == [["7"]]
 
 
+async def test_running_a_query_while_one_runs_interrupts_the_first(real_store: RealStore) -> None:
+    app = tui_app(real_store.db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sql(app, pilot)
+        screen.editor.load_text(LONG_QUERY)
+        await pilot.press("f5")
+        first = screen.cancel_handle
+        assert first is not None
+        for _ in range(500):
+            if first.started.is_set():
+                break
+            await pilot.pause()
+        await run_query(pilot, screen, "SELECT 5 AS five")
+        assert first.cancelled
+        assert cells(screen) == [["5"]]
+        assert status(screen).startswith("1 row  ·  ")
+
+
 async def test_help_and_copy_name_the_cli_twin(real_store: RealStore) -> None:
     app = tui_app(real_store.db, db_arg="debug.duckdb", live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -355,9 +373,10 @@ async def test_the_palette_offers_the_sql_screen_snippets_and_history(
     app = tui_app(real_store.db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle_loaded(pilot)
-        titles = [command.title for command in app.screen.palette_commands()]
-        assert "sql: Open the SQL screen" in titles
-        screen = await open_sql(app, pilot)
+        commands = {command.title: command for command in app.screen.palette_commands()}
+        commands["sql: Open the SQL screen"].run()
+        await settle_until(pilot, lambda: isinstance(app.screen, SqlScreen), "the SQL screen")
+        screen = app.screen
         await run_query(pilot, screen, "SELECT 3 AS three")
         titles = [command.title for command in screen.palette_commands()]
         assert "sql: Run the query" in titles

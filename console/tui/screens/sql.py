@@ -108,7 +108,6 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
         self.cancel_handle: QueryCancel | None = None
         self.cancel_timer: Timer | None = None
         self.running_query: str | None = None
-        self.started_at = 0.0
         self.last_query: str | None = None
         self.outcome: QueryOutcome | None = None
         self.problem: str | None = None
@@ -190,9 +189,10 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
             return
         if self.cancel_handle is not None:
             self.cancel_handle.cancel()
+        self._stop_cancel_timer()
         cancel = QueryCancel()
         self.cancel_handle, self.running_query = cancel, query
-        self.started_at, self.history_index = self.clock(), -1
+        self.history_index = -1
         self._show_status()
         self.refresh_bindings()
         self.run_store_work(
@@ -245,11 +245,14 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
 
     def _stopped(self) -> None:
         self.running_query, self.cancel_handle = None, None
+        self._stop_cancel_timer()
+        self._show_status()
+        self.refresh_bindings()
+
+    def _stop_cancel_timer(self) -> None:
         if self.cancel_timer is not None:
             self.cancel_timer.stop()
             self.cancel_timer = None
-        self._show_status()
-        self.refresh_bindings()
 
     def action_cancel_query(self) -> None:
         """Interrupt the running query (DuckDB `interrupt()`), again until it has stopped."""
