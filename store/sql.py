@@ -46,6 +46,11 @@ class QueryResult:
             object.__setattr__(self, "total_rows", len(self.rows))
 
 
+# A cancelled statement is interrupted again this often until it has ended: DuckDB forgets an
+# interrupt that comes before the statement has started executing.
+INTERRUPT_REPEAT_S = 0.05
+
+
 class QueryCancel:
     """Lets another thread interrupt the statement a `SqlSession` call is running (DuckDB's
     `interrupt()`); one handle per call. `cancel()` may come before the statement starts."""
@@ -53,15 +58,23 @@ class QueryCancel:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._conn: duckdb.DuckDBPyConnection | None = None
+        self._detached = threading.Event()
         self.cancelled = False
         self.started = threading.Event()
 
     def cancel(self) -> None:
-        """Interrupt the running statement (again, if it is still running); idempotent."""
+        """Interrupt the statement, and keep interrupting it until it has ended; idempotent.
+
+        Returns at once; a daemon thread repeats the interrupt every `INTERRUPT_REPEAT_S`.
+        """
         with self._lock:
+            if self.cancelled:
+                return
             self.cancelled = True
-            if self._conn is not None:
-                self._conn.interrupt()
+            attached = self._conn is not None
+        if attached:
+            threading.Thread(target=self._interrupt_until_detached, daemon=True,
+                             name="sql-interrupt").start()  # fmt: skip
 
     def attach(self, conn: duckdb.DuckDBPyConnection) -> None:
         """The connection the call runs on; SqlCancelled when `cancel()` came first."""
@@ -74,11 +87,21 @@ class QueryCancel:
         """The call is done with its connection."""
         with self._lock:
             self._conn = None
+            self._detached.set()
 
     def check(self) -> None:
         """SqlCancelled when `cancel()` was called."""
         if self.cancelled:
             raise SqlCancelled("cancelled")
+
+    def _interrupt_until_detached(self) -> None:
+        while True:
+            with self._lock:
+                if self._conn is None:
+                    return
+                self._conn.interrupt()
+            if self._detached.wait(INTERRUPT_REPEAT_S):
+                return
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +205,8 @@ class SqlSession:
         with session(
             self.store.paths, read_only=True, lock_timeout_s=self.store.lock_timeout_s
         ) as conn:
+            # DuckDB draws a progress bar on stdout after 2 s, into a CSV on stdout or the TUI.
+            conn.execute("SET enable_progress_bar = false")
             yield conn
 
 

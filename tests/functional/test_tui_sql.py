@@ -305,6 +305,33 @@ async def test_export_refuses_an_existing_file_unless_overwrite(
         assert target.read_text().splitlines() == ["a", "1"]
 
 
+async def test_closing_the_export_dialog_interrupts_a_long_export(
+    real_store: RealStore, tmp_path: Path
+) -> None:
+    target = tmp_path / "never.csv"
+    app = tui_app(real_store.db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sql(app, pilot)
+        await run_query(pilot, screen, "SELECT 1 AS a")
+        screen.last_query = LONG_QUERY  # as if that had run: its export never ends on its own
+        await pilot.press("ctrl+s")
+        await settle_until(pilot, lambda: isinstance(app.screen, SqlExportDialog), "the dialog")
+        dialog = app.screen
+        dialog.query_one("#sql-export-path").value = str(target)
+        await pilot.press("enter")
+        handle = dialog.cancel_handle
+        assert handle is not None and dialog.exporting
+        for _ in range(500):
+            if handle.started.is_set():
+                break
+            await pilot.pause()
+        await pilot.press("escape")
+        await settle_until(pilot, lambda: app.screen is screen, "the dialog closed")
+        assert handle.cancelled
+    assert not target.exists()
+    assert list(tmp_path.glob(".never.csv.*")) == []
+
+
 @pytest.mark.parametrize("key", ["escape", "ctrl+c"], ids=["escape", "ctrl+c"])
 async def test_a_long_query_is_cancelled_and_the_screen_stays(
     real_store: RealStore, key: str

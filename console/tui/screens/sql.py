@@ -20,7 +20,6 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Static, TextArea
 
 from console.tui.actions import bindings
@@ -38,9 +37,6 @@ from store.sql import QueryCancel, QueryResult, SqlCancelled, SqlSession
 # The results table shows at most this many rows; the rest are counted (DataTable loads rows in
 # Python, so a million would freeze the screen) and exported whole.
 ROW_LIMIT = 1000
-# After Escape the interrupt is repeated this often until the query has stopped (an interrupt
-# that comes between two statements of one query is otherwise lost).
-CANCEL_REPEAT_S = 0.2
 # Below this width the snippets and history list is hidden (the palette still lists them).
 SIDEBAR_MIN_WIDTH = 100
 FIRST_QUERY = (
@@ -106,7 +102,6 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
         self.requests = StoreRequests()
         self.session: SqlSession | None = None
         self.cancel_handle: QueryCancel | None = None
-        self.cancel_timer: Timer | None = None
         self.running_query: str | None = None
         self.last_query: str | None = None
         self.outcome: QueryOutcome | None = None
@@ -189,7 +184,6 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
             return
         if self.cancel_handle is not None:
             self.cancel_handle.cancel()
-        self._stop_cancel_timer()
         cancel = QueryCancel()
         self.cancel_handle, self.running_query = cancel, query
         self.history_index = -1
@@ -245,23 +239,15 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
 
     def _stopped(self) -> None:
         self.running_query, self.cancel_handle = None, None
-        self._stop_cancel_timer()
         self._show_status()
         self.refresh_bindings()
 
-    def _stop_cancel_timer(self) -> None:
-        if self.cancel_timer is not None:
-            self.cancel_timer.stop()
-            self.cancel_timer = None
-
     def action_cancel_query(self) -> None:
-        """Interrupt the running query (DuckDB `interrupt()`), again until it has stopped."""
+        """Interrupt the running query (DuckDB `interrupt()`, repeated until it has stopped)."""
         handle = self.cancel_handle
         if handle is None or not self.running:
             return
         handle.cancel()
-        if self.cancel_timer is None:
-            self.cancel_timer = self.set_interval(CANCEL_REPEAT_S, handle.cancel)
         self._show_status()
 
     def action_back(self) -> None:

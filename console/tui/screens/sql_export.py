@@ -20,7 +20,7 @@ from console.tui.screens.store_backed import StoreBacked, StoreRequests, one_lin
 from console.tui.widgets.cells import twin_command
 from console.tui.widgets.path_suggester import PathSuggester
 from store.errors import StoreError
-from store.sql import SqlSession
+from store.sql import QueryCancel, SqlSession
 
 FORMATS = {"csv": ".csv", "parquet": ".parquet"}
 OVERWRITE_LABEL = "Overwrite an existing file"
@@ -32,17 +32,18 @@ def default_result_path(file_format: str) -> str:
 
 
 def write_result(db_path: Path, query: str, output: Path, file_format: str,
-                 *, overwrite: bool) -> int:  # fmt: skip
+                 *, overwrite: bool, cancel: QueryCancel | None = None) -> int:  # fmt: skip
     """Run `query` again into `output` (DuckDB COPY: every row, DuckDB's types for Parquet);
-    the number of rows. An existing `output` is refused unless `overwrite`."""
+    the number of rows. An existing `output` is refused unless `overwrite`; `cancel`
+    interrupts it (nothing is written)."""
     if output.exists() and not overwrite:
         raise FileExistsError(f"{output}: exists (tick “{OVERWRITE_LABEL}” to replace it)")
     if output.is_dir():
         raise IsADirectoryError(f"{output}: is a directory")
     session = SqlSession(db_path)
     if file_format == "parquet":
-        return session.write_parquet(query, output)
-    return session.write_csv(query, output)
+        return session.write_parquet(query, output, cancel=cancel)
+    return session.write_csv(query, output, cancel=cancel)
 
 
 class SqlExportDialog(StoreBacked, ModalScreen[None]):
@@ -76,6 +77,7 @@ class SqlExportDialog(StoreBacked, ModalScreen[None]):
         self.written: tuple[Path, int] | None = None
         self.problem: str | None = None
         self.exporting = False
+        self.cancel_handle: QueryCancel | None = None
         self.requests = StoreRequests()
 
     def compose(self) -> ComposeResult:
@@ -163,9 +165,10 @@ class SqlExportDialog(StoreBacked, ModalScreen[None]):
         db_path, query, file_format = self.db_path, self.sql, self.file_format
         output = Path(self.output).expanduser()
         overwrite = self.query_one("#sql-export-overwrite", Checkbox).value
+        cancel = self.cancel_handle = QueryCancel()
         self.run_store_work(
             lambda: (output, write_result(db_path, query, output, file_format,
-                                          overwrite=overwrite)),
+                                          overwrite=overwrite, cancel=cancel)),
             self.ExportFinished,
             failed=lambda request, error: self.ExportFailed(request, _problem(error)),
             expected=(StoreError, OSError),
@@ -190,7 +193,9 @@ class SqlExportDialog(StoreBacked, ModalScreen[None]):
 
     @on(Button.Pressed, "#sql-export-close")
     def action_close(self) -> None:
-        """Close the dialog."""
+        """Close the dialog; an export still running is interrupted and writes nothing."""
+        if self.exporting and self.cancel_handle is not None:
+            self.cancel_handle.cancel()
         self.dismiss()
 
 
