@@ -20,7 +20,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static, TextArea
+from textual.widgets import DataTable, Header, Static, TextArea
 
 from console.tui.actions import bindings
 from console.tui.messages import ExecutionRequested
@@ -30,6 +30,7 @@ from console.tui.screens.sql_export import SqlExportDialog
 from console.tui.screens.store_backed import StoreBacked, StoreRequests, one_line
 from console.tui.sql_book import HistoryEntry, SqlHistory, history_path, load_snippets
 from console.tui.widgets.cells import twin_command
+from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.sql_results import SqlBook, SqlResultTable
 from store.errors import StoreError
 from store.sql import QueryCancel, QueryResult, SqlCancelled, SqlSession
@@ -118,7 +119,7 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
                                tab_behavior="focus", show_line_numbers=True)  # fmt: skip
                 yield Static(id="sql-status")
                 yield SqlResultTable(id="sql-results")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.title = "truva-console"
