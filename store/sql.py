@@ -205,8 +205,6 @@ class SqlSession:
         with session(
             self.store.paths, read_only=True, lock_timeout_s=self.store.lock_timeout_s
         ) as conn:
-            # DuckDB draws a progress bar on stdout after 2 s, into a CSV on stdout or the TUI.
-            conn.execute("SET enable_progress_bar = false")
             yield conn
 
 
