@@ -20,6 +20,7 @@ from console.tui.messages import (
     ExecutionRequested,
     LintRequested,
     ReplayRequested,
+    SqlRequested,
     WhatIfRequested,
 )
 from console.tui.screens.bundle import ImportDialog
@@ -30,6 +31,7 @@ from console.tui.screens.lint import LintScreen
 from console.tui.screens.palette import ConsoleCommands
 from console.tui.screens.panes import PaneScreen
 from console.tui.screens.replay import ReplayScreen
+from console.tui.screens.sql import SqlScreen
 from console.tui.screens.store_source import StoreSource
 from console.tui.screens.whatif import WhatIfScreen
 from console.tui.widgets.tables import ExecutionTable
@@ -121,6 +123,10 @@ class TruvaConsoleApp(App[int]):
             )
         )
 
+    def open_sql(self) -> None:
+        """Show the SQL screen on top of the current one."""
+        self.push_screen(SqlScreen(self.source.db_path, db_arg=self.db_arg))
+
     def replay_files_dir(self) -> Path:
         """Where edited replay responses go; a temporary directory made on first use."""
         if self._replay_files_dir is None:
@@ -166,6 +172,10 @@ class TruvaConsoleApp(App[int]):
     @on(ExecutionRequested)
     def _execution_requested(self, message: ExecutionRequested) -> None:
         self.open_execution(message.execution_id, message.step_id, message.n)
+
+    @on(SqlRequested)
+    def _sql_requested(self) -> None:
+        self.open_sql()
 
     @on(ReplayRequested)
     def _replay_requested(self, message: ReplayRequested) -> None:

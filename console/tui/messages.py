@@ -20,6 +20,11 @@ class ExecutionRequested(Message):
 
 
 @dataclass
+class SqlRequested(Message):
+    """Show the SQL screen."""
+
+
+@dataclass
 class ReplayRequested(Message):
     """Show the replay screen for `step_id` of the loaded execution `detail`."""
 
