@@ -27,6 +27,7 @@ from store.bundle.format import (
     README_MEMBER,
     SPANS_MEMBER,
     BundleExportError,
+    paused_gc,
     read_execution_rows,
     row_line,
     store_table_specs,
@@ -139,15 +140,16 @@ def export_bundle(
     with store.session() as conn:
         chosen, skipped_running = _choose_executions(store, conn, execution_ids)
         rows = read_execution_rows(conn, chosen)
-    if redact:
-        rows = {
-            table: [redact_row(table, row) for row in table_rows]
-            for table, table_rows in rows.items()
-        }
-    spans, span_count = spans_document(rows)
-    size = write_bundle(
-        output_path, chosen, rows, spans, span_count, redacted=redact, overwrite=overwrite
-    )
+    with paused_gc():
+        if redact:
+            rows = {
+                table: [redact_row(table, row) for row in table_rows]
+                for table, table_rows in rows.items()
+            }
+        spans, span_count = spans_document(rows)
+        size = write_bundle(
+            output_path, chosen, rows, spans, span_count, redacted=redact, overwrite=overwrite
+        )
     return ExportResult(
         path=output_path,
         execution_ids=tuple(chosen),

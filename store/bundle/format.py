@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
+import gc
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +33,20 @@ TABLES_FOLDER = "tables"
 
 
 MIB = 1024 * 1024
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector off for a bulk step that makes many small acyclic objects
+    (row dicts, span attributes), where its passes over the live rows cost a fifth of the
+    time; reference counting still frees them. Back on (if it was) afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 TIMESTAMPTZ = "TIMESTAMP WITH TIME ZONE"  # as DuckDB names the type

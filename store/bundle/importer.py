@@ -21,6 +21,7 @@ from store.bundle.format import (
     TableSpec,
     column_sql,
     insert_sql,
+    paused_gc,
     quote,
     store_table_specs,
 )
@@ -299,7 +300,8 @@ def import_bundle(
     limits = limits or BundleLimits()
     with _staging_directory(path) as staging, open_archive(path, limits) as archive:
         try:
-            scan = scan_bundle(path, archive, limits, staging)
+            with paused_gc():
+                scan = scan_bundle(path, archive, limits, staging)
         except OSError as error:
             raise BundleError(
                 f"{path}: cannot stage its rows in {staging} ({first_line(error)}); nothing "
