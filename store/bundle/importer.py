@@ -31,7 +31,7 @@ from store.queries import Store
 from store.schema import DERIVED_COLUMNS
 
 _FETCH_ROWS = 1_000
-_IMPORT_MEMORY_LIMIT = 64 * MIB
+_IMPORT_MEMORY_LIMIT = 48 * MIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +180,8 @@ def _insert_table(
         else:
             _insert_batch(conn, spec, batch)
         written += batch.num_rows
+        del staged, batch
+        pa.default_memory_pool().release_unused()
     return written
 
 
@@ -302,6 +304,7 @@ def import_bundle(
         try:
             with paused_gc():
                 scan = scan_bundle(path, archive, limits, staging)
+            pa.default_memory_pool().release_unused()  # the scan's batches, before DuckDB's
         except OSError as error:
             raise BundleError(
                 f"{path}: cannot stage its rows in {staging} ({first_line(error)}); nothing "

@@ -17,7 +17,7 @@ from store.bundle.format import ARROW_TYPES, MIB, TableSpec
 
 # A staged record batch holds at most this many rows or bytes of text and bodies.
 STAGE_ROWS = 2_000
-STAGE_BYTES = 8 * MIB
+STAGE_BYTES = 4 * MIB
 
 
 def arrow_schema(spec: TableSpec) -> pa.Schema:
