@@ -336,8 +336,12 @@ _MAX_EVENTS = 128
 _RESOURCE_VARIABLES = {"OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME"}
 
 
-class _NotPlain(Exception):
-    """Something the plain provider does not handle as the SDK does."""
+class _NotPlain(BaseException):
+    """Something the plain provider does not handle as the SDK does.
+
+    A BaseException, so it passes the recorder's `except Exception` (which would log it as a
+    telemetry failure) straight to `_plain_spans`.
+    """
 
 
 def _plain_value(value: Any) -> bool:
@@ -545,7 +549,7 @@ def _plain_spans(events: Sequence[Event], resource: Any) -> list[_PlainSpan] | N
     except _NotPlain:
         return None
     if recorder.failures:
-        return None  # the recorder swallowed an error (a `_NotPlain` among them): the SDK decides
+        return None  # the recorder swallowed an error: the SDK build decides what comes out
     return list(provider.finished)
 
 

@@ -169,7 +169,7 @@ def test_the_plain_provider_builds_the_sdks_spans_byte_for_byte(name):
     "case",
     ["over_128_events_on_a_span", "an_otel_limit_variable", "inside_a_current_span"],
 )
-def test_what_the_plain_provider_does_not_handle_is_built_by_the_sdk(case, monkeypatch):
+def test_what_the_plain_provider_does_not_handle_is_built_by_the_sdk(case, monkeypatch, caplog):
     from opentelemetry import trace as trace_api
 
     from store.bundle.spans import _plain_spans, spans_document_of
@@ -185,6 +185,7 @@ def test_what_the_plain_provider_does_not_handle_is_built_by_the_sdk(case, monke
         document, _count = spans_document_of(events, FIXED_RESOURCE)
         sdk_spans = build_spans_from_events(events, resource=FIXED_RESOURCE)
     assert compact(document) == compact(spans_to_otlp_json(sdk_spans))
+    assert not [r for r in caplog.records if r.name.startswith("executor.telemetry")]
     if case == "over_128_events_on_a_span":
         assert '"droppedEventsCount":' in compact(document)
     if case == "an_otel_limit_variable":
