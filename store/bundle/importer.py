@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from store.bundle.archive import BundleLimits, open_archive
 from store.bundle.format import (
     MIB,
+    TABLES_FOLDER,
     BundleConflictError,
     BundleError,
     TableSpec,
@@ -217,8 +218,12 @@ def _write_bundle(
     """Plan the import against the store, then write it (see `import_bundle`)."""
     row_counts = dict.fromkeys((spec.name for spec in store_table_specs()), 0)
     # DuckDB may cache little during an import, so committed batches are written out; one row
-    # must still fit several times over.
-    memory_limit = max(_IMPORT_MEMORY_LIMIT, 4 * scan.longest_line)
+    # must still fit several times over. Its checkpoints pin more as a table's row group grows
+    # (48 MiB fails at 1.1 GB of rows, 64 MiB does), hence 1/64 of the rows' bytes on top.
+    table_bytes = sum(
+        member["size"] for name, member in scan.members.items() if name.startswith(TABLES_FOLDER)
+    )
+    memory_limit = max(_IMPORT_MEMORY_LIMIT + table_bytes // 64, 4 * scan.longest_line)
     conn.execute(f"SET memory_limit = '{memory_limit // MIB}MiB'")
     # One thread: on this workload (one INSERT per staged batch) a second one only contends.
     conn.execute("SET threads = 1")
