@@ -294,11 +294,12 @@ def import_bundle(
 ) -> ImportResult:
     """Validate the bundle completely, then write its executions into the store.
 
-    Validation and writing both stream the members. New executions are written in committed
-    batches while this process holds the file, each execution's `executions` row last and
-    together, so no reader ever sees a partial execution (rows left by a crash have no
-    `executions` row and are removed by the next import of that execution); memory stays
-    bounded by one row and one batch whatever the bundle's size. An execution already in the
+    Validation reads each member once, staging the decoded rows in a temporary directory;
+    writing inserts the staged batches. New executions are written in committed batches while
+    this process holds the file, each execution's `executions` row last and together, so no
+    reader ever sees a partial execution (rows left by a crash have no `executions` row and are
+    removed by the next import of that execution); Python holds one row and one batch at a
+    time, whatever the bundle's size. An execution already in the
     store with identical rows is skipped, so importing twice changes nothing. One with different
     rows is refused (BundleConflictError, nothing written) unless `replace`, which deletes its
     rows first, in one transaction with the whole import. The store is created when missing.
