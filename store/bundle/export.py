@@ -308,6 +308,7 @@ class _StagedMember:
         return member
 
     def _deflate(self) -> None:
+        piece: bytes | None = b""
         try:
             while (piece := self._pieces.get()) is not None:
                 self.digest.update(piece)
@@ -316,8 +317,8 @@ class _StagedMember:
             self._store(self._compressor.flush())
         except BaseException as error:  # reported by `close`
             self._error = error
-            while self._pieces.get() is not None:  # let the writer finish
-                pass
+            while piece is not None:  # take what the writer still queues, up to its end
+                piece = self._pieces.get()
 
     def _store(self, data: bytes) -> None:
         self.file.write(data)

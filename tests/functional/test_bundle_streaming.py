@@ -97,3 +97,26 @@ def test_a_changed_member_is_refused_as_changed_not_by_its_first_bad_line(
     assert "nothing was imported" in str(refused.value)
     assert not target.exists()
     assert list(staging_parent.iterdir()) == []
+
+
+def test_a_full_disk_while_deflating_refuses_the_export_and_leaves_nothing(tmp_path, monkeypatch):
+    from store.bundle import BundleExportError
+    from store.bundle.export import _StagedMember
+
+    db = tmp_path / "source.duckdb"
+    with StoreRecorder(db) as recorder:
+        for event in small_execution(IDS[1]):
+            recorder.record(event)
+    original = _StagedMember._store
+
+    def full_disk(self, data):
+        if data:  # a small member's first deflated bytes come from the final flush
+            raise OSError(28, "No space left on device")
+        original(self, data)
+
+    monkeypatch.setattr(_StagedMember, "_store", full_disk)
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(BundleExportError, match="cannot write: No space left on device"):
+        export_bundle(db, out / "runs.zip", None)
+    assert list(out.iterdir()) == []
