@@ -166,27 +166,28 @@ class InputsDict(Mapping[str, Any]):
         self._inputs = inputs
         self._data: dict[str, Any] | None = None
 
-    def _dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
+        """The dict itself (not a copy): read it, do not change it."""
         data = self._data
         if data is None:
             data = self._data = self._inputs.to_dict()
         return data
 
     def __getitem__(self, key: str) -> Any:
-        return self._dict()[key]
+        return self.as_dict()[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._dict())
+        return iter(self.as_dict())
 
     def __len__(self) -> int:
-        return len(self._dict())
+        return len(self.as_dict())
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, InputsDict):
-            other = other._dict()
-        return self._dict() == other
+            other = other.as_dict()
+        return self.as_dict() == other
 
     __hash__ = None  # type: ignore[assignment]  # like the dict it stands for
 
     def __repr__(self) -> str:
-        return repr(self._dict())
+        return repr(self.as_dict())

@@ -51,7 +51,7 @@ def json_text(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=_json_default)
+        text = _JSON_ENCODER.encode(value)
     except ValueError:
         text = json.dumps(_finite(value), ensure_ascii=False, default=_json_default)
     try:
@@ -69,6 +69,10 @@ def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     return str(value)
+
+
+# One encoder for every payload: `json.dumps` with these options builds one per call.
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_json_default)
 
 
 def _finite(value: Any) -> Any:
@@ -104,9 +108,10 @@ def _event_fields(event: Any) -> dict[str, Any]:
     for header_field in ("request_headers", "response_headers"):
         headers = values.get(header_field)
         if isinstance(headers, dict):
-            values[header_field] = _redacted_headers(
-                tuple((str(k), str(v)) for k, v in headers.items())
-            )
+            values[header_field] = {
+                name: _redacted_header(name, text)
+                for name, text in ((str(k), str(v)) for k, v in headers.items())
+            }
     if values.get("llm") is not None:
         values["llm"] = _redact_at_rest(Place.LLM_SETTINGS, values["llm"])
     if isinstance(values.get("plan"), dict):
@@ -130,10 +135,17 @@ _CACHED_TEXT_CHARS = 4096
 _redacted_text = functools.lru_cache(maxsize=1024)(_redact_at_rest)
 
 
-@functools.lru_cache(maxsize=256)
-def _redacted_headers(items: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    # The cached dict is shared between events: callers only serialize it, never change it.
-    return _redact_at_rest(Place.HEADERS, dict(items))
+def _redacted_header(name: str, value: str) -> str:
+    """One header's value as at-rest redaction keeps it (headers are redacted one by one)."""
+    if len(value) > _CACHED_TEXT_CHARS:
+        return _redact_at_rest(Place.HEADERS, {name: value})[name]
+    return _redacted_header_cached(name, value)
+
+
+# Keyed by header, not by header map: a step's own ids make every request's map new.
+@functools.lru_cache(maxsize=4096)
+def _redacted_header_cached(name: str, value: str) -> str:
+    return _redact_at_rest(Place.HEADERS, {name: value})[name]
 
 
 def encode_records(events: Sequence[Any], first_seq: int) -> list[SegmentRecord]:
