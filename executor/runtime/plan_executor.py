@@ -127,7 +127,8 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
         self._parsed_results: dict[str, Any] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
         # Per-run caches of what does not change from step to step.
-        self._racing: set[asyncio.Future[Any]] = set()  # awaited work `cancel()` ends at once
+        # Tasks waiting in `_race_cancel`, and whether `cancel()` cancelled them.
+        self._racing: dict[asyncio.Task[Any], bool] = {}
         self._tool_headers: dict[str, dict[str, str]] = {}
         self._run_constants: tuple[Any, dict[str, Any]] | None = None
         self._propagates_trace_context = propagates(self.recorder)
@@ -136,8 +137,10 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
     def cancel(self) -> None:
         """Request cancellation: waits end now, in-flight requests are abandoned."""
         self._cancel.set()
-        for work in list(self._racing):
-            work.cancel()
+        for task, cancelled in list(self._racing.items()):
+            if not cancelled:
+                self._racing[task] = True
+                task.cancel()
 
     @property
     def cancelled(self) -> bool:

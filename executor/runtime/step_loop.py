@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 from collections.abc import Awaitable
 from typing import Any
 
@@ -351,25 +352,31 @@ class StepLoop:
     async def _race_cancel(self, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
         """Await `awaitable` unless cancellation comes first: (finished, result or exception).
 
-        The work runs as a task that `cancel()` cancels (no second task waiting on the event
-        per call); this task being cancelled cancels the work and raises as usual.
+        It runs in this task, which `cancel()` cancels while it waits here (no task per call);
+        a cancellation from anywhere else propagates as usual.
         """
-        work = asyncio.ensure_future(awaitable)
         if self._cancel.is_set():
-            work.cancel()
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            return False, None
+        task = asyncio.current_task()
+        assert task is not None
         racing = self._racing
-        racing.add(work)
+        racing[task] = False
         try:
-            return True, await work
+            return True, await awaitable
         except (httpx.TransportError, TimeoutError) as exc:
+            if racing.get(task):  # cancel() came while a timeout ended the wait
+                task.uncancel()
+                return False, None
             return True, exc
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise
-            return False, None
+            if racing.get(task):
+                task.uncancel()
+                return False, None
+            raise
         finally:
-            racing.discard(work)
+            del racing[task]
 
     async def _backoff(self, step: StepSpec, state: StepState, decision: Decision) -> None:
         planned = decision.delay_ms or 0.0
