@@ -54,10 +54,11 @@ def json_text(value: Any) -> str | None:
         text = _JSON_ENCODER.encode(value)
     except ValueError:
         text = json.dumps(_finite(value), ensure_ascii=False, default=_json_default)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = _LONE_SURROGATE.sub("\ufffd", text)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = _LONE_SURROGATE.sub("\ufffd", text)
     return text
 
 
