@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import httpx
@@ -25,7 +25,7 @@ from executor.params import (
     match_type_related_error,
     resolve_bindings,
 )
-from executor.plan import StepSpec, basic_authorization
+from executor.plan import Plan, StepSpec, basic_authorization
 from executor.policy import (
     TASK_STOP_RULE_IDS,
     Action,
@@ -307,36 +307,16 @@ class StepLoop:
         return outcome
 
     def _request_headers(self, step: StepSpec) -> dict[str, str]:
-        """The headers of a tool call. Authorization: the tool's own `headers` win, then
-        `TRUVAG3_OAUTH_TOKEN` (as Bearer), then userinfo in the tool's `base_url` (as Basic)."""
+        """The headers of a tool call (`tool_request_headers`); the tool's part (content type,
+        its own headers, authorization, the execution ids) is computed once per run."""
         tool_headers = self._tool_headers.get(step.tool)
         if tool_headers is None:
-            tool_headers = self._tool_headers[step.tool] = self._headers_of_tool(step.tool)
+            tool_headers = self._tool_headers[step.tool] = tool_request_headers(
+                self.plan, step, self.env, self.execution_id
+            )
         headers = dict(tool_headers)
         headers["X-TruvaG3-Step-ID"] = step.id
         headers["X-TruvaG3-Agent-Name"] = step.tool
-        return headers
-
-    def _headers_of_tool(self, tool_name: str) -> dict[str, str]:
-        """The headers every call of one tool carries, in the order they are sent (computed
-        once per tool: the same plan, environment and execution id for the whole run)."""
-        headers = {"Content-Type": "application/json"}
-        tool = self.plan.tools.get(tool_name)
-        if tool is not None:
-            headers.update(tool.headers or {})
-        if tool is None or not tool.has_authorization_header:
-            token = self.env.get("TRUVAG3_OAUTH_TOKEN")
-            userinfo = tool.userinfo if tool is not None else None
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            elif userinfo is not None:
-                headers["Authorization"] = basic_authorization(*userinfo)
-        headers.update({
-            "X-TruvaG3-Request-ID": self.execution_id,
-            "X-TruvaG3-Plan-ID": self.execution_id,
-            "X-TruvaG3-Step-ID": "",
-            "X-TruvaG3-Agent-Name": tool_name,
-        })
         return headers
 
     async def _post(
@@ -389,3 +369,29 @@ class StepLoop:
         actual = (self.monotonic() - started) * 1000.0
         phase = "finished" if finished else "cancelled"
         self._emit(BackoffEvent(at=self.clock(), phase=phase, actual_ms=actual, **common))
+
+
+def tool_request_headers(
+    plan: Plan, step: StepSpec, env: Mapping[str, str], execution_id: str
+) -> dict[str, str]:
+    """The headers of a tool call (`run`'s and `probe`'s). Authorization: the tool's own
+    `headers` win, then `TRUVAG3_OAUTH_TOKEN` (as Bearer), then userinfo in the tool's
+    `base_url` (as Basic)."""
+    headers = {"Content-Type": "application/json"}
+    tool = plan.tools.get(step.tool)
+    if tool is not None:
+        headers.update(tool.headers or {})
+    if tool is None or not tool.has_authorization_header:
+        token = env.get("TRUVAG3_OAUTH_TOKEN")
+        userinfo = tool.userinfo if tool is not None else None
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        elif userinfo is not None:
+            headers["Authorization"] = basic_authorization(*userinfo)
+    headers.update({
+        "X-TruvaG3-Request-ID": execution_id,
+        "X-TruvaG3-Plan-ID": execution_id,
+        "X-TruvaG3-Step-ID": step.id,
+        "X-TruvaG3-Agent-Name": step.tool,
+    })
+    return headers
