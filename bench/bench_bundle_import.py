@@ -1,11 +1,12 @@
 """Peak memory of `truva-console import` on zip bombs and on large real bundles.
 
-    python bench/bench_bundle_import.py [--executions 400] [--body-kib 64]
+    python bench/bench_bundle_import.py [--executions 400] [--body-kib 64] [--copies 10]
 
 Builds, in a temporary directory: a real bundle exported from a store of N recorded
-executions (with response bodies of --body-kib), and crafted bombs (an extra member of zeros,
-a listed table member of zeros), then imports each in a child process and prints its exit
-code, first stderr line and peak RSS (ru_maxrss of the child).
+executions (with response bodies of --body-kib), the same bundle with every execution copied
+--copies times under new ids (to show the peak does not grow with the bundle), and crafted
+bombs (an extra member of zeros, a listed table member of zeros), then imports each in a
+child process and prints its exit code, first stderr line and peak RSS (VmHWM of the child).
 """
 
 from __future__ import annotations
@@ -70,6 +71,50 @@ def add_zero_member(source: Path, target: Path, name: str, size: int, *, listed:
                 handle.write(_CHUNK)
 
 
+KEYS = ("execution_id", "call_id")
+
+
+def copy_executions(source: Path, target: Path, copies: int) -> None:
+    """`source` with every execution `copies` times, ids prefixed `c<k>-`, members streamed
+    (hashed in a first pass, written in a second, so the manifest leads as in a bundle)."""
+    with zipfile.ZipFile(source) as old:
+        manifest = json.loads(old.read("manifest.json"))
+        ids = manifest["execution_ids"]
+        # Every row names its execution, and an LLM call's id is its key: both get the prefix.
+        renames = [
+            [(f'"{key}":"'.encode(), f'"{key}":"c{k}-'.encode()) for key in KEYS]
+            for k in range(copies)
+        ]
+
+        def pieces(name: str):
+            if not name.startswith("tables/"):
+                yield old.read(name)  # README and spans (copied once; import only counts spans)
+                return
+            for pairs in renames:
+                with old.open(name) as member:
+                    for line in member:
+                        for before, after in pairs:
+                            line = line.replace(before, after)
+                        yield line
+
+        names = [m["name"] for m in manifest["members"]]
+        for member in manifest["members"]:
+            digest, size = hashlib.sha256(), 0
+            for piece in pieces(member["name"]):
+                digest.update(piece)
+                size += len(piece)
+            member.update(size=size, sha256=digest.hexdigest())
+        manifest["execution_ids"] = [f"c{k}-{i}" for k in range(copies) for i in ids]
+        for table in manifest["tables"]:
+            table["rows"] *= copies
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as new:
+            new.writestr("manifest.json", json.dumps(manifest, indent=2))
+            for name in names:
+                with new.open(name, "w", force_zip64=True) as handle:
+                    for piece in pieces(name):
+                        handle.write(piece)
+
+
 # ru_maxrss survives fork and exec on Linux, so a child reads its own high-water mark instead.
 PEAK_RSS_SOURCE = """
 def peak_rss_kib():
@@ -114,6 +159,7 @@ def main() -> int:
     parser.add_argument("--executions", type=int, default=400)
     parser.add_argument("--body-kib", type=int, default=64)
     parser.add_argument("--bomb-mib", type=int, default=1100)
+    parser.add_argument("--copies", type=int, default=10)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -127,13 +173,17 @@ def main() -> int:
             [sys.executable, __file__, "--build", str(small), "10", "0"], check=True, cwd=ROOT
         )
         cases = {"real": real, "small real": small}
+        if args.copies > 1:
+            copied = work / "copied.zip"
+            copy_executions(real, copied, args.copies)
+            cases[f"real × {args.copies}"] = copied
         extra = work / "extra-member.zip"
         add_zero_member(small, extra, "zeros.bin", args.bomb_mib * _MIB, listed=True)
         cases["extra listed member of zeros"] = extra
         table = work / "table-bomb.zip"
         add_zero_member(small, table, "tables/events.jsonl", args.bomb_mib * _MIB, listed=True)
         cases["table member of zeros"] = table
-        for bundle in (real, small):
+        for bundle in [real, small, *([cases[f"real × {args.copies}"]] if args.copies > 1 else [])]:
             with zipfile.ZipFile(bundle) as archive:
                 uncompressed = sum(info.file_size for info in archive.infolist())
             print(f"{bundle.name}: {bundle.stat().st_size / _MIB:.2f} MiB zipped, "

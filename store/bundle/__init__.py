@@ -8,7 +8,7 @@ described member by member in docs/bundles.md.
 
 Modules: `format` (members, tables, row encoding), `archive` (safe reading of the zip),
 `manifest`, `redaction`, `spans` (rows back to events and spans), `export`, `validate`
-(`read_bundle`) and `importer`.
+(`read_bundle`), `staging` (validated rows in Arrow IPC files) and `importer`.
 """
 
 from store.bundle.archive import BundleLimits, format_members, unsafe_member_reason

@@ -181,23 +181,53 @@ def read_member(
     return b"".join(chunks)
 
 
+class MemberDigest:
+    """The size and SHA-256 of a member's bytes as they are read, checked against the manifest."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._sha256 = hashlib.sha256()
+
+    def update(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        self._sha256.update(chunk)
+
+    def check(self, path: Path, info: zipfile.ZipInfo, member: Mapping[str, Any]) -> None:
+        """Refuse the member if what was read differs from the manifest's size or SHA-256."""
+        check_digest(path, info, member, self.size, self._sha256.hexdigest())
+
+
+def hashing(read: Callable[[int], bytes], digest: MemberDigest) -> Callable[[int], bytes]:
+    """`read` that also feeds every chunk to `digest`."""
+
+    def read_hashed(size: int) -> bytes:
+        chunk = read(size)
+        digest.update(chunk)
+        return chunk
+
+    return read_hashed
+
+
 def verify_member(
     path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, member: Mapping[str, Any]
 ) -> None:
     """Check a member's size and SHA-256 against the manifest, reading it in chunks."""
-    digest = hashlib.sha256()
-    size = 0
+    digest = MemberDigest()
     with member_stream(path, archive, info, member["size"]) as read:
         while chunk := read(READ_CHUNK):
             digest.update(chunk)
-            size += len(chunk)
+    digest.check(path, info, member)
+
+
+def check_digest(
+    path: Path, info: zipfile.ZipInfo, member: Mapping[str, Any], size: int, found: str
+) -> None:
     if size != member["size"]:
         raise refuse(
             path,
             f"member {info.filename!r} is {size} bytes, the manifest says "
             f"{member['size']} (truncated?)",
         )
-    found = digest.hexdigest()
     if found != member["sha256"]:
         raise refuse(
             path,
@@ -247,10 +277,13 @@ def member_lines(
     info: zipfile.ZipInfo,
     member: Mapping[str, Any],
     limits: BundleLimits,
+    digest: MemberDigest | None = None,
 ) -> Iterator[tuple[int, str]]:
-    """Each line of a table member as text, numbered from 1, read in bounded pieces."""
+    """Each line of a table member as text, numbered from 1, read in bounded pieces (each
+    piece fed to `digest` too, when given)."""
     where = info.filename
-    with member_stream(path, archive, info, member["size"]) as read:
+    with member_stream(path, archive, info, member["size"]) as stream:
+        read = stream if digest is None else hashing(stream, digest)
         pending = bytearray()
         number = 0
         while True:

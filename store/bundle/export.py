@@ -7,14 +7,17 @@ import hashlib
 import itertools
 import json
 import os
+import queue
 import stat
 import tempfile
+import threading
 import zipfile
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import duckdb
 
@@ -24,6 +27,7 @@ from store.bundle.format import (
     README_MEMBER,
     SPANS_MEMBER,
     BundleExportError,
+    paused_gc,
     read_execution_rows,
     row_line,
     store_table_specs,
@@ -136,15 +140,16 @@ def export_bundle(
     with store.session() as conn:
         chosen, skipped_running = _choose_executions(store, conn, execution_ids)
         rows = read_execution_rows(conn, chosen)
-    if redact:
-        rows = {
-            table: [redact_row(table, row) for row in table_rows]
-            for table, table_rows in rows.items()
-        }
-    spans, span_count = spans_document(rows)
-    size = write_bundle(
-        output_path, chosen, rows, spans, span_count, redacted=redact, overwrite=overwrite
-    )
+    with paused_gc():
+        if redact:
+            rows = {
+                table: [redact_row(table, row) for row in table_rows]
+                for table, table_rows in rows.items()
+            }
+        spans, span_count = spans_document(rows)
+        size = write_bundle(
+            output_path, chosen, rows, spans, span_count, redacted=redact, overwrite=overwrite
+        )
     return ExportResult(
         path=output_path,
         execution_ids=tuple(chosen),
@@ -171,9 +176,9 @@ def write_bundle(
     return its size in bytes.
 
     Redaction is the caller's: `redacted` only records in the manifest whether it was applied.
-    Each member is encoded in pieces into a temporary file (its size and SHA-256 taken on the
-    way), then deflated into the zip in chunks after the manifest, so no member is ever held
-    whole.
+    Each member is encoded in pieces and deflated into a temporary file as it goes (its size,
+    SHA-256 and CRC-32 taken on the way), then copied into the zip after the manifest, so no
+    member is ever held whole nor deflated twice.
     """
     created_at = created_at or _utc_now_text()
     stamp = datetime.fromisoformat(created_at.replace("Z", "+00:00")).timetuple()[:6]
@@ -184,6 +189,7 @@ def write_bundle(
             member = stack.enter_context(_StagedMember(output))
             for piece in pieces:
                 member.write(piece)
+            member.close()
             staged.append((name, member))
 
         stage(README_MEMBER, [_README.encode("utf-8")])
@@ -214,6 +220,7 @@ def write_bundle(
 # bundle: export 0.9 s faster (of ~5 s), import 0.3 s slower, 13 MB instead of 5 MB.
 _COMPRESS_LEVEL = 6
 _PIECE_BYTES = MIB
+_QUEUED_PIECES = 8
 
 
 def _batched(pieces: Iterable[bytes]) -> Iterator[bytes]:
@@ -260,12 +267,23 @@ def _batched_text(pieces: Iterable[str]) -> Iterator[bytes]:
 
 
 class _StagedMember:
-    """A member's bytes in a temporary file beside the bundle, with their size and SHA-256."""
+    """A member deflated into a temporary file beside the bundle, with the size, SHA-256 and
+    CRC-32 of its bytes taken on the way.
+
+    Hashing, deflating and writing run on a worker thread (they release the GIL), so they
+    overlap with encoding the next rows; at most `_QUEUED_PIECES` pieces wait for it.
+    """
 
     def __init__(self, output: Path) -> None:
         self._output = output
         self.size = 0
+        self.crc = 0
+        self.compressed_size = 0
         self.digest = hashlib.sha256()
+        self._compressor = zlib.compressobj(_COMPRESS_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+        self._pieces: queue.Queue[bytes | None] = queue.Queue(maxsize=_QUEUED_PIECES)
+        self._error: BaseException | None = None
+        self._worker: threading.Thread | None = None
 
     def __enter__(self) -> _StagedMember:
         try:
@@ -274,26 +292,83 @@ class _StagedMember:
             raise BundleExportError(
                 f"{self._output}: cannot write: {error.strerror or error}"
             ) from error
+        self._worker = threading.Thread(target=self._deflate, name="bundle-deflate", daemon=True)
+        self._worker.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._finish()
         self.file.close()
 
     @classmethod
     def of(cls, output: Path, data: bytes, stack: contextlib.ExitStack) -> _StagedMember:
         member = stack.enter_context(cls(output))
         member.write(data)
+        member.close()
         return member
 
-    def write(self, data: bytes) -> None:
-        self.file.write(data)
-        self.size += len(data)
-        self.digest.update(data)
+    def _deflate(self) -> None:
+        piece: bytes | None = b""
+        try:
+            while (piece := self._pieces.get()) is not None:
+                self.digest.update(piece)
+                self.crc = zlib.crc32(piece, self.crc)
+                self._store(self._compressor.compress(piece))
+            self._store(self._compressor.flush())
+        except BaseException as error:  # reported by `close`
+            self._error = error
+            while piece is not None:  # take what the writer still queues, up to its end
+                piece = self._pieces.get()
 
-    def copy_to(self, handle: IO[bytes]) -> None:
-        self.file.seek(0)
-        while chunk := self.file.read(_PIECE_BYTES):
-            handle.write(chunk)
+    def _store(self, data: bytes) -> None:
+        self.file.write(data)
+        self.compressed_size += len(data)
+
+    def write(self, data: bytes) -> None:
+        if data:
+            self.size += len(data)
+            self._pieces.put(data)
+
+    def _finish(self) -> None:
+        if self._worker is not None:
+            self._pieces.put(None)
+            self._worker.join()
+            self._worker = None
+
+    def close(self) -> None:
+        """Deflate what is queued; raise what the worker met."""
+        self._finish()
+        if isinstance(self._error, OSError):
+            raise BundleExportError(
+                f"{self._output}: cannot write: {self._error.strerror or self._error}"
+            ) from self._error
+        if self._error is not None:
+            raise self._error
+
+    def copy_to(self, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+        """Write the deflated bytes into `archive` as member `info`, without deflating again."""
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.file_size = self.size  # ZIP64 headers when it needs them
+        with archive.open(info, "w") as dest:
+            # zipfile writes the data as given; the sizes and CRC are ours, set before close()
+            # writes them into the headers.
+            dest._compressor = _Deflated()  # type: ignore[attr-defined]
+            self.file.seek(0)
+            while chunk := self.file.read(_PIECE_BYTES):
+                archive.fp.write(chunk)  # type: ignore[union-attr]
+            dest._file_size = self.size  # type: ignore[attr-defined]
+            dest._compress_size = self.compressed_size  # type: ignore[attr-defined]
+            dest._crc = self.crc  # type: ignore[attr-defined]
+
+
+class _Deflated:
+    """A stand-in compressor for data that is deflated already."""
+
+    def compress(self, data: bytes) -> bytes:
+        return data
+
+    def flush(self) -> bytes:
+        return b""
 
 
 def _write_zip_atomically(
@@ -315,12 +390,8 @@ def _write_zip_atomically(
             with zipfile.ZipFile(handle, "w", allowZip64=True) as archive:
                 for name, member in members:
                     info = zipfile.ZipInfo(name, date_time=stamp)  # type: ignore[arg-type]
-                    info.compress_type = zipfile.ZIP_DEFLATED
                     info.external_attr = (stat.S_IFREG | 0o644) << 16
-                    info.file_size = member.size  # ZIP64 headers when it needs them
-                    info._compresslevel = _COMPRESS_LEVEL  # type: ignore[attr-defined]
-                    with archive.open(info, "w") as dest:
-                        member.copy_to(dest)
+                    member.copy_to(archive, info)
             handle.flush()
             os.fsync(handle.fileno())
         temporary.chmod(0o644)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
+import gc
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +33,20 @@ TABLES_FOLDER = "tables"
 
 
 MIB = 1024 * 1024
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector off for a bulk step that makes many small acyclic objects
+    (row dicts, span attributes), where its passes over the live rows cost a fifth of the
+    time; reference counting still frees them. Back on (if it was) afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 TIMESTAMPTZ = "TIMESTAMP WITH TIME ZONE"  # as DuckDB names the type
@@ -255,10 +271,36 @@ def encode_row(spec: TableSpec, row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def row_line(spec: TableSpec, row: Mapping[str, Any]) -> bytes:
-    text = json.dumps(
-        encode_row(spec, row), ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    """The JSON line of a raw row: the bytes of `json.dumps(encode_row(spec, row))`, compact.
+
+    Built cell by cell: a BLOB's base64 (which JSON never escapes) goes in as bytes, so the
+    bodies are not decoded to text, scanned for escapes and encoded again.
+    """
+    pieces = []
+    for column, key in zip(spec.columns, _line_keys(spec), strict=True):
+        value = row[column.name]
+        if value is None:
+            pieces.append(key + b"null")
+        elif column.type == "BLOB":
+            pieces.append(key + b'"' + binascii.b2a_base64(value, newline=False) + b'"')
+        else:
+            text = json.dumps(
+                encode_value(column, value),
+                ensure_ascii=False,
+                separators=(",", ":"),
+                allow_nan=False,
+            )
+            pieces.append(key + text.encode("utf-8"))
+    return b"{" + b",".join(pieces) + b"}\n"
+
+
+@functools.cache
+def _line_keys(spec: TableSpec) -> tuple[bytes, ...]:
+    """Each column's `"name":` as a line writes it."""
+    return tuple(
+        (json.dumps(column.name, ensure_ascii=False) + ":").encode("utf-8")
+        for column in spec.columns
     )
-    return text.encode("utf-8") + b"\n"
 
 
 class BundleValueError(ValueError):

@@ -4,38 +4,35 @@ from __future__ import annotations
 
 import contextlib
 import os
-import zipfile
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from store.bundle.archive import BundleLimits, open_archive
 from store.bundle.format import (
-    ARROW_TYPES,
     MIB,
+    TABLES_FOLDER,
     BundleConflictError,
     BundleError,
-    ColumnSpec,
     TableSpec,
     column_sql,
     insert_sql,
+    paused_gc,
     quote,
     store_table_specs,
 )
-from store.bundle.validate import RowSets, Scan, row_digest, rows_to_write, scan_bundle
+from store.bundle.validate import RowSets, Scan, row_digest, scan_bundle
 from store.connection import DEFAULT_LOCK_TIMEOUT_S, first_line, store_paths
 from store.queries import Store
 from store.schema import DERIVED_COLUMNS
 
-# Import writes rows in batches of at most this many rows or bytes.
-_INSERT_ROWS = 2_000
-_INSERT_BYTES = 4 * MIB
 _FETCH_ROWS = 1_000
-_IMPORT_MEMORY_LIMIT = 64 * MIB
+_IMPORT_MEMORY_LIMIT = 48 * MIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,41 +130,20 @@ def _conflict_error(db: str, scan: Scan, conflicts: Sequence[tuple[str, str]]) -
     )
 
 
-def _insert_rows(
-    conn: duckdb.DuckDBPyConnection,
-    spec: TableSpec,
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    blobs_as_text: bool,
-) -> None:
-    """Insert a batch of rows; with `blobs_as_text` their BLOB values are base64 text, which
-    DuckDB decodes (`from_base64`) instead of Python."""
-    if not rows:
-        return
-
-    def base64_text(column: ColumnSpec) -> bool:
-        return blobs_as_text and column.type == "BLOB"
-
-    staging = pa.table({
-        column.name: pa.array(
-            [row[column.name] for row in rows],
-            type=pa.large_string() if base64_text(column) else ARROW_TYPES[column.type],
-        )
-        for column in spec.columns
-    })  # fmt: skip
+def _insert_batch(conn: duckdb.DuckDBPyConnection, spec: TableSpec, batch: pa.RecordBatch) -> None:
+    """Insert one staged record batch of decoded rows, computing the derived columns."""
     view_name = f"bundle_{spec.name}"
     derived = DERIVED_COLUMNS.get(spec.name, {})
     names = [quote(column.name) for column in spec.columns]
     casts = ", ".join(
-        f"{f'from_base64({name})' if base64_text(column) else insert_sql(column)} AS {name}"
-        for name, column in zip(names, spec.columns, strict=True)
+        f"{insert_sql(column)} AS {name}" for name, column in zip(names, spec.columns, strict=True)
     )
     # Derived columns are computed from the typed values (bodies as BLOB).
     insert = (
         f"INSERT INTO {quote(spec.name)} ({', '.join([*names, *derived])}) "
         f"SELECT {', '.join([*names, *derived.values()])} FROM (SELECT {casts} FROM {view_name})"
     )
-    conn.register(view_name, staging)
+    conn.register(view_name, pa.Table.from_batches([batch]))
     try:
         conn.execute(insert)
     finally:
@@ -175,54 +151,39 @@ def _insert_rows(
             conn.unregister(view_name)
 
 
-def _row_bytes(row: Mapping[str, Any]) -> int:
-    return sum(len(value) for value in row.values() if isinstance(value, str | bytes))
-
-
 def _insert_table(
     conn: duckdb.DuckDBPyConnection,
-    path: Path,
-    archive: zipfile.ZipFile,
     scan: Scan,
     spec: TableSpec,
     writing: set[str],
-    limits: BundleLimits,
     *,
     commit_batches: bool,
 ) -> int:
-    """Stream one table member into the store in bounded batches; return the rows written.
+    """Write one table's staged rows of the `writing` executions; return the rows written.
 
-    With `commit_batches`, each batch is its own transaction, so DuckDB writes it out.
+    Each staged batch is one INSERT; with `commit_batches`, each is its own transaction, so
+    DuckDB writes it out.
     """
-    batch: list[dict[str, Any]] = []
-    batch_bytes = 0
     written = 0
-    rows, blobs_as_text = rows_to_write(path, archive, scan, spec, limits)
-
-    def write() -> None:
+    wanted = pa.array(sorted(writing), type=pa.large_string())
+    for staged in scan.staged[spec.name].batches():
+        batch = staged.filter(pc.is_in(staged.column("execution_id"), value_set=wanted))
+        if not batch.num_rows:
+            continue
         if commit_batches:
             conn.execute("BEGIN TRANSACTION")
             try:
-                _insert_rows(conn, spec, batch, blobs_as_text=blobs_as_text)
+                _insert_batch(conn, spec, batch)
                 conn.execute("COMMIT")
             except BaseException:
                 rollback(conn)
                 raise
         else:
-            _insert_rows(conn, spec, batch, blobs_as_text=blobs_as_text)
-
-    for row in rows:
-        if row["execution_id"] not in writing:
-            continue
-        batch.append(row)
-        batch_bytes += _row_bytes(row)
-        if len(batch) >= _INSERT_ROWS or batch_bytes >= _INSERT_BYTES:
-            write()
-            written += len(batch)
-            batch, batch_bytes = [], 0
-    if batch:
-        write()
-    return written + len(batch)
+            _insert_batch(conn, spec, batch)
+        written += batch.num_rows
+        del staged, batch
+        pa.default_memory_pool().release_unused()
+    return written
 
 
 def rollback(conn: duckdb.DuckDBPyConnection) -> None:
@@ -250,19 +211,22 @@ def _delete_rows(
 def _write_bundle(
     conn: duckdb.DuckDBPyConnection,
     db_label: str,
-    path: Path,
-    archive: zipfile.ZipFile,
     scan: Scan,
-    limits: BundleLimits,
     *,
     replace: bool,
 ) -> tuple[_ImportPlan, dict[str, int]]:
     """Plan the import against the store, then write it (see `import_bundle`)."""
     row_counts = dict.fromkeys((spec.name for spec in store_table_specs()), 0)
     # DuckDB may cache little during an import, so committed batches are written out; one row
-    # must still fit several times over.
-    memory_limit = max(_IMPORT_MEMORY_LIMIT, 4 * scan.longest_line)
+    # must still fit several times over. Its checkpoints pin more as a table's row group grows
+    # (48 MiB fails at 1.1 GB of rows, 64 MiB does), hence 1/64 of the rows' bytes on top.
+    table_bytes = sum(
+        member["size"] for name, member in scan.members.items() if name.startswith(TABLES_FOLDER)
+    )
+    memory_limit = max(_IMPORT_MEMORY_LIMIT + table_bytes // 64, 4 * scan.longest_line)
     conn.execute(f"SET memory_limit = '{memory_limit // MIB}MiB'")
+    # One thread: on this workload (one INSERT per staged batch) a second one only contends.
+    conn.execute("SET threads = 1")
     conn.execute("BEGIN TRANSACTION")
     try:
         # Rows a crashed import left behind have no executions row; they are not the store's.
@@ -282,7 +246,7 @@ def _write_bundle(
             _delete_rows(conn, plan.replaced, orphans_only=False)
             for spec in specs:
                 row_counts[spec.name] = _insert_table(
-                    conn, path, archive, scan, spec, writing, limits, commit_batches=False
+                    conn, scan, spec, writing, commit_batches=False
                 )
             conn.execute("COMMIT")
             return plan, row_counts
@@ -292,12 +256,10 @@ def _write_bundle(
         raise
     try:
         for spec in specs[:-1]:
-            row_counts[spec.name] = _insert_table(
-                conn, path, archive, scan, spec, writing, limits, commit_batches=True
-            )
+            row_counts[spec.name] = _insert_table(conn, scan, spec, writing, commit_batches=True)
         conn.execute("BEGIN TRANSACTION")
         row_counts["executions"] = _insert_table(
-            conn, path, archive, scan, specs[-1], writing, limits, commit_batches=False
+            conn, scan, specs[-1], writing, commit_batches=False
         )
         conn.execute("COMMIT")
     except BaseException:
@@ -306,6 +268,20 @@ def _write_bundle(
             _delete_rows(conn, sorted(writing), orphans_only=True)
         raise
     return plan, row_counts
+
+
+@contextlib.contextmanager
+def _staging_directory(path: Path) -> Iterator[Path]:
+    """A temporary directory for the validated rows (the system's, never the store's)."""
+    try:
+        directory = tempfile.TemporaryDirectory(prefix="truva-import-")
+    except OSError as error:
+        raise BundleError(
+            f"{path}: cannot create a temporary directory to stage its rows "
+            f"({first_line(error)}); nothing was imported"
+        ) from error
+    with directory as name:
+        yield Path(name)
 
 
 def import_bundle(
@@ -318,25 +294,33 @@ def import_bundle(
 ) -> ImportResult:
     """Validate the bundle completely, then write its executions into the store.
 
-    Validation and writing both stream the members. New executions are written in committed
-    batches while this process holds the file, each execution's `executions` row last and
-    together, so no reader ever sees a partial execution (rows left by a crash have no
-    `executions` row and are removed by the next import of that execution); memory stays
-    bounded by one row and one batch whatever the bundle's size. An execution already in the
+    Validation reads each member once, staging the decoded rows in a temporary directory;
+    writing inserts the staged batches. New executions are written in committed batches while
+    this process holds the file, each execution's `executions` row last and together, so no
+    reader ever sees a partial execution (rows left by a crash have no `executions` row and are
+    removed by the next import of that execution); Python holds one row and one batch at a
+    time, whatever the bundle's size. An execution already in the
     store with identical rows is skipped, so importing twice changes nothing. One with different
     rows is refused (BundleConflictError, nothing written) unless `replace`, which deletes its
     rows first, in one transaction with the whole import. The store is created when missing.
     """
     path = Path(bundle_path)
     limits = limits or BundleLimits()
-    with open_archive(path, limits) as archive:
-        scan = scan_bundle(path, archive, limits)
+    with _staging_directory(path) as staging, open_archive(path, limits) as archive:
+        try:
+            with paused_gc():
+                scan = scan_bundle(path, archive, limits, staging)
+            pa.default_memory_pool().release_unused()  # the scan's batches, before DuckDB's
+        except OSError as error:
+            raise BundleError(
+                f"{path}: cannot stage its rows in {staging} ({first_line(error)}); nothing "
+                "was imported"
+            ) from error
         paths = store_paths(db_path)
         store = Store(paths, lock_timeout_s=lock_timeout_s)
         with store.session(create=True) as conn:
             try:
-                plan, row_counts = _write_bundle(conn, store.path, path, archive, scan, limits,
-                                                 replace=replace)  # fmt: skip
+                plan, row_counts = _write_bundle(conn, store.path, scan, replace=replace)
             except duckdb.Error as error:
                 raise BundleError(
                     f"{store.path}: writing {path} failed ({first_line(error)}); nothing "
@@ -345,6 +329,7 @@ def import_bundle(
             finally:
                 with contextlib.suppress(duckdb.Error):
                     conn.execute("RESET memory_limit")
+                    conn.execute("RESET threads")
     return ImportResult(
         bundle=path,
         db=paths.given,

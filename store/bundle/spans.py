@@ -299,10 +299,258 @@ def _other_events(event_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event]:
 
 def spans_document(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[dict[str, Any], int]:
     """The OTLP/JSON document of the spans rebuilt from `rows`, and how many spans it holds."""
+    return spans_document_of(events_from_rows(rows))
+
+
+def spans_document_of(events: Sequence[Event], resource: Any = None) -> tuple[dict[str, Any], int]:
+    """The OTLP/JSON document of the spans of `events` (as `build_spans_from_events` builds
+    them), and how many spans it holds.
+
+    The spans are built by `TelemetryRecorder` on `_PlainTracerProvider`, which keeps what the
+    OpenTelemetry SDK would keep without its per-attribute machinery; whatever it does not
+    handle exactly as the SDK does (see `_PlainSpan`) makes the SDK build the spans instead.
+    """
     from executor.telemetry import build_spans_from_events
 
-    spans = build_spans_from_events(events_from_rows(rows))
+    spans = _plain_spans(events, resource)
+    if spans is None:
+        spans = build_spans_from_events(events, resource=resource)
     return otlp_json(spans), len(spans)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spans without the SDK
+# ---------------------------------------------------------------------------------------------
+# `build_spans_from_events` runs `TelemetryRecorder` on the OpenTelemetry SDK, whose attribute
+# cleaning, limits, locks and span processors were most of an export's span cost. The recorder
+# only starts spans, sets attributes, adds events, sets an error status and ends them, so a
+# provider that records exactly that gives the same finished spans, in the same (end) order;
+# tests/unit/test_bundle_spans.py holds the two documents byte-equal. Values, limits and calls
+# the SDK would treat specially (drop, truncate, warn about) switch the build back to the SDK.
+
+# The SDK's default span limits (`SpanLimits`); over them it drops, which the SDK path does.
+_MAX_ATTRIBUTES = 128
+_MAX_EVENTS = 128
+# Environment variables the SDK's providers read beyond the resource's; any of them set means
+# the SDK builds the spans (limits, samplers, a disabled SDK).
+_RESOURCE_VARIABLES = {"OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME"}
+
+
+class _NotPlain(BaseException):
+    """Something the plain provider does not handle as the SDK does.
+
+    A BaseException, so it passes the recorder's `except Exception` (which would log it as a
+    telemetry failure) straight to `_plain_spans`.
+    """
+
+
+def _plain_value(value: Any) -> bool:
+    kind = type(value)
+    if kind is str or kind is bool or kind is int or kind is float:
+        return True
+    return kind is tuple and all(type(item) is str for item in value)
+
+
+def _plain_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not attributes:
+        return {}
+    if len(attributes) > _MAX_ATTRIBUTES:
+        raise _NotPlain
+    for key, value in attributes.items():
+        if type(key) is not str or not key or not _plain_value(value):
+            raise _NotPlain
+    return dict(attributes)
+
+
+class _PlainContext:
+    __slots__ = ("span_id", "trace_id")
+    is_remote = False
+    trace_state = None
+
+    def __init__(self, trace_id: int, span_id: int) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+
+
+class _PlainEvent:
+    __slots__ = ("attributes", "name", "timestamp")
+    dropped_attributes = 0
+
+    def __init__(self, name: str, attributes: dict[str, Any], timestamp: int) -> None:
+        self.name = name
+        self.attributes = attributes
+        self.timestamp = timestamp
+
+
+class _PlainSpan:
+    """A finished-span record with the fields `_span_json` reads (as the SDK's `ReadableSpan`)."""
+
+    dropped_attributes = dropped_events = dropped_links = 0
+    links = ()
+
+    def __init__(
+        self,
+        provider: _PlainTracerProvider,
+        name: str,
+        context: _PlainContext,
+        parent: _PlainContext | None,
+        kind: Any,
+        attributes: dict[str, Any],
+        start_time: int,
+    ) -> None:
+        self._provider = provider
+        self.name = name
+        self.context = context
+        self.parent = parent
+        self.kind = kind
+        self.attributes = attributes
+        self.start_time = start_time
+        self.end_time: int | None = None
+        self.events: list[_PlainEvent] = []
+        self.status = provider.unset_status
+        self.resource = provider.resource
+        self.instrumentation_scope = provider.scope
+
+    def get_span_context(self) -> _PlainContext:
+        return self.context
+
+    def _check_open(self) -> None:
+        if self.end_time is not None:  # the SDK warns and ignores calls on an ended span
+            raise _NotPlain
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.set_attributes({key: value})
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        self._check_open()
+        for key, value in _plain_attributes(attributes).items():
+            self.attributes.pop(key, None)  # a key set again moves last, as in the SDK
+            self.attributes[key] = value
+        if len(self.attributes) > _MAX_ATTRIBUTES:
+            raise _NotPlain
+
+    def add_event(
+        self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None
+    ) -> None:
+        self._check_open()
+        if timestamp is None or len(self.events) >= _MAX_EVENTS:
+            raise _NotPlain
+        self.events.append(_PlainEvent(name, _plain_attributes(attributes), timestamp))
+
+    def set_status(self, status: Any, description: str | None = None) -> None:
+        from opentelemetry.trace import Status, StatusCode
+
+        self._check_open()
+        if description is not None or not isinstance(status, Status):
+            raise _NotPlain
+        if self.status.status_code is StatusCode.OK or status.status_code is StatusCode.UNSET:
+            return  # as the SDK: an OK status stays, UNSET is ignored
+        self.status = status
+
+    def end(self, end_time: int | None = None) -> None:
+        self._check_open()
+        if end_time is None:
+            raise _NotPlain
+        self.end_time = end_time
+        self._provider.finished.append(self)
+
+
+class _PlainTracer:
+    def __init__(self, provider: _PlainTracerProvider) -> None:
+        self._provider = provider
+
+    def start_span(
+        self,
+        name: str,
+        context: Any = None,
+        kind: Any = None,
+        attributes: Mapping[str, Any] | None = None,
+        links: Any = None,
+        start_time: int | None = None,
+        **_: Any,
+    ) -> _PlainSpan:
+        from opentelemetry import trace as trace_api
+
+        provider = self._provider
+        if links or start_time is None:
+            raise _NotPlain
+        # No context: the current one, which `_plain_spans` checked holds no span.
+        parent = trace_api.get_current_span(context)
+        if isinstance(parent, _PlainSpan):
+            parent_context: _PlainContext | None = parent.context
+            trace_id = parent.context.trace_id
+        elif parent is trace_api.INVALID_SPAN:
+            parent_context, trace_id = None, provider.id_generator.generate_trace_id()
+        else:
+            raise _NotPlain
+        span_context = _PlainContext(trace_id, provider.id_generator.generate_span_id())
+        kind = kind if kind is not None else trace_api.SpanKind.INTERNAL
+        return _PlainSpan(
+            provider,
+            name,
+            span_context,
+            parent_context,
+            kind,
+            _plain_attributes(attributes),
+            start_time,
+        )
+
+
+class _PlainTracerProvider:
+    """Just enough of a `TracerProvider` for `TelemetryRecorder`; spans kept as they end."""
+
+    def __init__(self, resource: Any) -> None:
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import Span, Status
+
+        from executor import __version__
+        from executor.telemetry.attributes import INSTRUMENTATION_SCOPE
+        from executor.telemetry.ids import ExecutionTraceIds
+
+        # A span, for `set_span_in_context` and `get_current_span` (which check the type).
+        Span.register(_PlainSpan)
+        self.resource = resource
+        self.scope = InstrumentationScope(INSTRUMENTATION_SCOPE, __version__, None, None)
+        self.id_generator = ExecutionTraceIds()
+        self.unset_status = Status()
+        self.finished: list[_PlainSpan] = []
+        self.tracer = _PlainTracer(self)
+
+    def get_tracer(self, name: str, version: str | None = None, *_: Any, **__: Any) -> Any:
+        if name != self.scope.name or version != self.scope.version:
+            raise _NotPlain
+        return self.tracer
+
+
+def _plain_spans(events: Sequence[Event], resource: Any) -> list[_PlainSpan] | None:
+    """The spans of `events` built on `_PlainTracerProvider`, or None where the SDK must."""
+    import os
+
+    from opentelemetry import trace as trace_api
+    from opentelemetry.sdk.resources import Resource
+
+    from executor import __version__
+    from executor.telemetry import TelemetryRecorder
+    from executor.telemetry.attributes import DEFAULT_SERVICE_NAME
+
+    if any(name.startswith("OTEL_") and name not in _RESOURCE_VARIABLES for name in os.environ):
+        return None
+    if trace_api.get_current_span() is not trace_api.INVALID_SPAN:
+        return None  # the SDK would parent the root spans on the caller's span
+    resource = resource or Resource.create(
+        {"service.name": DEFAULT_SERVICE_NAME, "service.version": __version__}
+    )
+    provider = _PlainTracerProvider(resource)
+    recorder = TelemetryRecorder(tracer_provider=provider)  # type: ignore[arg-type]
+    try:
+        for event in events:
+            recorder.record(event)
+        recorder.end_open_spans()
+    except _NotPlain:
+        return None
+    if recorder.failures:
+        return None  # the recorder swallowed an error: the SDK build decides what comes out
+    return list(provider.finished)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,12 +598,20 @@ def _attributes_json(attributes: Mapping[str, Any] | None) -> list[dict[str, Any
     if not attributes:
         return []
     result = []
+    append = result.append
     for key, value in attributes.items():
-        if not isinstance(key, str):
+        if type(key) is not str:
             raise _NotDirect
-        item: dict[str, Any] = {"key": key} if key else {}
-        item["value"] = _any_value(value)
-        result.append(item)
+        kind = type(value)  # the common exact types first; the rest as `_any_value` says
+        if kind is str:
+            encoded: dict[str, Any] = {"stringValue": value}
+        elif kind is int and _INT64[0] <= value <= _INT64[1]:
+            encoded = {"intValue": str(value)}
+        elif kind is bool:
+            encoded = {"boolValue": value}
+        else:
+            encoded = _any_value(value)
+        append({"key": key, "value": encoded} if key else {"value": encoded})
     return result
 
 

@@ -17,8 +17,10 @@ import pyarrow.compute as pc
 from store.bundle.archive import (
     BundleLimits,
     JsonStream,
+    MemberDigest,
     check_directory,
     count_spans,
+    hashing,
     member_lines,
     member_stream,
     open_archive,
@@ -28,9 +30,9 @@ from store.bundle.archive import (
 )
 from store.bundle.format import (
     MANIFEST_MEMBER,
-    NON_FINITE,
     SPANS_MEMBER,
     Bundle,
+    BundleError,
     BundleValueError,
     TableSpec,
     decode_value,
@@ -41,8 +43,8 @@ from store.bundle.format import (
     upgrade_row,
 )
 from store.bundle.manifest import check_manifest, check_tables
+from store.bundle.staging import StagedTable
 from store.records import FINISHED_EXECUTION_STATUSES
-from store.schema import SCHEMA_VERSION
 
 
 def _decode_line(
@@ -144,6 +146,7 @@ class Scan:
     call_ids: dict[str, list[str]]
     span_count: int
     longest_line: int = 0
+    staged: dict[str, StagedTable] = field(default_factory=dict)
 
     @property
     def execution_ids(self) -> tuple[str, ...]:
@@ -159,25 +162,41 @@ class Scan:
 
 
 def _scan_table(
-    path: Path, archive: zipfile.ZipFile, scan: Scan, spec: TableSpec, limits: BundleLimits
+    path: Path,
+    archive: zipfile.ZipFile,
+    scan: Scan,
+    spec: TableSpec,
+    limits: BundleLimits,
+    staged: StagedTable | None,
 ) -> None:
-    """Decode and check every row of one table member, keeping digests and keys only."""
+    """Decode and check every row of one table member, keeping digests and keys only (and,
+    with `staged`, appending the decoded rows to it). The member is read once: its size and
+    SHA-256 are taken on the way and checked at its end."""
     declared_rows = next(t["rows"] for t in scan.manifest["tables"] if t["name"] == spec.name)
     execution_ids = set(scan.execution_ids)
     key_hashes: list[int] = []
     rows = 0
-    lines = member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
-    for number, line in lines:
-        row = _bundle_row(path, scan, spec, number, line, execution_ids)
-        rows += 1
-        scan.longest_line = max(scan.longest_line, len(line))
-        scan.row_sets.add(spec.name, row["execution_id"], row_digest(spec, row))
-        if spec.primary_key:
-            key_hashes.append(_key_hash(spec, row))
-        if spec.name == "executions":
-            scan.statuses[row["execution_id"]] = row["status"]
-        elif spec.name == "llm_calls":
-            scan.call_ids.setdefault(row["execution_id"], []).append(row["call_id"])
+    info, member = scan.infos[spec.member], scan.members[spec.member]
+    digest = MemberDigest()
+    try:
+        for number, line in member_lines(path, archive, info, member, limits, digest):
+            row = _bundle_row(path, scan, spec, number, line, execution_ids)
+            rows += 1
+            scan.longest_line = max(scan.longest_line, len(line))
+            scan.row_sets.add(spec.name, row["execution_id"], row_digest(spec, row))
+            if spec.primary_key:
+                key_hashes.append(_key_hash(spec, row))
+            if spec.name == "executions":
+                scan.statuses[row["execution_id"]] = row["status"]
+            elif spec.name == "llm_calls":
+                scan.call_ids.setdefault(row["execution_id"], []).append(row["call_id"])
+            if staged is not None:
+                staged.append(row)
+    except BundleError:
+        # A changed or cut member is refused as such, whatever its first bad line says.
+        verify_member(path, archive, info, member)
+        raise
+    digest.check(path, info, member)
     if rows != declared_rows:
         raise refuse(path, f"{spec.member} holds {rows} rows, the manifest says {declared_rows}")
     if key_hashes:
@@ -211,8 +230,13 @@ def _refuse_duplicate_key(
         seen.add(key)
 
 
-def scan_bundle(path: Path, archive: zipfile.ZipFile, limits: BundleLimits) -> Scan:
+def scan_bundle(
+    path: Path, archive: zipfile.ZipFile, limits: BundleLimits, staging: Path | None = None
+) -> Scan:
     """Validate an open bundle completely in bounded memory; BundleError on the first problem.
+
+    With `staging` (a directory), every decoded row is also staged there for the import
+    (`Scan.staged`), so no member is read twice.
 
     Checks, before anything is decoded: the member list (within the limits, every member a
     plain file of the format with a safe relative path, no duplicates); then the manifest
@@ -253,8 +277,10 @@ def scan_bundle(path: Path, archive: zipfile.ZipFile, limits: BundleLimits) -> S
                 f"the manifest says {member['size']}",
             )
     check_tables(path, manifest, members)
+    table_members = {spec.member for spec in store_table_specs()}
     for name, member in members.items():
-        verify_member(path, archive, by_name[name], member)
+        if name not in table_members and name != SPANS_MEMBER:
+            verify_member(path, archive, by_name[name], member)
     scan = Scan(
         manifest=manifest,
         members=members,
@@ -265,7 +291,18 @@ def scan_bundle(path: Path, archive: zipfile.ZipFile, limits: BundleLimits) -> S
         span_count=0,
     )
     for spec in store_table_specs():
-        _scan_table(path, archive, scan, spec, limits)
+        staged = None
+        if staging is not None:
+            staged = StagedTable(spec, staging / f"{spec.name}.arrows")
+            scan.staged[spec.name] = staged
+        try:
+            _scan_table(path, archive, scan, spec, limits, staged)
+        except BaseException:
+            if staged is not None:
+                staged.abandon()
+            raise
+        if staged is not None:
+            staged.close()
     for execution_id in scan.execution_ids:
         status = scan.statuses.get(execution_id)
         if status is None:
@@ -280,9 +317,16 @@ def scan_bundle(path: Path, archive: zipfile.ZipFile, limits: BundleLimits) -> S
                 f"execution {execution_id} has status {status!r}; a bundle holds "
                 "finished executions only",
             )
-    spans_size = members[SPANS_MEMBER]["size"]
-    with member_stream(path, archive, by_name[SPANS_MEMBER], spans_size) as read:
-        scan.span_count = count_spans(path, JsonStream(path, read, limits.max_line_bytes))
+    spans_info, spans_member = by_name[SPANS_MEMBER], members[SPANS_MEMBER]
+    digest = MemberDigest()
+    try:
+        with member_stream(path, archive, spans_info, spans_member["size"]) as read:
+            stream = JsonStream(path, hashing(read, digest), limits.max_line_bytes)
+            scan.span_count = count_spans(path, stream)
+    except BundleError:
+        verify_member(path, archive, spans_info, spans_member)
+        raise
+    digest.check(path, info=spans_info, member=spans_member)
     return scan
 
 
@@ -294,35 +338,6 @@ def table_rows(
     lines = member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
     for number, line in lines:
         yield _bundle_row(path, scan, spec, number, line, execution_ids)
-
-
-def rows_to_write(
-    path: Path, archive: zipfile.ZipFile, scan: Scan, spec: TableSpec, limits: BundleLimits
-) -> tuple[Iterator[dict[str, Any]], bool]:
-    """The rows of a table member of a scanned bundle, for the store, and whether their BLOB
-    values are still base64 text (for the store to decode).
-
-    A bundle of the current schema version has its lines only parsed: `scan_bundle` checked
-    every value of the same member bytes (their SHA-256 and the zip's CRC are checked again as
-    they are read), and DuckDB's casts still refuse a value that does not fit. An older bundle
-    goes through `table_rows`, which upgrades its rows.
-    """
-    if scan.manifest["schema_version"] != SCHEMA_VERSION:
-        return table_rows(path, archive, scan, spec, limits), False
-    return _parsed_rows(path, archive, scan, spec, limits), True
-
-
-def _parsed_rows(
-    path: Path, archive: zipfile.ZipFile, scan: Scan, spec: TableSpec, limits: BundleLimits
-) -> Iterator[dict[str, Any]]:
-    doubles = [column.name for column in spec.columns if column.type == "DOUBLE"]
-    lines = member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
-    for _number, line in lines:
-        row = json.loads(line)
-        for name in doubles:
-            if isinstance(row[name], str):
-                row[name] = NON_FINITE[row[name]]
-        yield row
 
 
 def read_bundle(

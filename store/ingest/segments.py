@@ -51,9 +51,9 @@ def json_text(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        text = _JSON_ENCODER.encode(value)
+        text = _STRICT_ENCODER.encode(value)
     except ValueError:
-        text = json.dumps(_finite(value), ensure_ascii=False, default=_json_default)
+        text = _ENCODER.encode(_finite(value))
     if not text.isascii():
         try:
             text.encode("utf-8")
@@ -72,8 +72,9 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-# One encoder for every payload: `json.dumps` with these options builds one per call.
-_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_json_default)
+# `json.dumps` with options builds an encoder per call; these are built once (same output).
+_STRICT_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_json_default)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default)
 
 
 def _finite(value: Any) -> Any:
@@ -100,7 +101,7 @@ def _as_bytes(value: Any) -> bytes | None:
 def _event_fields(event: Any) -> dict[str, Any]:
     """The event's fields by name, as the policy's AT_REST level keeps them: headers, URLs,
     failure texts, LLM settings and the plan's credentials redacted; bodies untouched."""
-    values = event_fields(event, omit=BYTES_FIELDS)
+    values = event_fields(event, omit=_omitted_fields(event))
     for name in _REDACTED_TEXT_FIELDS:
         if isinstance(values.get(name), str):
             place, text = _TEXT_FIELD_PLACES[name], values[name]
@@ -118,6 +119,17 @@ def _event_fields(event: Any) -> dict[str, Any]:
     if isinstance(values.get("plan"), dict):
         values["plan"] = _redact_at_rest(Place.PLAN, values["plan"])
     return values
+
+
+# An LLM call's prompt is stored once, as its request bytes (`llm_calls.request_body`); the
+# `messages` beside them would only double the journal, so they travel only when none was sent.
+_OMIT_WITH_REQUEST = (*BYTES_FIELDS, "messages")
+
+
+def _omitted_fields(event: Any) -> tuple[str, ...]:
+    if getattr(event, "kind", None) == "llm_call" and getattr(event, "request_body", None):
+        return _OMIT_WITH_REQUEST
+    return BYTES_FIELDS
 
 
 _TEXT_FIELD_PLACES = {

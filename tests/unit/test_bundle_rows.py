@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 import duckdb
+import pytest
 
 from store.bundle.format import column_sql, quote, read_execution_rows, store_table_specs
 from store.recorder import StoreRecorder
@@ -81,3 +85,38 @@ def test_an_import_writes_exactly_the_exported_rows_bodies_and_non_finite_number
         searchable = conn.execute("SELECT count(*) FROM llm_calls WHERE search_text IS NULL")
         assert searchable.fetchone() == (0,)
     assert (body,) in bodies
+
+
+EDGE_VALUES = {
+    "VARCHAR": ["", "plain", "quote \" backslash \\ newline \n", "ünï \u2028 \x00 東京 \ud7ff"],
+    "JSON": ['{"a": [1, 2.5, null]}', '"text"', "[]"],
+    "TIMESTAMP": ["2026-01-31 14:00:00.123456"],
+    "TIMESTAMP WITH TIME ZONE": ["2026-01-31 14:00:00"],
+    "BLOB": [b"", b"\xff\xfe\x00binary", b'{"json": "body"}', bytes(range(256)) * 3],
+    "INTEGER": [0, -(2**31), 2**31 - 1],
+    "BIGINT": [-(2**63), 2**63 - 1],
+    "DOUBLE": [0.0, -1.5, 1e300, 5e-324, math.nan, math.inf, -math.inf],
+    "BOOLEAN": [True, False],
+    "VARCHAR[]": [[], ["a", "é"], ["x", None]],
+}
+
+
+@pytest.mark.parametrize("table", [spec.name for spec in store_table_specs()])
+def test_a_row_line_is_the_compact_json_of_the_encoded_row_byte_for_byte(table):
+    from store.bundle.format import encode_row, row_line
+
+    spec = next(spec for spec in store_table_specs() if spec.name == table)
+    longest = max(len(values) for values in EDGE_VALUES.values())
+    for index in range(longest + 1):  # the last row is all nulls
+        row = {
+            column.name: (
+                None
+                if index == longest
+                else EDGE_VALUES[column.type][index % len(EDGE_VALUES[column.type])]
+            )
+            for column in spec.columns
+        }
+        expected = json.dumps(
+            encode_row(spec, row), ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        )
+        assert row_line(spec, row) == expected.encode("utf-8") + b"\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from typing import Any
@@ -112,3 +113,80 @@ def test_the_spans_member_is_written_in_pieces_that_join_to_the_compact_document
 
     pieces = list(_json_pieces(document, 6))
     assert "".join(pieces) == compact(document)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spans built on the plain tracer provider equal the SDK's
+# ---------------------------------------------------------------------------------------------
+
+FIXED_RESOURCE = Resource.create({"service.name": "truva-console", "service.version": "t"})
+
+
+def _interrupted() -> list[Any]:
+    return [e for e in realistic_execution("exec-cut") if e.kind != "execution_finished"]
+
+
+def _with_notices(count: int) -> list[Any]:
+    """The small execution with `count` notices on its root span before it finishes."""
+    from executor.events import Notice
+
+    events = small_execution("exec-notices")
+    at = events[0].started_at
+    notices = [
+        Notice(execution_id="exec-notices", step_id=None, n=None, at=at + i * 1e-6,
+               name="note", message=f"notice {i}", attrs={"i": i})
+        for i in range(count)
+    ]  # fmt: skip
+    return [events[0], *notices, *events[1:]]
+
+
+def _plain_cases() -> dict[str, Any]:
+    from tests.support.events_factory import exhausted_execution
+
+    return {
+        "realistic": lambda: realistic_execution("exec-plain"),
+        "small": lambda: small_execution("exec-small"),
+        "exhausted": lambda: exhausted_execution("exec-exhausted"),
+        "interrupted": _interrupted,
+        "samples": lambda: [e for p in sample_trace_files() for e in read_event_log(p)],
+        "many_notices": lambda: _with_notices(40),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_plain_cases()))
+def test_the_plain_provider_builds_the_sdks_spans_byte_for_byte(name):
+    from store.bundle.spans import _plain_spans, spans_document_of
+
+    events = _plain_cases()[name]()
+    assert _plain_spans(events, FIXED_RESOURCE) is not None  # the plain path did the build
+    document, count = spans_document_of(events, FIXED_RESOURCE)
+    sdk_spans = build_spans_from_events(events, resource=FIXED_RESOURCE)
+    assert count == len(sdk_spans) > 0
+    assert compact(document) == compact(spans_to_otlp_json(sdk_spans))
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["over_128_events_on_a_span", "an_otel_limit_variable", "inside_a_current_span"],
+)
+def test_what_the_plain_provider_does_not_handle_is_built_by_the_sdk(case, monkeypatch, caplog):
+    from opentelemetry import trace as trace_api
+
+    from store.bundle.spans import _plain_spans, spans_document_of
+
+    events = _with_notices(130) if case == "over_128_events_on_a_span" else small_execution("e")
+    if case == "an_otel_limit_variable":
+        monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "3")
+    with contextlib.ExitStack() as stack:
+        if case == "inside_a_current_span":
+            caller = hand_made_spans({})[0]
+            stack.enter_context(trace_api.use_span(trace_api.NonRecordingSpan(caller.context)))
+        assert _plain_spans(events, FIXED_RESOURCE) is None
+        document, _count = spans_document_of(events, FIXED_RESOURCE)
+        sdk_spans = build_spans_from_events(events, resource=FIXED_RESOURCE)
+    assert compact(document) == compact(spans_to_otlp_json(sdk_spans))
+    assert not [r for r in caplog.records if r.name.startswith("executor.telemetry")]
+    if case == "over_128_events_on_a_span":
+        assert '"droppedEventsCount":' in compact(document)
+    if case == "an_otel_limit_variable":
+        assert '"droppedAttributesCount":' in compact(document)

@@ -1,0 +1,122 @@
+"""Bundles are streamed: each member deflated once on export and inflated once on import."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import tempfile
+import zipfile
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from store.bundle import BundleError, export_bundle, import_bundle
+from store.recorder import StoreRecorder
+from tests.support.events_factory import realistic_execution, small_execution
+
+IDS = ("exec-stream-0001", "exec-stream-0002")
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    db = tmp_path / "source.duckdb"
+    with StoreRecorder(db) as recorder:
+        for event in [*realistic_execution(IDS[0]), *small_execution(IDS[1], start_at=1.9e9)]:
+            recorder.record(event)
+    path = tmp_path / "runs.zip"
+    export_bundle(db, path, None)
+    return path
+
+
+def test_a_written_bundle_has_every_member_whole_with_its_crc(bundle):
+    with zipfile.ZipFile(bundle) as archive:
+        assert archive.testzip() is None  # every member inflates and matches its CRC-32
+        manifest = json.loads(archive.read("manifest.json"))
+        for member in manifest["members"]:
+            data = archive.read(member["name"])
+            assert len(data) == member["size"] == archive.getinfo(member["name"]).file_size
+            assert hashlib.sha256(data).hexdigest() == member["sha256"]
+
+
+def test_import_inflates_each_member_once_and_leaves_no_staged_rows(bundle, tmp_path, monkeypatch):
+    opened: collections.Counter[str] = collections.Counter()
+    original = zipfile.ZipFile.open
+
+    def counting_open(self, name, *args, **kwargs):
+        opened[getattr(name, "filename", name)] += 1
+        return original(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", counting_open)
+    staging_parent = tmp_path / "tmp"
+    staging_parent.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging_parent))
+    result = import_bundle(tmp_path / "target.duckdb", bundle)
+    assert sorted(result.imported) == sorted(IDS)
+    with zipfile.ZipFile(bundle) as archive:
+        names = [info.filename for info in archive.infolist()]
+    assert dict(opened) == dict.fromkeys(names, 1)
+    assert list(staging_parent.iterdir()) == []  # the staged rows are gone
+    with duckdb.connect(str(tmp_path / "target.duckdb"), read_only=True) as conn:
+        stored = conn.execute("SELECT execution_id FROM executions").fetchall()
+    assert sorted(row[0] for row in stored) == sorted(IDS)
+
+
+def _rewrite(source: Path, target: Path, name: str, change) -> None:
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as new:
+        for info in old.infolist():
+            data = old.read(info)
+            new.writestr(info.filename, change(data) if info.filename == name else data)
+
+
+@pytest.mark.parametrize(
+    ("case", "member", "change", "expected"),
+    [
+        ("bad_row_in_a_changed_member", "tables/steps.jsonl",
+         lambda data: data.replace(b'"status":"', b'"status":1', 1),
+         "member 'tables/steps.jsonl' has SHA-256"),
+        ("cut_member", "tables/attempts.jsonl", lambda data: data[: len(data) // 2],
+         "member 'tables/attempts.jsonl' is"),
+        ("changed_spans", "spans.otlp.json", lambda data: data.replace(b"{", b"[", 1),
+         "member 'spans.otlp.json' has SHA-256"),
+    ],
+)  # fmt: skip
+def test_a_changed_member_is_refused_as_changed_not_by_its_first_bad_line(
+    bundle, tmp_path, monkeypatch, case, member, change, expected
+):
+    staging_parent = tmp_path / "tmp"
+    staging_parent.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging_parent))
+    changed = tmp_path / f"{case}.zip"
+    _rewrite(bundle, changed, member, change)
+    target = tmp_path / "target.duckdb"
+    with pytest.raises(BundleError) as refused:
+        import_bundle(target, changed)
+    assert expected in str(refused.value)
+    assert "nothing was imported" in str(refused.value)
+    assert not target.exists()
+    assert list(staging_parent.iterdir()) == []
+
+
+def test_a_full_disk_while_deflating_refuses_the_export_and_leaves_nothing(tmp_path, monkeypatch):
+    from store.bundle import BundleExportError
+    from store.bundle.export import _StagedMember
+
+    db = tmp_path / "source.duckdb"
+    with StoreRecorder(db) as recorder:
+        for event in small_execution(IDS[1]):
+            recorder.record(event)
+    original = _StagedMember._store
+
+    def full_disk(self, data):
+        if data:  # a small member's first deflated bytes come from the final flush
+            raise OSError(28, "No space left on device")
+        original(self, data)
+
+    monkeypatch.setattr(_StagedMember, "_store", full_disk)
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(BundleExportError, match="cannot write: No space left on device"):
+        export_bundle(db, out / "runs.zip", None)
+    assert list(out.iterdir()) == []
