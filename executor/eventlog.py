@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import os
 import types
@@ -61,6 +62,13 @@ def _field_kinds(cls: type) -> dict[str, str]:
 _FIELD_KINDS = {kind: _field_kinds(cls) for kind, cls in EVENT_CLASSES.items()}
 
 
+@functools.cache
+def _kept_fields(kind: str, omit: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(name, field kind) of each field of `kind` but `kind` itself and those in `omit`."""
+    skipped = {"kind", *omit}
+    return tuple(item for item in _FIELD_KINDS[kind].items() if item[0] not in skipped)
+
+
 def _describe(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -79,11 +87,8 @@ def event_fields(event: Event, *, omit: Iterable[str] = ()) -> dict[str, Any]:
             f"not an executor event: {type(event).__name__} (expected one of "
             f"{', '.join(cls.__name__ for cls in EVENT_CLASSES.values())})"
         )
-    skipped = {"kind", *omit}
     data: dict[str, Any] = {}
-    for name, field_kind in _FIELD_KINDS[kind].items():
-        if name in skipped:
-            continue
+    for name, field_kind in _kept_fields(kind, tuple(omit)):
         value = getattr(event, name)
         if field_kind == "bytes" and isinstance(value, bytes | bytearray | memoryview):
             value = {BYTES_KEY: base64.b64encode(bytes(value)).decode("ascii")}

@@ -34,11 +34,23 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 def to_jsonable(obj: Any) -> dict[str, Any]:
     """Every field of the dataclass instance `obj` as JSON-able values, in field order."""
-    out: dict[str, Any] = {}
-    for name, encode in _field_encoders(type(obj)):
-        value = getattr(obj, name)
-        out[name] = value if type(value) in _SCALARS else encode(value)
-    return out
+    return _compiled_encoder(type(obj))(obj)
+
+
+@cache
+def _compiled_encoder(cls: type) -> Callable[[Any], dict[str, Any]]:
+    """`to_jsonable` for `cls` as one generated function: a dict display reading each field,
+    scalars as they are and other values through the field's encoder (`_field_encoders`)."""
+    namespace: dict[str, Any] = {"_SCALARS": _SCALARS}
+    items = []
+    for index, (name, encode) in enumerate(_field_encoders(cls)):
+        namespace[f"_encode_{index}"] = encode
+        items.append(
+            f"{name!r}: (_v if type(_v := obj.{name}) in _SCALARS else _encode_{index}(_v))"
+        )
+    source = f"def to_jsonable(obj):\n    return {{{', '.join(items)}}}\n"
+    exec(compile(source, f"<to_jsonable {cls.__qualname__}>", "exec"), namespace)
+    return namespace["to_jsonable"]
 
 
 @cache
@@ -96,8 +108,10 @@ def _encode_any(value: Any) -> Any:
         return [_encode_any(item) for item in items]
     if isinstance(value, Mapping):
         # Values are JSON already (parameters, headers): copied shallowly, so a deeply nested
-        # value cannot exhaust the recursion limit here.
-        return dict(value)
+        # value cannot exhaust the recursion limit here. A mapping built on first read (a
+        # decision's inputs) hands over the dict it built.
+        built = getattr(value, "as_dict", None)
+        return dict(built() if built is not None else value)
     return value
 
 

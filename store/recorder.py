@@ -274,7 +274,11 @@ class StoreRecorder:
 
 
 def _record_bytes(record: SegmentRecord) -> int:
-    return 64 + sum(len(value) for value in record[1:] if value is not None)
+    _, kind, execution_id, payload, request_body, response_body = record
+    return (
+        64 + len(kind) + len(execution_id or "") + len(payload or "")
+        + len(request_body or b"") + len(response_body or b"")
+    )
 
 
 def _describe(error: Exception) -> str:

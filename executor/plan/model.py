@@ -217,7 +217,7 @@ class Plan:
                     "id": step.id,
                     "tool": step.tool,
                     "capability": step.capability,
-                    "parameters": copy.deepcopy(step.parameters),
+                    "parameters": copy_json(step.parameters),
                     "depends_on": list(step.depends_on),
                     "hitl_approved": list(step.hitl_approved),
                     "instruction": step.instruction,
@@ -229,6 +229,19 @@ class Plan:
         if self.llm is not None:
             data["llm"] = copy.deepcopy(self.llm)
         return data
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, scalars), several times faster than
+    `copy.deepcopy`; anything else is copied by `copy.deepcopy`."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_json(item) for item in value]
+    if value is None or kind is str or kind is int or kind is float or kind is bool:
+        return value
+    return copy.deepcopy(value)
 
 
 def key_path(parent: str, key: str) -> str:

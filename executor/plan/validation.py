@@ -21,6 +21,7 @@ from executor.plan.model import (
     ToolSpec,
     binding_matches,
     case_folded_ids,
+    copy_json,
     key_path,
 )
 
@@ -453,7 +454,7 @@ class PlanParser:
                     id=step_id,
                     tool=tool,
                     capability=capability,
-                    parameters=copy.deepcopy(parameters),
+                    parameters=copy_json(parameters),
                     depends_on=depends_on,
                     hitl_approved=hitl_approved,
                     instruction=instruction,

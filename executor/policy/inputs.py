@@ -6,7 +6,7 @@ the dataclass fields), so a recorded decision can be decided again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -154,3 +154,40 @@ class DecisionInputs(JsonRecord):
         return max(0.0, (self.max_wall_clock_s - self.elapsed_s) * 1000.0)
 
 
+
+
+class InputsDict(Mapping[str, Any]):
+    """`DecisionInputs.to_dict()` read on first use: a decision's `inputs`, built for every
+    decision but read only for the ones recorded or explained."""
+
+    __slots__ = ("_data", "_inputs")
+
+    def __init__(self, inputs: DecisionInputs) -> None:
+        self._inputs = inputs
+        self._data: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The dict itself (not a copy): read it, do not change it."""
+        data = self._data
+        if data is None:
+            data = self._data = self._inputs.to_dict()
+        return data
+
+    def __getitem__(self, key: str) -> Any:
+        return self.as_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_dict())
+
+    def __len__(self) -> int:
+        return len(self.as_dict())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, InputsDict):
+            other = other.as_dict()
+        return self.as_dict() == other
+
+    __hash__ = None  # type: ignore[assignment]  # like the dict it stands for
+
+    def __repr__(self) -> str:
+        return repr(self.as_dict())

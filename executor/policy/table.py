@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from executor.policy.decision import INTERMEDIATE_ACTIONS, Decision, Rule, RuleMiss
 from executor.policy.impact import fault_cell
-from executor.policy.inputs import DecisionInputs
+from executor.policy.inputs import DecisionInputs, InputsDict
 from executor.policy.layers import layer_notes
 from executor.policy.rules_dispatch import PREDISPATCH_RULES
 from executor.policy.rules_response import RESPONSE_RULES
@@ -39,7 +39,7 @@ def decide(inputs: DecisionInputs, *, explain: bool = True) -> Decision:
                 action=rule.action,
                 rule_id=rule.rule_id,
                 reason=outcome.reason,
-                inputs=inputs.to_dict(),
+                inputs=InputsDict(inputs),
                 not_matched=tuple(misses),
                 delay_ms=outcome.delay_ms,
                 delay_source=outcome.delay_source,

@@ -49,6 +49,7 @@ from executor.runtime.outcomes import (
 )
 from executor.runtime.scheduling import StepScheduling
 from executor.runtime.step_loop import StepLoop
+from executor.tracecontext import propagates
 from executor.wire import (
     WireEnvelope,
 )
@@ -125,11 +126,21 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
         self._results: dict[str, StepOutcome] = {}
         self._parsed_results: dict[str, Any] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
+        # Per-run caches of what does not change from step to step.
+        # Tasks waiting in `_race_cancel`, and whether `cancel()` cancelled them.
+        self._racing: dict[asyncio.Task[Any], bool] = {}
+        self._tool_headers: dict[str, dict[str, str]] = {}
+        self._run_constants: tuple[Any, dict[str, Any]] | None = None
+        self._propagates_trace_context = propagates(self.recorder)
         self.recorder_error: Exception | None = None  # the last exception a recorder raised
 
     def cancel(self) -> None:
         """Request cancellation: waits end now, in-flight requests are abandoned."""
         self._cancel.set()
+        for task, cancelled in list(self._racing.items()):
+            if not cancelled:
+                self._racing[task] = True
+                task.cancel()
 
     @property
     def cancelled(self) -> bool:
@@ -139,6 +150,7 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
     async def run(self) -> ExecutionOutcome:
         """Run every step of the plan and return how it ended."""
         self._started = self.monotonic()
+        self._propagates_trace_context = propagates(self.recorder)
         if self._http is None:
             self._http = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.config.timeout_s), follow_redirects=False,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 from collections.abc import Awaitable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -52,7 +52,7 @@ from executor.runtime.outcomes import (
     response_text,
     step_error_text,
 )
-from executor.tracecontext import attempt_headers
+from executor.tracecontext import attempt_traceparent
 from executor.wire import (
     is_transient_status,
     parse_retry_after_header,
@@ -181,40 +181,53 @@ class StepLoop:
         return decision
 
     def _inputs(self, ctx: StepContext, state: StepState, **fields: Any) -> DecisionInputs:
-        config, capability = self.config, ctx.capability
-        base = DecisionInputs(
-            dispatched=False,
+        values = self._decision_constants()
+        values.update(
             attempt_number=state.attempt_number,
-            max_attempts=config.max_attempts,
             validation_retries=state.validation_retries,
-            max_validation_retries=config.max_validation_retries,
-            max_semantic_retries=config.max_semantic_retries,
-            orchestrator=capability.orchestrator,
-            side_effects=capability.side_effects,
+            orchestrator=ctx.capability.orchestrator,
+            side_effects=ctx.capability.side_effects,
             protected_keys=dict(ctx.protected),
             parameter_keys=tuple(state.parameters),
             has_dependencies=bool(self.plan.dependencies_of(ctx.step.id)),
-            llm_configured=self._llm is not None,
-            error_analyzer_enabled=config.error_analyzer_enabled,
-            semantic_retry_enabled=config.semantic_retry_enabled,
-            semantic_retry_independent_steps=config.semantic_retry_independent_steps,
-            validation_feedback_enabled=config.validation_feedback_enabled,
-            legacy_callback_set=self._legacy_callback is not None or self._llm is not None,
             cancelled=self.cancelled,
-            retry_after_max_ms=config.retry_after_max_ms,
-            backoff=config.backoff(),
             elapsed_s=self.monotonic() - self._started,
-            max_wall_clock_s=config.max_wall_clock_s,
             llm_tokens_used=self._llm_tokens,
-            max_total_tokens=config.max_total_tokens,
             llm_calls_used=self._llm_calls,
-            max_llm_calls=config.max_llm_calls,
-            max_repeated_errors=config.max_repeated_errors,
             tool=ctx.step.tool,
             tool_retries_used=self._tool_retries[ctx.step.tool],
-            max_retries_per_tool=config.max_retries_per_tool,
         )
-        return replace(base, **fields)
+        values.update(fields)
+        return DecisionInputs(**values)
+
+    def _decision_constants(self) -> dict[str, Any]:
+        """A new dict of the decision inputs that stay the same for a whole run (the config,
+        the LLM wiring), computed once the run's clients are set."""
+        constants = self._run_constants
+        if constants is None or constants[0] is not self._llm:
+            config = self.config
+            constants = self._run_constants = (self._llm, {
+                "dispatched": False,
+                "max_attempts": config.max_attempts,
+                "max_validation_retries": config.max_validation_retries,
+                "max_semantic_retries": config.max_semantic_retries,
+                "llm_configured": self._llm is not None,
+                "error_analyzer_enabled": config.error_analyzer_enabled,
+                "semantic_retry_enabled": config.semantic_retry_enabled,
+                "semantic_retry_independent_steps": config.semantic_retry_independent_steps,
+                "validation_feedback_enabled": config.validation_feedback_enabled,
+                "legacy_callback_set": (
+                    self._legacy_callback is not None or self._llm is not None
+                ),
+                "retry_after_max_ms": config.retry_after_max_ms,
+                "backoff": config.backoff(),
+                "max_wall_clock_s": config.max_wall_clock_s,
+                "max_total_tokens": config.max_total_tokens,
+                "max_llm_calls": config.max_llm_calls,
+                "max_repeated_errors": config.max_repeated_errors,
+                "max_retries_per_tool": config.max_retries_per_tool,
+            })
+        return dict(constants[1])
 
     def _remaining_wall_clock_s(self) -> float | None:
         """Seconds left of the task's wall-clock budget, or None when it has none."""
@@ -243,7 +256,8 @@ class StepLoop:
     async def _dispatch(self, step: StepSpec, url: str, state: StepState) -> HttpOutcome:
         body = encode_json_body(state.parameters)
         headers = self._request_headers(step)
-        headers.update(attempt_headers(self.recorder, self.execution_id, step.id, state.n))
+        if self._propagates_trace_context:
+            headers["traceparent"] = attempt_traceparent(self.execution_id, step.id, state.n)
         self._emit(AttemptDispatched(
             execution_id=self.execution_id, step_id=step.id, n=state.n,
             attempt_number=state.attempt_number, at=self.clock(), method="POST", url=url,
@@ -256,10 +270,7 @@ class StepLoop:
         limit_s = self.config.timeout_s if remaining_s is None else min(
             self.config.timeout_s, remaining_s
         )
-        request = asyncio.wait_for(
-            self._http.post(url, content=body, headers=headers), timeout=limit_s
-        )
-        finished, result = await self._race_cancel(request)
+        finished, result = await self._race_cancel(self._post(url, body, headers, limit_s))
         elapsed_ms = (self.monotonic() - started) * 1000.0
         if not finished:
             outcome = HttpOutcome(0, {}, b"", elapsed_ms, "cancelled", "run cancelled in flight")
@@ -296,28 +307,56 @@ class StepLoop:
         return outcome
 
     def _request_headers(self, step: StepSpec) -> dict[str, str]:
-        return tool_request_headers(self.plan, step, self.env, self.execution_id)
+        """The headers of a tool call (`tool_request_headers`); the tool's part (content type,
+        its own headers, authorization, the execution ids) is computed once per run."""
+        tool_headers = self._tool_headers.get(step.tool)
+        if tool_headers is None:
+            tool_headers = self._tool_headers[step.tool] = tool_request_headers(
+                self.plan, step, self.env, self.execution_id
+            )
+        headers = dict(tool_headers)
+        headers["X-TruvaG3-Step-ID"] = step.id
+        headers["X-TruvaG3-Agent-Name"] = step.tool
+        return headers
+
+    async def _post(
+        self, url: str, body: bytes, headers: dict[str, str], limit_s: float
+    ) -> httpx.Response:
+        """POST within `limit_s` seconds (TimeoutError after); none is sent when it is 0."""
+        if limit_s <= 0:
+            raise TimeoutError
+        assert self._http is not None
+        async with asyncio.timeout(limit_s):
+            return await self._http.post(url, content=body, headers=headers)
 
     async def _race_cancel(self, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
-        """Await `awaitable` unless cancellation comes first: (finished, result or exception)."""
-        work = asyncio.ensure_future(awaitable)
-        stop = asyncio.ensure_future(self._cancel.wait())
+        """Await `awaitable` unless cancellation comes first: (finished, result or exception).
+
+        It runs in this task, which `cancel()` cancels while it waits here (no task per call);
+        a cancellation from anywhere else propagates as usual.
+        """
+        if self._cancel.is_set():
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            return False, None
+        task = asyncio.current_task()
+        assert task is not None
+        racing = self._racing
+        racing[task] = False
         try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+            return True, await awaitable
+        except (httpx.TransportError, TimeoutError) as exc:
+            if racing.get(task):  # cancel() came while a timeout ended the wait
+                task.uncancel()
+                return False, None
+            return True, exc
+        except asyncio.CancelledError:
+            if racing.get(task):
+                task.uncancel()
+                return False, None
+            raise
         finally:
-            stop.cancel()
-        if not work.done():
-            work.cancel()
-            await asyncio.gather(work, return_exceptions=True)
-            return False, None
-        if work.cancelled():
-            return False, None
-        exc = work.exception()
-        if exc is not None:
-            if isinstance(exc, httpx.TransportError | TimeoutError):
-                return True, exc
-            raise exc
-        return True, work.result()
+            del racing[task]
 
     async def _backoff(self, step: StepSpec, state: StepState, decision: Decision) -> None:
         planned = decision.delay_ms or 0.0

@@ -54,10 +54,11 @@ def json_text(value: Any) -> str | None:
         text = _STRICT_ENCODER.encode(value)
     except ValueError:
         text = _ENCODER.encode(_finite(value))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = _LONE_SURROGATE.sub("\ufffd", text)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = _LONE_SURROGATE.sub("\ufffd", text)
     return text
 
 
@@ -109,9 +110,10 @@ def _event_fields(event: Any) -> dict[str, Any]:
     for header_field in ("request_headers", "response_headers"):
         headers = values.get(header_field)
         if isinstance(headers, dict):
-            values[header_field] = _redacted_headers(
-                tuple((str(k), str(v)) for k, v in headers.items())
-            )
+            values[header_field] = {
+                name: _redacted_header(name, text)
+                for name, text in ((str(k), str(v)) for k, v in headers.items())
+            }
     if values.get("llm") is not None:
         values["llm"] = _redact_at_rest(Place.LLM_SETTINGS, values["llm"])
     if isinstance(values.get("plan"), dict):
@@ -146,10 +148,17 @@ _CACHED_TEXT_CHARS = 4096
 _redacted_text = functools.lru_cache(maxsize=1024)(_redact_at_rest)
 
 
-@functools.lru_cache(maxsize=256)
-def _redacted_headers(items: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    # The cached dict is shared between events: callers only serialize it, never change it.
-    return _redact_at_rest(Place.HEADERS, dict(items))
+def _redacted_header(name: str, value: str) -> str:
+    """One header's value as at-rest redaction keeps it (headers are redacted one by one)."""
+    if len(value) > _CACHED_TEXT_CHARS:
+        return _redact_at_rest(Place.HEADERS, {name: value})[name]
+    return _redacted_header_cached(name, value)
+
+
+# Keyed by header, not by header map: a step's own ids make every request's map new.
+@functools.lru_cache(maxsize=4096)
+def _redacted_header_cached(name: str, value: str) -> str:
+    return _redact_at_rest(Place.HEADERS, {name: value})[name]
 
 
 def encode_records(events: Sequence[Any], first_seq: int) -> list[SegmentRecord]:
