@@ -288,6 +288,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
             detail_pane.show_note(note)
             return
         detail_pane.show_attempt(attempt, step, self.detail)
+        self.query_one(SearchBar).text_changed()
 
     # ------------------------------------------------------------------ events
 
@@ -417,7 +418,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         active = detail.query_one("#detail-tabs", TabbedContent).active
         target = search_target(detail, active, self.focused)
         if target is None:
-            self.notify("Search works in the request and response bodies and the LLM tab.",
+            self.notify("This step has no attempt; search works in an attempt's tabs.",
                         title="Nothing to search here")  # fmt: skip
             return
         self.query_one(SearchBar).open(target)
