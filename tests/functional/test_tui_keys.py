@@ -237,7 +237,8 @@ DEBUGGING_KEYS = {
     "open-editor": ("execution", "f4", None),
     "next-failed": ("execution", "n,right_square_bracket", None),
     "previous-failed": ("execution", "N,left_square_bracket", None),
-    "show-tab-timeline": ("execution", "6", "truva-console explain EXECUTION STEP --timeline"),
+    "show-tab-timeline": ("execution", "6",
+                          "truva-console explain EXECUTION STEP --timeline --attempt N"),
     "show-tab-diff": ("execution", "7", None),
     "search-next": ("search", "enter,down", None),
     "search-close": ("search", "escape", None),
@@ -261,7 +262,7 @@ async def test_the_debugging_keys_show_in_the_help_and_the_palette(synthetic_db:
     assert {"text: Search the focused text", "view: Next failed attempt",
             "text: Show the focused text in $PAGER", "tab: Timeline", "tab: Diff"} <= titles
     assert "Next failed: Jump to the next failed" in text
-    assert "truva-console explain EXECUTION STEP --timeline" in text
+    assert "truva-console explain EXECUTION STEP --timeline --attempt N" in text
     assert "ctrl+f" in text and "F3" in text
 
 

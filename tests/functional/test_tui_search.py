@@ -16,7 +16,8 @@ from console.render.text_search import search_text
 from console.tui.widgets.long_text import LongTextArea
 from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.searchable import CURRENT_STYLE, MATCH_STYLE, SearchScope
-from console.tui.widgets.timeline_view import TimelineView
+from console.tui.widgets.tables import AttemptTable
+from console.tui.widgets.timeline_view import SELECTED_STYLE, TimelineView
 from tests.support.tui import TRIP, open_execution, record_synthetic_store, tui_app
 
 SIZE = (120, 36)
@@ -225,3 +226,33 @@ async def test_a_5_mb_text_is_searched_in_a_worker_and_only_painted_lines_are_st
         assert area.selection.start == (0, 35)
         # a frame styles the lines on screen, not the 120,000 lines of the text
         assert 0 < len(set(styled_rows)) <= 2 * area.size.height
+
+
+async def test_the_timeline_marks_the_selected_attempt_and_follows_the_selection(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-1")
+        screen.select_attempt(1)
+        await pilot.press("6")
+        await pilot.pause()
+        view = screen.query_one(TimelineView)
+
+        def marked_rows() -> list[str]:
+            shown = view.render()
+            rows = shown.plain.split("\n")
+            reversed_rows = {shown.plain.count("\n", 0, span.start) for span in shown.spans
+                             if span.style == SELECTED_STYLE}  # fmt: skip
+            assert reversed_rows == {i for i, row in enumerate(rows) if row.startswith("▶")}
+            return [rows[i].split()[1] for i in sorted(reversed_rows)]
+
+        assert marked_rows() == ["#1", "wait", "step-1"]
+        screen.query_one(AttemptTable).focus()  # its cursor moves the selection
+        await pilot.press("down")
+        await pilot.pause()
+        assert screen.attempt_n == 2 and marked_rows() == ["#2", "step-1"]
+        assert screen.action_twin("show-tab-timeline") == (
+            f"truva-console explain {TRIP} step-1 --timeline --attempt 2"
+        )

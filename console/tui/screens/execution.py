@@ -446,9 +446,12 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.notify(self.twin_command, title="Copied the CLI command")
 
     def action_twin(self, action_id: str) -> str | None:
-        """The `explain` command for `copy-cli`, the `rerun` command for `rerun-failed`."""
+        """The `explain` command for `copy-cli` (with `--timeline --attempt N` for the timeline
+        tab), the `rerun` command for `rerun-failed`."""
         if action_id == "copy-cli":
             return self.twin_command
+        if action_id == "show-tab-timeline" and self.step_id and self.attempt_n is not None:
+            return f"{self.twin_command} --timeline --attempt {self.attempt_n}"
         if action_id == "rerun-failed":
             return self.rerun_twin_command
         return None
