@@ -262,7 +262,8 @@ async def test_the_debugging_keys_show_in_the_help_and_the_palette(synthetic_db:
     assert {"text: Search the focused text", "view: Next failed attempt",
             "text: Show the focused text in $PAGER", "tab: Timeline", "tab: Diff"} <= titles
     assert "Next failed: Jump to the next failed" in text
-    assert "truva-console explain EXECUTION STEP --timeline --attempt N" in text
+    # the help names the exact twin: the execution opened on step-3, attempt 1
+    assert f"truva-console explain {TRIP} step-3 --timeline --attempt 1" in " ".join(text.split())
     assert "ctrl+f" in text and "F3" in text
 
 
