@@ -24,6 +24,7 @@ from console.tui.screens.palette import ConsoleCommands
 from console.tui.screens.panes import PaneScreen
 from console.tui.screens.replay import ReplayScreen
 from console.tui.screens.store_source import StoreSource
+from console.tui.widgets.cells import SAMPLES_DB_ARG
 from console.tui.widgets.tables import ExecutionTable
 from store.queries import ExecutionDetail
 
@@ -43,7 +44,8 @@ class TruvaConsoleApp(App[int]):
     """Browses the debug store at `db_path`.
 
     `db_arg` is the `--db` value shown in the CLI twin commands (None when the default or
-    `$TRUVA_DB` applies). `live_refresh=False` turns the store polling off (snapshot tests).
+    `$TRUVA_DB` applies; `SAMPLES_DB_ARG` on the bundled samples, whose twins say `--samples`).
+    `live_refresh=False` turns the store polling off (snapshot tests).
     `replay_files_dir` is where edited replay responses are written (a new temporary
     directory by default, kept after exit so the copied `replay` commands still work).
     `keymap_file` overrides keys by action id (default `$XDG_CONFIG_HOME/truva-console/
@@ -218,7 +220,7 @@ def run_app(db: str | None, samples: bool) -> int:
         except SampleStoreError as error:
             print(f"truva-console: {error}", file=sys.stderr)
             return 2
-        return _run(db_path, db_arg=str(db_path))
+        return _run(db_path, db_arg=SAMPLES_DB_ARG)
 
 
 def _run(db_path: Path, *, db_arg: str | None) -> int:
