@@ -173,7 +173,8 @@ class TruvaConsoleApp(App[int]):
             pane_title = screen.pane_title()
             where = f"the {pane_title} pane" if pane_title else SCOPE_TITLES[screen.ACTION_SCOPE]
             twin = screen.action_twin
-        content = help_renderable(f"Keys of {where}", scopes, self.keymap, twin)
+        content = help_renderable(f"Keys of {where}", scopes, self.keymap, twin,
+                                  width=self.size.width)  # fmt: skip
         self.push_screen(HelpScreen(content))
 
     @on(ReplayScreen.ReplayFinished)

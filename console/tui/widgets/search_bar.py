@@ -25,7 +25,7 @@ class SearchBar(Horizontal):
     DEFAULT_CSS = """
     SearchBar { height: 1; display: none; }
     SearchBar.-open { display: block; }
-    SearchBar Input { width: 1fr; height: 1; border: none; padding: 0 1; }
+    SearchBar Input, SearchBar Input:focus { width: 1fr; height: 1; border: none; padding: 0 1; }
     SearchBar #search-status { width: auto; min-width: 16; padding: 0 1; }
     """
 
