@@ -21,8 +21,8 @@ from textual.widgets.text_area import Selection
 
 from console.render.text_search import Location, Match, RowSpan, SearchResult, rows_of, split_rows
 
-MATCH_STYLE = Style(color="black", bgcolor="yellow")
-CURRENT_STYLE = Style(color="black", bgcolor="dark_orange", bold=True, underline=True)
+MATCH_STYLE = Style(color="#000000", bgcolor="#ffd75f")
+CURRENT_STYLE = Style(color="#000000", bgcolor="#ff5f00", bold=True, underline=True)
 
 
 @runtime_checkable
