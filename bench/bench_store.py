@@ -32,7 +32,7 @@ SELECT
     make_timestamptz(CAST(($start + i * 30 + 2.5) * 1000000 AS BIGINT)),
     'bench query number ' || i,
     'plans/bench.json', NULL, [], (i % 2), (i % 2) * 150, '0.1.0', 1, 'bench', 'bench-writer',
-    NULL AS rerun_of
+    NULL AS rerun_of, NULL AS labels
 FROM range($executions) AS t(i)
 """
 

@@ -682,6 +682,11 @@ async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int) -> dict
             await _open_and_wait(app, pilot, execution_id)
             frames["open"] = meter.take_ms()
             area = app.screen.query_one("#llm-text", TextArea)
+            for _ in range(2000):  # the prompt is read and prepared in threads: until shown
+                if len(area.text) > min_chars:
+                    break
+                await pilot.pause(0.005)
+            frames["read"] = meter.take_ms()
             for index, key in enumerate(PROMPT_KEYS):
                 if key == "focus":
                     area.focus()
@@ -715,7 +720,8 @@ def measure_tui_prompt(quick: bool, work: Path) -> dict[str, Figure]:
             if scrolls[key] > worst.get(label, (-1.0, ""))[0]:
                 worst[label] = (scrolls[key], f"{key.split()[-1]} ({shape}; median {median:.0f})")
             if label == "big":
-                loading.append(f"{shape}: open {frames['open']:.0f}, tab {frames['00 4']:.0f}")
+                loading.append(f"{shape}: open {frames['open']:.0f}, read {frames['read']:.0f}, "
+                               f"tab {frames['00 4']:.0f}")
     (big, big_at), (small, _) = worst["big"], worst["small"]
     return {"tui_prompt": Figure(big, small, big / small,
                                  f"ms, longest frame scrolling {size / _MB:.0f} MB: {big_at}; "

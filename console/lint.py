@@ -9,12 +9,13 @@ responses the same way.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from executor.tool_contract import CHECKS, GRADE_ORDER, Finding, Grade, grade_response
+from executor.tool_contract import CHECKS, GRADE_ORDER, Check, Finding, Grade, grade_response
 from store.queries import Store
 
 CHECK_TITLES = {check.id: check.title for check in CHECKS}
@@ -33,7 +34,7 @@ class Example:
 
     def to_dict(self) -> dict[str, Any]:
         return {"execution_id": self.execution_id, "step_id": self.step_id, "n": self.n,
-                "http_status": self.status, "message": self.message}  # fmt: skip
+                "http_status": self.status or None, "message": self.message}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -41,6 +42,8 @@ class CheckTally:
     """One check's counts for one tool, and an example of its worst grade."""
 
     check: str
+    title: str
+    source: str
     counts: dict[Grade, int] = field(default_factory=lambda: dict.fromkeys(Grade, 0))
     example: Example | None = None
 
@@ -60,8 +63,8 @@ class CheckTally:
     def to_dict(self) -> dict[str, Any]:
         return {
             "check": self.check,
-            "title": CHECK_TITLES[self.check],
-            "source": CHECK_SOURCES[self.check],
+            "title": self.title,
+            "source": self.source,
             "grade": self.grade.value,
             "counts": {grade.value: count for grade, count in self.counts.items()},
             "example": self.example.to_dict() if self.example else None,
@@ -70,12 +73,14 @@ class CheckTally:
 
 @dataclass(slots=True)
 class ReportCard:
-    """Every check's tally for one tool, in the check table's order."""
+    """Every check's tally for one tool, in the order of its check table (`checks`: the lint
+    table, or probe's, which adds its own rows)."""
 
     tool: str
     capabilities: set[str] = field(default_factory=set)
     responses: int = 0
     tallies: dict[str, CheckTally] = field(default_factory=dict)
+    checks: tuple[Check, ...] = CHECKS
 
     @property
     def grade(self) -> Grade:
@@ -87,11 +92,16 @@ class ReportCard:
         self.responses += 1
         if capability:
             self.capabilities.add(capability)
+        table = _by_id(self.checks)
         for finding in findings:
-            self.tallies.setdefault(finding.check, CheckTally(finding.check)).add(finding, where)
+            tally = self.tallies.get(finding.check)
+            if tally is None:
+                row = table[finding.check]
+                tally = self.tallies[finding.check] = CheckTally(row.id, row.title, row.source)
+            tally.add(finding, where)
 
     def ordered_tallies(self) -> list[CheckTally]:
-        order = {check.id: index for index, check in enumerate(CHECKS)}
+        order = {check.id: index for index, check in enumerate(self.checks)}
         return sorted(self.tallies.values(), key=lambda tally: order[tally.check])
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +124,11 @@ def lint_store(store: Store, *, tool: str | None = None) -> list[ReportCard]:
             card.add(capability, (execution_id, step_id, n, status),
                      grade_response(status, _headers(headers), body))  # fmt: skip
     return [cards[name] for name in sorted(cards)]
+
+
+@functools.cache
+def _by_id(checks: tuple[Check, ...]) -> Mapping[str, Check]:
+    return {check.id: check for check in checks}
 
 
 def _headers(text: str | None) -> dict[str, str]:

@@ -267,7 +267,11 @@ def connect(
     pause_s = 0.002
     while True:
         try:
-            return duckdb.connect(str(paths.db), read_only=read_only)
+            conn = duckdb.connect(str(paths.db), read_only=read_only)
+            # DuckDB draws a progress bar on the terminal for a query past 2 s (a text search
+            # of a big store): over the console's screen, or into a command's output.
+            conn.execute("SET enable_progress_bar = false")
+            return conn
         except duckdb.Error as error:
             if not is_lock_conflict(error):
                 raise StoreOpenError(f"{paths.label}: cannot open: {first_line(error)}") from error

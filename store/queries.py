@@ -104,30 +104,23 @@ class ExecutionFilter:
 
 
 # Both tables keep a lower-cased decoded `search_text` (store.schema), so a search reads text.
+# The matching executions go into a temporary table of the session, so that the count, the
+# page and the summary's queries that all filter on them scan the texts once, and join them
+# (a list of ids passed back as a parameter made each row's test linear in the matches).
 _TEXT_MATCHES = """
+CREATE OR REPLACE TEMP TABLE text_matches AS
 SELECT execution_id FROM attempts WHERE contains(search_text, $text)
 UNION
 SELECT execution_id FROM llm_calls WHERE contains(search_text, $text)
 """
 
 
-def _text_matches(conn: duckdb.DuckDBPyConnection, filters: ExecutionFilter) -> list[str] | None:
-    """The executions whose bodies or prompts contain `filters.text`; None without a text.
-
-    Searched once per call, so the count and the page that both filter on it do not scan twice.
-    """
-    if not filters.text:
-        return None
-    rows = conn.execute(_TEXT_MATCHES, {"text": filters.text.lower()}).fetchall()
-    return [row[0] for row in rows]
-
-
 def _filter_sql(
-    filters: ExecutionFilter, text_matches: list[str] | None = None
+    conn: duckdb.DuckDBPyConnection, filters: ExecutionFilter
 ) -> tuple[str, dict[str, Any]]:
-    """A WHERE condition on `executions AS e` and its named parameters.
+    """A WHERE condition on `executions AS e` and its named parameters, valid in `conn`'s session.
 
-    `text_matches` are the executions `_text_matches` found for `filters.text`.
+    A text filter is searched here, once, into the session's `text_matches` table.
     """
     clauses: list[str] = []
     params: dict[str, Any] = {}
@@ -174,8 +167,8 @@ def _filter_sql(
         clauses.append("contains(json_extract_string(e.labels, '$.test'), $test)")
         params["test"] = filters.test
     if filters.text:
-        clauses.append("list_contains($text_matches, e.execution_id)")
-        params["text_matches"] = text_matches or []
+        conn.execute(_TEXT_MATCHES, {"text": filters.text.lower()})
+        clauses.append("e.execution_id IN (SELECT execution_id FROM text_matches)")
     return (" AND ".join(clauses) or "TRUE"), params
 
 
@@ -190,8 +183,9 @@ def _warning_counts(conn: duckdb.DuckDBPyConnection, execution_ids: list[str]) -
     if not execution_ids:
         return {}
     counts: dict[str, int] = defaultdict(int)
-    cursor = conn.execute(_RESPONSES.format(scope="list_contains($ids, a.execution_id)"),
-                          {"ids": execution_ids})  # fmt: skip
+    # A join on the ids, not list_contains($ids, ...) per attempt row: linear in both.
+    scope = "a.execution_id IN (SELECT unnest($ids))"
+    cursor = conn.execute(_RESPONSES.format(scope=scope), {"ids": execution_ids})
     while batch := cursor.fetchmany(500):
         for execution_id, status, body in batch:
             if response_warnings(status, body):
@@ -216,7 +210,7 @@ def _with_warning_filter(
                 for warning in response_warnings(status, body)
             ):
                 warned.add(execution_id)
-    return f"({where}) AND list_contains($warned_ids, e.execution_id)", {
+    return f"({where}) AND e.execution_id IN (SELECT unnest($warned_ids))", {
         **params, "warned_ids": sorted(warned)}  # fmt: skip
 
 
@@ -365,6 +359,28 @@ WHERE l.execution_id = $execution_id
 ORDER BY l.called_at, l.call_id
 """
 
+# The same calls without their texts (the prompts are most of an execution's bytes): the
+# texts come later from `_LLM_TEXTS_SQL`, for the calls being shown.
+_LLM_CALLS_WITHOUT_TEXTS_SQL = """
+SELECT
+    l.call_id, l.step_id, l.n, l.site, l.model, l.base_url, l.temperature, l.max_tokens,
+    NULL AS messages, NULL AS request_body, l.request_size, l.response_status,
+    NULL AS response_body, l.response_size, NULL AS raw_text, l.parsed, l.parse_error, l.error,
+    l.prompt_tokens, l.completion_tokens, l.total_tokens, l.latency_ms,
+    epoch(l.called_at) AS called_at, l.response_headers,
+    l.request_body IS NOT NULL AS text_in_store
+FROM llm_calls AS l
+WHERE l.execution_id = $execution_id
+ORDER BY l.called_at, l.call_id
+"""
+
+_LLM_TEXTS_SQL = """
+SELECT l.call_id, t.messages, l.request_body, l.response_body, l.raw_text
+FROM llm_calls AS l
+JOIN llm_calls_text AS t USING (call_id)
+WHERE l.execution_id = $execution_id AND list_contains($call_ids, l.call_id)
+"""
+
 _EVENTS_SQL = """
 SELECT step_id, n, seq, epoch(occurred_at) AS occurred_at, kind, name, message, attrs
 FROM events
@@ -463,8 +479,7 @@ class Store:
         """One page of executions matching `filters`, newest first, with the total count."""
         filters = filters or ExecutionFilter()
         with self.session() as conn:
-            where, params = _filter_sql(filters, _text_matches(conn, filters))
-            where, params = _with_warning_filter(conn, filters, where, params)
+            where, params = _with_warning_filter(conn, filters, *_filter_sql(conn, filters))
             page_sql = (
                 f"WITH page AS (SELECT e.execution_id FROM executions AS e WHERE {where} "
                 "ORDER BY e.started_at DESC NULLS LAST, e.execution_id DESC "
@@ -493,9 +508,8 @@ class Store:
     def matching_execution_ids(self, filters: ExecutionFilter | None = None) -> list[str]:
         """Every execution id `list_executions` would list for `filters`, oldest first."""
         filters = filters or ExecutionFilter()
-        where, params = _filter_sql(filters)
         with self.session() as conn:
-            where, params = _with_warning_filter(conn, filters, where, params)
+            where, params = _with_warning_filter(conn, filters, *_filter_sql(conn, filters))
             rows = conn.execute(
                 f"SELECT e.execution_id FROM executions AS e WHERE {where} "
                 "ORDER BY e.started_at NULLS FIRST, e.execution_id",
@@ -611,8 +625,12 @@ class Store:
                 chosen.append(execution_id)
         return chosen
 
-    def get_execution(self, execution_id: str) -> ExecutionDetail:
-        """Everything recorded about one execution; a unique prefix of its id is enough."""
+    def get_execution(self, execution_id: str, *, llm_texts: bool = True) -> ExecutionDetail:
+        """Everything recorded about one execution; a unique prefix of its id is enough.
+
+        `llm_texts=False` leaves out the LLM calls' prompts and answers (each call has
+        `texts_loaded` False); `llm_call_texts` reads them for the calls being shown.
+        """
         with self.session() as conn:
             resolved = self.resolve_execution_id(conn, execution_id)
             params = {"execution_id": resolved}
@@ -631,7 +649,8 @@ class Store:
             )
             step_rows = _dicts(conn.execute(_STEPS_SQL, params))
             attempt_rows = _dicts(conn.execute(_ATTEMPTS_SQL, params))
-            llm_rows = _dicts(conn.execute(_LLM_CALLS_SQL, params))
+            llm_sql = _LLM_CALLS_SQL if llm_texts else _LLM_CALLS_WITHOUT_TEXTS_SQL
+            llm_rows = _dicts(conn.execute(llm_sql, params))
             event_rows = _dicts(conn.execute(_EVENTS_SQL, params))
             backoff_rows = _dicts(conn.execute(_BACKOFFS_SQL, params))
         snapshot = snapshot_rows[0] if snapshot_rows else {}
@@ -640,14 +659,22 @@ class Store:
             backoff_rows,
         )  # fmt: skip
 
+    def llm_call_texts(
+        self, execution_id: str, call_ids: list[str]
+    ) -> dict[str, dict[str, Any]]:
+        """The texts `get_execution(..., llm_texts=False)` left out, by call id: `messages`,
+        `request_body`, `response_body` and `raw_text` of each of `call_ids` of the execution."""
+        with self.session() as conn:
+            rows = _dicts(conn.execute(
+                _LLM_TEXTS_SQL, {"execution_id": execution_id, "call_ids": list(call_ids)}))
+        return {row.pop("call_id"): row for row in rows}
+
     def summary_counts(self, filters: ExecutionFilter | None = None) -> dict[str, Any]:
         """Counts of matching executions by status and of their attempts by action, rule, status."""
         filters = filters or ExecutionFilter()
         counts: dict[str, Any] = {}
         with self.session() as conn:
-            where, params = _with_warning_filter(
-                conn, filters, *_filter_sql(filters, _text_matches(conn, filters))
-            )
+            where, params = _with_warning_filter(conn, filters, *_filter_sql(conn, filters))
             matched = f"SELECT e.execution_id FROM executions AS e WHERE {where}"
             counts["executions_by_status"] = dict(
                 conn.execute(
@@ -702,8 +729,10 @@ def _assemble_detail(
     for row in llm_rows:
         # A recorded call always has its request bytes (empty when none was sent); NULL means
         # the text was left out.
-        recorded = row["request_body"] is not None
-        call = LLMCallRecord(**row, text_note=None if recorded else text_note)
+        loaded = "text_in_store" not in row
+        recorded = row["request_body"] is not None if loaded else row.pop("text_in_store")
+        call = LLMCallRecord(**row, text_note=None if recorded else text_note,
+                             texts_loaded=loaded or not recorded)  # fmt: skip
         llm_by_attempt[(call.step_id, call.n)].append(call)
     events_by_attempt: dict[tuple[Any, Any], list[EventRecord]] = defaultdict(list)
     for row in event_rows:

@@ -7,7 +7,7 @@ one; the statuses are the store's own (`interrupted` exists only here).
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
 from executor.policy import INTERMEDIATE_ACTIONS, Action
@@ -92,6 +92,9 @@ class LLMCallRecord:
     called_at: float | None
     response_headers: Any = None
     text_note: str | None = None
+    # False when the record was read without its texts (`messages`, `request_body`,
+    # `response_body`, `raw_text` are None until `Store.llm_call_texts` fills them in).
+    texts_loaded: bool = True
 
     @property
     def text_recorded(self) -> bool:
@@ -241,6 +244,29 @@ class ExecutionDetail:
         raise StepNotFoundError(
             f"execution {self.execution.execution_id} has no step {step_id!r} (steps: {known})"
         )
+
+
+def step_calls_without_texts(step: StepRecord) -> list[str]:
+    """The ids of the step's LLM calls (at its attempts or the step) read without their texts."""
+    calls = [*step.llm_calls, *(call for attempt in step.attempts for call in attempt.llm_calls)]
+    return [call.call_id for call in calls if not call.texts_loaded]
+
+
+def step_with_texts(step: StepRecord, texts: dict[str, dict[str, Any]]) -> StepRecord:
+    """`step` with the LLM call texts in `texts` (`Store.llm_call_texts`) filled in."""
+
+    def filled(calls: tuple[LLMCallRecord, ...]) -> tuple[LLMCallRecord, ...]:
+        return tuple(
+            replace(call, **texts[call.call_id], texts_loaded=True)
+            if not call.texts_loaded and call.call_id in texts else call
+            for call in calls
+        )  # fmt: skip
+
+    if not any(call_id in texts for call_id in step_calls_without_texts(step)):
+        return step
+    attempts = tuple(replace(attempt, llm_calls=filled(attempt.llm_calls))
+                     for attempt in step.attempts)  # fmt: skip
+    return replace(step, attempts=attempts, llm_calls=filled(step.llm_calls))
 
 
 def body_view(body: bytes | None) -> dict[str, Any] | None:

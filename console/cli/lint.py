@@ -12,7 +12,7 @@ from typing import Any
 
 from console.cli.common import add_command, add_json_option, store_path
 from console.exits import fail
-from console.lint import CHECK_TITLES, ReportCard, lint_store
+from console.lint import ReportCard, lint_store
 from console.printable import printable
 from console.words import counted, on_one_line
 from executor.tool_contract import Grade
@@ -63,11 +63,12 @@ def render_cards(cards: list[ReportCard]) -> str:
                      f" ({capabilities})")  # fmt: skip
         for tally in card.ordered_tallies():
             counts = ", ".join(f"{tally.counts[g]} {g.value}" for g in Grade if tally.counts[g])
-            lines.append(f"  {_MARK[tally.grade]:<4}  {CHECK_TITLES[tally.check]}  ({counts})")
+            lines.append(f"  {_MARK[tally.grade]:<4}  {tally.title}  ({counts})")
             if tally.example is not None:
                 example = tally.example
+                answer = f"HTTP {example.status}" if example.status else "no answer"
                 lines.append(f"        e.g. {example.execution_id} {example.step_id} "
-                             f"#{example.n} (HTTP {example.status}): "
+                             f"#{example.n} ({answer}): "
                              f"{on_one_line(example.message)}")  # fmt: skip
         lines.append("")
     return "\n".join(lines).rstrip()

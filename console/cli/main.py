@@ -67,7 +67,7 @@ def build_parser(default_handler: Handler) -> argparse.ArgumentParser:
                         "console.cli.ls", "console.cli.explain", "console.cli.demo",
                         "console.cli.replay", "console.cli.export", "console.cli.import_",
                         "console.cli.rerun", "console.cli.sql", "console.cli.whatif",
-                        "console.cli.lint"):
+                        "console.cli.lint", "console.cli.probe"):
         importlib.import_module(module_name).add_parser(subparsers)
     for subparser in subparsers.choices.values():
         if not any("--db" in action.option_strings for action in subparser._actions):

@@ -340,6 +340,9 @@ def recorded_config(
 def _step_llm_calls(step: StepRecord) -> list[LLMCallRecord]:
     calls = [call for attempt in step.attempts for call in attempt.llm_calls]
     calls.extend(step.llm_calls)
+    if any(not call.texts_loaded for call in calls):
+        # A replay answers from the recorded texts: one read without them would look unrecorded.
+        raise ValueError(f"{step.step_id}: its LLM calls were read without their texts")
     calls.sort(key=lambda call: (call.called_at or 0.0, call.call_id))
     return calls
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +25,7 @@ from executor.params import (
     match_type_related_error,
     resolve_bindings,
 )
-from executor.plan import StepSpec, basic_authorization
+from executor.plan import Plan, StepSpec, basic_authorization
 from executor.policy import (
     TASK_STOP_RULE_IDS,
     Action,
@@ -296,26 +296,7 @@ class StepLoop:
         return outcome
 
     def _request_headers(self, step: StepSpec) -> dict[str, str]:
-        """The headers of a tool call. Authorization: the tool's own `headers` win, then
-        `TRUVAG3_OAUTH_TOKEN` (as Bearer), then userinfo in the tool's `base_url` (as Basic)."""
-        headers = {"Content-Type": "application/json"}
-        tool = self.plan.tools.get(step.tool)
-        if tool is not None:
-            headers.update(tool.headers or {})
-        if tool is None or not tool.has_authorization_header:
-            token = self.env.get("TRUVAG3_OAUTH_TOKEN")
-            userinfo = tool.userinfo if tool is not None else None
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            elif userinfo is not None:
-                headers["Authorization"] = basic_authorization(*userinfo)
-        headers.update({
-            "X-TruvaG3-Request-ID": self.execution_id,
-            "X-TruvaG3-Plan-ID": self.execution_id,
-            "X-TruvaG3-Step-ID": step.id,
-            "X-TruvaG3-Agent-Name": step.tool,
-        })
-        return headers
+        return tool_request_headers(self.plan, step, self.env, self.execution_id)
 
     async def _race_cancel(self, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
         """Await `awaitable` unless cancellation comes first: (finished, result or exception)."""
@@ -349,3 +330,29 @@ class StepLoop:
         actual = (self.monotonic() - started) * 1000.0
         phase = "finished" if finished else "cancelled"
         self._emit(BackoffEvent(at=self.clock(), phase=phase, actual_ms=actual, **common))
+
+
+def tool_request_headers(
+    plan: Plan, step: StepSpec, env: Mapping[str, str], execution_id: str
+) -> dict[str, str]:
+    """The headers of a tool call (`run`'s and `probe`'s). Authorization: the tool's own
+    `headers` win, then `TRUVAG3_OAUTH_TOKEN` (as Bearer), then userinfo in the tool's
+    `base_url` (as Basic)."""
+    headers = {"Content-Type": "application/json"}
+    tool = plan.tools.get(step.tool)
+    if tool is not None:
+        headers.update(tool.headers or {})
+    if tool is None or not tool.has_authorization_header:
+        token = env.get("TRUVAG3_OAUTH_TOKEN")
+        userinfo = tool.userinfo if tool is not None else None
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        elif userinfo is not None:
+            headers["Authorization"] = basic_authorization(*userinfo)
+    headers.update({
+        "X-TruvaG3-Request-ID": execution_id,
+        "X-TruvaG3-Plan-ID": execution_id,
+        "X-TruvaG3-Step-ID": step.id,
+        "X-TruvaG3-Agent-Name": step.tool,
+    })
+    return headers

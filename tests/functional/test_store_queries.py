@@ -230,3 +230,46 @@ def test_a_running_steps_refused_connection_is_no_dispatch(tmp_path: Path) -> No
     assert [a.transport_error for a in step.attempts] == [None, "connect", None]
     assert (step.status, step.dispatch_count) == ("running", 2)
     assert running.execution.dispatches == 2
+
+
+def _calls(detail: object) -> list:
+    return [call for step in detail.steps for attempt in step.attempts  # type: ignore[attr-defined]
+            for call in (*attempt.llm_calls, *step.llm_calls)]  # fmt: skip
+
+
+def test_an_execution_read_without_llm_texts_gets_them_by_call_id(store: Store) -> None:
+    full = store.get_execution(TRIP)
+    light = store.get_execution(TRIP, llm_texts=False)
+    full_calls, light_calls = _calls(full), _calls(light)
+    assert [c.call_id for c in light_calls] == [c.call_id for c in full_calls] != []
+    for call in light_calls:
+        assert not call.texts_loaded and call.text_recorded  # recorded, not yet read
+        assert (call.messages, call.request_body, call.response_body, call.raw_text) == (
+            None, None, None, None)  # fmt: skip
+    texts = store.llm_call_texts(full.execution.execution_id,
+                                 [c.call_id for c in light_calls])  # fmt: skip
+    for call in full_calls:
+        assert texts[call.call_id] == {"messages": call.messages,
+                                       "request_body": call.request_body,
+                                       "response_body": call.response_body,
+                                       "raw_text": call.raw_text}  # fmt: skip
+    from store.records import step_with_texts
+
+    filled = [step_with_texts(step, texts) for step in light.steps]
+    assert filled == list(full.steps)  # the same records once the texts are in
+
+
+def test_sessions_draw_no_duckdb_progress_bar(store: Store) -> None:
+    # DuckDB's bar for a query past 2 s would be drawn over the console or into `ls` output.
+    with store.session() as conn:
+        assert conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+
+
+def test_a_text_search_matching_most_executions_counts_and_pages_them(store: Store) -> None:
+    # Every execution has a body with `{`: the matches go through the session's table, and the
+    # count, the page and the summary agree.
+    page = store.list_executions(ExecutionFilter(text="{"), limit=2)
+    assert page.total == len(ALL) and len(page.executions) == 2
+    assert set(store.matching_execution_ids(ExecutionFilter(text="{"))) == ALL
+    counts = store.summary_counts(ExecutionFilter(text="{"))
+    assert sum(counts["executions_by_status"].values()) == len(ALL)

@@ -129,7 +129,8 @@ async def test_llm_tab_shows_the_full_prompt_and_raw_response(real_store: RealSt
         await pilot.press("4")
         assert screen.query_one("#detail-tabs", TabbedContent).active == "tab-llm"
         shown = screen.query_one("#llm-text", TextArea).text
-        call = screen.detail.step("step-1").attempts[0].llm_calls[0]
+        assert not screen.detail.step("step-1").attempts[0].llm_calls[0].texts_loaded
+        call = screen.shown_step("step-1").attempts[0].llm_calls[0]  # its texts read for the tab
         for message in call.messages:
             assert message["content"] in shown  # every prompt message, complete
         assert real_store.analyzer_prompt.split("\n")[0] in shown

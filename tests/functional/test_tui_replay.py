@@ -338,3 +338,30 @@ async def test_the_comparison_names_the_first_divergence(sample_db: Path, tmp_pa
         await run_replay(pilot, screen)
         shown = static_text(screen, "#replay-result", width=300)
     assert "first divergence: attempt 2: status 503 → 200, action retry_same → success" in shown
+
+
+async def test_replay_of_a_step_whose_llm_texts_were_not_read_yet_answers_from_them(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    # The execution screen reads prompts and answers only for the step it shows (step-1 here);
+    # replaying step-2, whose two LLM calls it has not read, must read them first.
+    execution_id = sample_execution_ids()["tesla-layer4"]
+    app = console_app(sample_db, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await screen_loaded(pilot)
+        app.open_execution(execution_id)
+        await settle_until(pilot, lambda: isinstance(app.screen, ExecutionScreen), execution_id)
+        await screen_loaded(pilot)
+        unread = app.screen.detail.step("step-2")
+        assert app.screen.step_id == "step-1" and not unread.attempts[0].llm_calls[0].texts_loaded
+        app.screen.action_replay_step("step-2")
+        await settle_until(pilot, lambda: isinstance(app.screen, ReplayScreen), "the replay")
+        screen = app.screen
+        calls = [call for attempt in screen.detail.step("step-2").attempts
+                 for call in attempt.llm_calls]  # fmt: skip
+        assert len(calls) == 2 and all(call.texts_loaded and call.request_body for call in calls)
+        await run_replay(pilot, screen)
+        assert screen.problem is None
+        result = static_text(screen, "#replay-result")
+    assert "outcome changed" not in result
+    assert "replay   success" in result

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -189,9 +190,9 @@ class GatedSource(StoreSource):
         super().__init__(db_path)
         self.gate = threading.Event()
 
-    def get_execution(self, execution_id: str) -> ExecutionDetail:
+    def get_execution(self, execution_id: str, **options: Any) -> ExecutionDetail:
         assert self.gate.wait(timeout=60), "the test never opened the gate"
-        return super().get_execution(execution_id)
+        return super().get_execution(execution_id, **options)
 
 
 async def test_execution_screen_shows_loading_not_empty_tables_until_the_data_arrives(

@@ -129,7 +129,8 @@ async def screen_loaded(pilot: Any) -> None:
     def loaded() -> bool:
         screen = pilot.app.screen
         if isinstance(screen, ExecutionScreen):
-            return screen.detail is not None or screen.problem is not None
+            shown = screen.detail is not None and not screen.texts_reads_running
+            return shown or screen.problem is not None
         if isinstance(screen, ExecutionsScreen):
             return screen.page is not None or screen.problem is not None
         return True  # the command palette, say

@@ -88,3 +88,34 @@ async def test_a_long_text_is_shown_unwrapped_with_every_character(
             WrappedDocument(Document(area.text), width=area.wrap_width, tab_width=4).height
         )
         assert area.cursor_location[0] == area.document.line_count - 1
+
+
+async def test_a_text_past_the_background_size_is_prepared_in_a_thread(monkeypatch) -> None:
+    monkeypatch.setattr(long_text, "BACKGROUND_LOAD_CHARS", 1_000)
+    monkeypatch.setattr(long_text, "SOFT_WRAP_LIMIT_CHARS", 1_000)
+    text = "\n".join(f"line {i:05d}" for i in range(500))
+    app = OnePane()
+    async with app.run_test(size=(60, 12)) as pilot:
+        area = app.query_one(LongTextArea)
+        area.load_long_text(text)
+        placeholder = area.text
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        shown, soft_wrap = area.text, area.soft_wrap
+        heights = (area.document.line_count, area.wrapped_document.height, area.virtual_size.height)
+    assert placeholder == f"Loading {len(text):,} characters…"
+    assert shown == text and soft_wrap is False
+    assert heights == (500, 500, 500)
+
+
+async def test_a_text_prepared_in_a_thread_does_not_replace_a_later_one(monkeypatch) -> None:
+    monkeypatch.setattr(long_text, "BACKGROUND_LOAD_CHARS", 1_000)
+    app = OnePane()
+    async with app.run_test(size=(60, 12)) as pilot:
+        area = app.query_one(LongTextArea)
+        area.load_long_text_from(lambda: "x" * 5_000, 5_000)  # superseded while in its thread
+        area.load_long_text("the attempt selected since")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        shown = area.text
+    assert shown == "the attempt selected since"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import events, on, work
@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static, TabbedContent, Tabs
+from textual.widgets import Header, Static, TabbedContent, Tabs
 from textual.worker import Worker, WorkerState
 
 from console.printable import printable
@@ -25,9 +25,10 @@ from console.tui.messages import ExecutionRequested, ReplayRequested
 from console.tui.screens.palette import PaletteCommand
 from console.tui.screens.panes import PaneScreen
 from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, StoreRequests
-from console.tui.screens.store_source import StoreSource
+from console.tui.screens.store_source import StoreSource, StoreUnavailable
 from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.cells import duration_text, status_text, twin_command
+from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.tables import AttemptTable, StepTable
 from console.tui.widgets.text_actions import (
@@ -38,6 +39,7 @@ from console.tui.widgets.text_actions import (
 )
 from console.words import counted
 from store.queries import ExecutionDetail, StepRecord
+from store.records import step_calls_without_texts, step_with_texts
 
 # Panes that show a loading indicator, not empty tables, until the first answer from the store.
 _LOADING_PANES = ("#steps", "#attempts", "#attempt-detail")
@@ -63,6 +65,14 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         """The execution could not be read; `problem` is one line."""
 
     WORKER_GROUP = "execution-detail"
+
+    @dataclass
+    class LLMTextsLoaded(Message):
+        """The prompts and answers of some LLM calls came back (`Store.llm_call_texts`)."""
+
+        execution_id: str
+        texts: dict[str, dict[str, Any]]
+        problem: str | None = None
 
     @dataclass
     class RerunFinished(Message):
@@ -96,6 +106,11 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.problem: str | None = None
         self.requests = StoreRequests()
         self.rerunning = False
+        # The LLM calls' texts read so far, by call id: the execution is read without them
+        # (they are most of its bytes) and each step's are read when the step is shown.
+        self.llm_texts: dict[str, dict[str, Any]] = {}
+        self._texts_requested: set[str] = set()
+        self.texts_reads_running = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -105,7 +120,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         yield AttemptTable(id="attempts")
         yield AttemptDetail(id="attempt-detail")
         yield SearchBar(id="search-bar")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.title = "truva-console"
@@ -129,7 +144,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         if action == "replay_step":
             detail = self.detail
             finished = detail is not None and detail.execution.status != "running"
-            return finished and self._step(self.step_id) is not None
+            return finished and self.shown_step(self.step_id) is not None
         if action == "rerun_failed":
             detail = self.detail
             return (
@@ -167,7 +182,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
     def load_execution(self) -> None:
         """Start a query for the execution; stale answers are ignored."""
         execution_id = self.execution_id
-        self.run_store_work(lambda: self.source.get_execution(execution_id), self.ExecutionLoaded)
+        self.run_store_work(lambda: self.source.get_execution(execution_id, llm_texts=False),
+                            self.ExecutionLoaded)  # fmt: skip
 
     @on(ExecutionLoaded)
     def _execution_loaded(self, message: ExecutionLoaded) -> None:
@@ -243,13 +259,51 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
                         + (" …" if len(warned) > 1 else ""), style="yellow")  # fmt: skip
         return text
 
-    def _step(self, step_id: str | None) -> StepRecord | None:
+    def shown_step(self, step_id: str | None) -> StepRecord | None:
+        """The step `step_id` with the LLM texts read so far."""
         if self.detail is None or step_id is None:
             return None
-        return next((s for s in self.detail.steps if s.step_id == step_id), None)
+        step = next((s for s in self.detail.steps if s.step_id == step_id), None)
+        return None if step is None else step_with_texts(step, self.llm_texts)
+
+    def _read_llm_texts(self, step: StepRecord) -> None:
+        """Start reading the texts of the step's LLM calls that have none yet."""
+        missing = [call_id for call_id in step_calls_without_texts(step)
+                   if call_id not in self._texts_requested]  # fmt: skip
+        if not missing:
+            return
+        self._texts_requested.update(missing)
+        self.texts_reads_running += 1
+        execution_id, source = self.execution_id, self.source
+
+        def read() -> None:
+            try:
+                texts = source.llm_call_texts(execution_id, missing)
+            except StoreUnavailable as error:
+                self._texts_requested.difference_update(missing)
+                self.post_message(self.LLMTextsLoaded(execution_id, {}, str(error)))
+                return
+            self.post_message(self.LLMTextsLoaded(execution_id, texts))
+
+        self.run_worker(read, thread=True, exit_on_error=False, group="llm-texts")
+
+    @on(LLMTextsLoaded)
+    def _llm_texts_loaded(self, message: LLMTextsLoaded) -> None:
+        self.texts_reads_running -= 1
+        if message.execution_id != self.execution_id:
+            return
+        if message.problem:
+            self.notify(message.problem, title="Cannot read the LLM calls", severity="error")
+            return
+        self.llm_texts.update(message.texts)
+        step = self.shown_step(self.step_id)
+        attempt = None if step is None else next(
+            (a for a in step.attempts if a.n == self.attempt_n), None)  # fmt: skip
+        if step is not None and attempt is not None:
+            self.query_one(AttemptDetail).show_llm(attempt, step)
 
     def _show_step(self, step_id: str | None, *, keep_attempt: bool = False) -> None:
-        step = self._step(step_id)
+        step = self.shown_step(step_id)
         self.step_id = step_id
         self._update_twin()
         self.refresh_bindings()
@@ -269,12 +323,13 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self._show_attempt(self.attempt_n)
 
     def _show_attempt(self, n: int | None) -> None:
-        step = self._step(self.step_id)
+        step = self.shown_step(self.step_id)
         detail_pane = self.query_one(AttemptDetail)
         self.attempt_n = n
         attempt = None if step is None else next((a for a in step.attempts if a.n == n), None)
         if step is None or self.detail is None:
             return
+        self._read_llm_texts(step)
         if attempt is None:
             reused = [e.message for e in step.events if e.name == "rerun.result_reused"]
             if step.skip_reason:
@@ -364,8 +419,33 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
     def action_replay_step(self, step_id: str | None = None) -> None:
         """Open the replay screen for `step_id` (the selected step by default)."""
         step_id = step_id or self.step_id
-        if self.detail is not None and step_id is not None:
-            self.post_message(ReplayRequested(self.detail, step_id))
+        step = self.shown_step(step_id)
+        if self.detail is None or step is None:
+            return
+        if not step_calls_without_texts(step):
+            self.post_message(ReplayRequested(self._detail_with(step), step.step_id))
+            return
+        self._replay_with_texts(self.detail, step)
+
+    def _detail_with(self, step: StepRecord) -> ExecutionDetail:
+        """The execution with `step` (its LLM texts read) in place of its recorded self."""
+        assert self.detail is not None
+        steps = tuple(step if s.step_id == step.step_id else s for s in self.detail.steps)
+        return replace(self.detail, steps=steps)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="replay-texts")
+    def _replay_with_texts(self, detail: ExecutionDetail, step: StepRecord) -> None:
+        """Read the step's LLM texts (the replay answers from them), then open the replay."""
+        try:
+            texts = self.source.llm_call_texts(detail.execution.execution_id,
+                                               step_calls_without_texts(step))  # fmt: skip
+        except StoreUnavailable as error:
+            self.app.call_from_thread(self.notify, str(error), title="Cannot read the LLM calls",
+                                      severity="error")  # fmt: skip
+            return
+        filled = step_with_texts(step, texts)
+        steps = tuple(filled if s.step_id == step.step_id else s for s in detail.steps)
+        self.post_message(ReplayRequested(replace(detail, steps=steps), step.step_id))
 
     def action_rerun_failed(self) -> None:
         """Re-run the failed steps in a worker, then open the new execution."""

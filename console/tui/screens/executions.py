@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Header, Static
+from textual.widgets import ContentSwitcher, Header, Static
 
 from console.printable import printable
 from console.render.execution_columns import DEFAULT_PAGE_SIZE
@@ -25,6 +25,7 @@ from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, Store
 from console.tui.screens.store_source import StoreSource
 from console.tui.widgets.cells import twin_command
 from console.tui.widgets.filter_bar import FilterBar, FilterSyntaxError, ParsedFilter, parse_filter
+from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.tables import ExecutionTable
 from console.words import counted
 from store.queries import ExecutionFilter, Page
@@ -80,7 +81,7 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
             yield ExecutionTable(id="executions-table")
             yield Static("Loading executions…", id="executions-message")
         yield Static(id="execution-preview")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.title = "truva-console"

@@ -24,7 +24,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, RadioButton, RadioSet, Static, TextArea
+from textual.widgets import Header, Input, RadioButton, RadioSet, Static, TextArea
 
 from console.render.replay_text import describe_original
 from console.replay.edits import (
@@ -42,6 +42,7 @@ from console.tui.screens.palette import PaletteCommand
 from console.tui.screens.panes import PaneScreen
 from console.tui.screens.store_backed import StoreBacked, StoreRequests, one_line
 from console.tui.widgets.cells import inline_json, twin_command
+from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.replay_view import (
     DispatchTable,
     RecordedDispatch,
@@ -196,7 +197,7 @@ class ReplayScreen(StoreBacked, PaneScreen, Screen):
         with VerticalScroll(id="replay-result-scroll"):
             yield Static(id="replay-result")
         yield Static(id="replay-twin")
-        yield Footer()
+        yield KeysFooter()
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.height < SHORT_SCREEN_ROWS, "-short")

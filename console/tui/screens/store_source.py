@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -55,10 +56,18 @@ class StoreSource:
             self._forget()
             raise _unavailable(error) from error
 
-    def get_execution(self, execution_id: str) -> ExecutionDetail:
-        """Everything recorded about one execution."""
+    def get_execution(self, execution_id: str, *, llm_texts: bool = True) -> ExecutionDetail:
+        """Everything recorded about one execution (`Store.get_execution`)."""
         try:
-            return self._opened().get_execution(execution_id)
+            return self._opened().get_execution(execution_id, llm_texts=llm_texts)
+        except (StoreError, duckdb.Error, OSError) as error:
+            self._forget()
+            raise _unavailable(error) from error
+
+    def llm_call_texts(self, execution_id: str, call_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The prompts and answers of some LLM calls (`Store.llm_call_texts`)."""
+        try:
+            return self._opened().llm_call_texts(execution_id, call_ids)
         except (StoreError, duckdb.Error, OSError) as error:
             self._forget()
             raise _unavailable(error) from error

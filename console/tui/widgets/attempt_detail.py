@@ -20,6 +20,7 @@ from console.tui.widgets.long_text import LongTextArea
 from console.tui.widgets.searchable import SearchableStatic
 from console.tui.widgets.timeline_view import TimelineView
 from store.queries import AttemptRecord, ExecutionDetail, StepRecord
+from store.records import step_calls_without_texts
 
 TAB_IDS = ("tab-decision", "tab-request", "tab-response", "tab-llm", "tab-events",
            "tab-timeline", "tab-diff")
@@ -75,9 +76,7 @@ class AttemptDetail(Vertical):
         self.query_one("#response-head", Static).update(response_renderable(view))
         received = view.received
         self._show_body("#response-body", received.body if received else None)
-        step_calls = tuple(llm_call_view(call) for call in step.llm_calls)
-        llm_area = self.query_one("#llm-text", LongTextArea)
-        llm_area.load_long_text(llm_text(view.llm_calls, step_calls))
+        self.show_llm(attempt, step)
         step_events = tuple(event_view(event) for event in step.events)
         execution_events = tuple(event_view(event) for event in detail.events)
         self.query_one("#events-body", Static).update(
@@ -91,6 +90,22 @@ class AttemptDetail(Vertical):
         events_label = "Backoff & events" + (f" ({other_events})" if other_events else "")
         tabs.get_tab("tab-events").label = events_label
         self.query_one("#detail-switcher", ContentSwitcher).current = "detail-tabs"
+
+    def show_llm(self, attempt: AttemptRecord, step: StepRecord) -> None:
+        """Fill the LLM tab; while the calls' texts are still being read, say so."""
+        llm_area = self.query_one("#llm-text", LongTextArea)
+        if step_calls_without_texts(step):
+            llm_area.load_text("Reading the prompts and answers from the store…")
+            return
+        calls = (*attempt.llm_calls, *step.llm_calls)
+        size = sum(len(call.request_body or b"") + len(call.raw_text or "") for call in calls)
+
+        def text() -> str:
+            step_calls = tuple(llm_call_view(call) for call in step.llm_calls)
+            attempt_calls = tuple(llm_call_view(call) for call in attempt.llm_calls)
+            return llm_text(attempt_calls, step_calls)
+
+        llm_area.load_long_text_from(text, size)
 
     def _show_body(self, selector: str, body: BodyDisplay | None) -> None:
         area = self.query_one(selector, TextArea)
