@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Static, TextArea
 
+import console.tui.widgets.long_text as long_text
 import console.tui.widgets.searchable as searchable
 from console.render.text_search import search_text
 from console.tui.widgets.long_text import LongTextArea
@@ -18,7 +19,7 @@ from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.searchable import CURRENT_STYLE, MATCH_STYLE, SearchScope
 from console.tui.widgets.tables import AttemptTable
 from console.tui.widgets.timeline_view import SELECTED_STYLE, TimelineView
-from tests.support.tui import TRIP, open_execution, record_synthetic_store, tui_app
+from tests.support.tui import TRIP, open_execution, record_synthetic_store, settle_until, tui_app
 
 SIZE = (120, 36)
 
@@ -256,3 +257,23 @@ async def test_the_timeline_marks_the_selected_attempt_and_follows_the_selection
         assert screen.action_twin("show-tab-timeline") == (
             f"truva-console explain {TRIP} step-1 --timeline --attempt 2"
         )
+
+
+async def test_an_llm_text_prepared_in_a_thread_is_searched_when_it_arrives(
+    synthetic_db: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(long_text, "BACKGROUND_LOAD_CHARS", 10)  # every LLM text in a thread
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-1")  # no LLM call: its LLM tab says so
+        await pilot.press("4")
+        area = screen.query_one("#llm-text", TextArea)
+        bar = await search(app, pilot, screen, "error_analysis")
+        assert bar.result is not None and not bar.result.matches
+        screen.select_step("step-2")  # the analyzer's prompt, loaded in a thread
+        await settle_until(pilot, lambda: "error_analysis" in area.text, "the LLM text")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert bar.result == search_text(area.text, "error_analysis")
+        assert bar.result.matches and area._search_rows

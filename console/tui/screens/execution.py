@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Header, Static, TabbedContent, Tabs
+from textual.widgets import Header, Static, TabbedContent, Tabs, TextArea
 from textual.worker import Worker, WorkerState
 
 from console.printable import printable
@@ -357,6 +357,11 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         if message.step_id != self.step_id:
             self._show_step(message.step_id)
         self.query_one(AttemptTable).focus()
+
+    @on(TextArea.Changed, "#llm-text")
+    def _llm_text_loaded(self) -> None:
+        """A long LLM text prepared in a thread arrived: an open search looks in it again."""
+        self.query_one(SearchBar).text_changed()
 
     @on(AttemptTable.AttemptHighlighted)
     def _attempt_highlighted(self, message: AttemptTable.AttemptHighlighted) -> None:

@@ -140,6 +140,7 @@ class LongTextArea(SearchableTextArea, ReadOnlyTextArea):
         if load != self._loads or not self.is_attached:
             return
         self.history.clear()
+        self.clear_search_highlights()
         self.set_reactive(TextArea.soft_wrap, soft_wrap)
         self._highlight_query = None
         self.document = document

@@ -82,9 +82,13 @@ class SearchableTextArea(TextArea):
             stylize_line(line, rows.get(line_index), self._search_current, line_index)
         return line
 
+    def clear_search_highlights(self) -> None:
+        """Drop the highlights (the text is being replaced)."""
+        self._search_rows, self._search_current = None, None
+
     def load_text(self, text: str) -> None:
         """Show `text`; any highlights are dropped."""
-        self._search_rows, self._search_current = None, None
+        self.clear_search_highlights()
         super().load_text(text)
 
 
