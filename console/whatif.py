@@ -9,7 +9,9 @@ decision the installed version would take differently from the one that recorded
 Only decisions the change can alter are re-run: a decision whose rule, and every rule before
 it in its table, reads none of the changed inputs (`executor.rule_reads`) keeps its action and
 rule under the change, so it is counted as examined and unchanged (`not_rerun`). Without
-overrides every decision is re-run.
+overrides every decision is re-run. Re-run decisions with the same key (the inputs a
+re-decision reads, `executor.policy.redecide_key`) are decided once; `what_if_row_by_row`
+decides each from its own inputs and gives the same report.
 
 What it cannot know, and says: the tool's answer to an attempt that was never made (a stop that
 becomes a retry), and what follows a changed decision in the same step (the recorded attempts
@@ -26,6 +28,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from executor.policy import (
     INTERMEDIATE_ACTIONS,
     PREDISPATCH_RULES,
@@ -36,11 +41,15 @@ from executor.policy import (
     redecider,
 )
 from executor.policy.redecide import REDECIDE_BACKOFF_KEYS
+from executor.policy.redecide_key import redecide_key
 from executor.rule_reads import RULE_READS
+from store.decision_keys import keyed_decisions
 from store.queries import ExecutionFilter, Store
 
 # Executions read per store session, so a writer waiting for the file gets its turns.
 EXECUTIONS_PER_BATCH = 2_000
+# Executions per store session of the keyed path (the demo's mix: about 60,000 decisions).
+FAST_EXECUTIONS_PER_BATCH = 20_000
 INPUT_FIELDS = frozenset(item.name for item in fields(DecisionInputs))
 
 _ASKS = {
@@ -148,8 +157,39 @@ def what_if(
 ) -> WhatIfReport:
     """Re-decide every recorded decision of the executions `filters` match (as `ls` lists them).
 
+    Decisions with the same key (`executor.policy.redecide_key`: the inputs a re-decision can
+    read) are decided once; the report is the one `what_if_row_by_row` gives.
     Raises ValueError (or executor.config.ConfigError) for an override `decide()` cannot use.
     """
+    decide_again = redecider(overrides, explain=False)
+    key = redecide_key(overrides)
+    report = WhatIfReport(overrides=dict(overrides))
+    unaffected = sorted(unaffected_rule_ids(overrides))
+    outcomes: dict[str, _Outcome] = {}
+    known: list[pa.Array] = []
+    step_changed: set[tuple[str, str]] = set()
+    ids = store.matching_execution_ids(filters)
+    report.executions = len(ids)
+    for start in range(0, len(ids), FAST_EXECUTIONS_PER_BATCH):
+        keyed = keyed_decisions(
+            store, ids[start : start + FAST_EXECUTIONS_PER_BATCH], key,
+            skip_rules=unaffected,
+            known=pa.concat_arrays(known) if known else None,
+        )
+        report.decisions += keyed.skipped
+        report.not_rerun += keyed.skipped
+        for row_key, inputs_text in keyed.inputs_by_key.items():
+            outcomes[row_key] = _decide_once(inputs_text, decide_again)
+        known.append(pa.array(list(keyed.inputs_by_key), pa.string()))
+        _count_batch(keyed.table, outcomes, report, step_changed)
+    return report
+
+
+def what_if_row_by_row(
+    store: Store, filters: ExecutionFilter | None, overrides: Mapping[str, Any]
+) -> WhatIfReport:
+    """`what_if` deciding every recorded decision on its own, from its full recorded inputs:
+    the reference the keyed path is tested and measured against."""
     decide_again = redecider(overrides)
     report = WhatIfReport(overrides=dict(overrides))
     unaffected = unaffected_rule_ids(overrides)
@@ -157,6 +197,73 @@ def what_if(
     for row in _recorded_decisions(store, filters, report, unaffected):
         _redecide_row(row, decide_again, report, step_changed)
     return report
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What re-deciding one key gave: a decision, or why there is none."""
+
+    decision: Decision | None = None
+    after: Verdict | None = None
+    missing: frozenset[str] = frozenset()
+    error: str | None = None
+
+
+def _decide_once(
+    inputs_text: str | None, decide_again: Callable[[Mapping[str, Any]], Decision]
+) -> _Outcome:
+    try:
+        inputs = json.loads(inputs_text) if inputs_text else None
+        if not isinstance(inputs, dict):
+            raise ValueError("no recorded inputs")
+        missing = INPUT_FIELDS.difference(inputs)
+        if missing:
+            return _Outcome(missing=frozenset(missing))
+        decision = decide_again(inputs)
+    except ValueError as error:
+        return _Outcome(error=str(error))
+    return _Outcome(decision, Verdict(decision.action.value, decision.rule_id))
+
+
+def _count_batch(
+    table: pa.Table, outcomes: Mapping[str, _Outcome], report: WhatIfReport,
+    step_changed: set[tuple[str, str]],
+) -> None:
+    """Count one batch's rows; only the rows that change or were not re-decided are visited
+    one by one, in order."""
+    report.decisions += table.num_rows
+    if not table.num_rows:
+        return
+    keys = table.column("key").combine_chunks().dictionary_encode()
+    unique = keys.dictionary.to_pylist()
+    after_action = pa.array(
+        [o.after.action if (o := outcomes[k]).after else None for k in unique], pa.string()
+    ).take(keys.indices)
+    after_rule = pa.array(
+        [o.after.rule_id if (o := outcomes[k]).after else None for k in unique], pa.string()
+    ).take(keys.indices)
+    same = pc.and_(
+        pc.equal(table.column("action"), after_action),
+        pc.equal(pc.fill_null(table.column("rule_id"), "None"), after_rule),
+    )
+    visit = pc.invert(pc.fill_null(same, False))
+    rows = table.filter(visit)
+    for execution_id, step_id, n, action, rule_id, row_key in zip(
+        *(rows.column(name).to_pylist() for name in
+          ("execution_id", "step_id", "n", "action", "rule_id", "key")), strict=True,
+    ):
+        outcome = outcomes[row_key]
+        if outcome.error is not None:
+            report.unreadable += 1
+            report.first_unreadable = report.first_unreadable or (
+                f"{execution_id} {step_id} #{n}: {outcome.error}"
+            )
+        elif outcome.decision is None:
+            report.incomplete += 1
+            report.missing_inputs.update(outcome.missing)
+        else:
+            _count_change(execution_id, step_id, n, Verdict(str(action), str(rule_id)),
+                          outcome.decision, report, step_changed)
 
 
 def unaffected_rule_ids(overrides: Mapping[str, Any]) -> frozenset[str]:
@@ -214,7 +321,14 @@ def _redecide_row(
             f"{execution_id} {step_id} #{n}: {error}"
         )
         return
-    before = Verdict(str(action), str(rule_id))
+    _count_change(execution_id, step_id, n, Verdict(str(action), str(rule_id)), decision,
+                  report, step_changed)
+
+
+def _count_change(
+    execution_id: str, step_id: str, n: int, before: Verdict, decision: Decision,
+    report: WhatIfReport, step_changed: set[tuple[str, str]],
+) -> None:
     after = Verdict(decision.action.value, decision.rule_id)
     if before == after:
         return

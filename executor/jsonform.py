@@ -163,7 +163,45 @@ def _decoder(hint: Any) -> tuple[frozenset[type], Callable[[Any, str], Any]]:
         exact.update((float, int))  # an integral JSON number is a valid float and stays an int
     elif origin in (Mapping, dict):
         return frozenset(exact), _decode_mapping
+    elif isinstance(origin, type) and issubclass(origin, enum.Enum):
+        return frozenset(exact), _enum_decoder(origin, decode)
+    elif isinstance(origin, type) and dataclasses.is_dataclass(origin):
+        return frozenset(exact), _record_decoder(origin, decode)
+    elif origin in (tuple, frozenset) and _item_hint(options[0]) in (str, int, bool):
+        return frozenset(exact), _array_decoder(origin, _item_hint(options[0]), decode)
     return frozenset(exact), decode
+
+
+# Compiled decoders for the common shapes: the usual value is converted directly; anything else
+# goes through `_decode`, which gives the same value or the same error.
+def _enum_decoder(kind: type[enum.Enum], decode: Callable[[Any, str], Any]) -> Callable:
+    def decode_enum(value: Any, where: str) -> Any:
+        try:
+            return kind(value)
+        except ValueError:
+            return decode(value, where)
+
+    return decode_enum
+
+
+def _record_decoder(kind: type, decode: Callable[[Any, str], Any]) -> Callable:
+    def decode_record(value: Any, where: str) -> Any:
+        if value is None:
+            return decode(value, where)
+        return from_jsonable(kind, value, where=where)
+
+    return decode_record
+
+
+def _array_decoder(
+    origin: type, item: type, decode: Callable[[Any, str], Any]
+) -> Callable[[Any, str], Any]:
+    def decode_array(value: Any, where: str) -> Any:
+        if type(value) is list and all(type(member) is item for member in value):
+            return origin(value)
+        return decode(value, where)
+
+    return decode_array
 
 
 def _decode_mapping(value: Any, where: str) -> Any:

@@ -371,9 +371,28 @@ def ensure_schema(
                 f"{label}: schema version {version} needs an upgrade to {SCHEMA_VERSION}, "
                 "and the file is read-only here"
             )
-        _migrate(conn, version)
+        if version == 0:
+            _create(conn)
+        else:
+            _migrate(conn, version)
     check_shape(conn, label)
     return SCHEMA_VERSION
+
+
+def _create(conn: duckdb.DuckDBPyConnection) -> None:
+    """Give an empty database the current schema: the statements that recreate what
+    `MIGRATIONS` build (`current_schema_sql`), in one transaction. Replaying every migration
+    (each ALTER a rewrite) took ~10 times as long."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for statement in current_schema_sql():
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_info VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _migrate(conn: duckdb.DuckDBPyConnection, from_version: int) -> None:
@@ -411,10 +430,31 @@ def expected_shape() -> dict[str, dict[str, str]]:
 
     Built by applying the migrations to an in-memory database, so it follows every migration.
     """
+    return _reference()[0]
+
+
+@functools.cache
+def current_schema_sql() -> tuple[str, ...]:
+    """`CREATE` statements of every table, then every view, of the current schema, as DuckDB
+    states them after applying `MIGRATIONS` to an in-memory database (so they follow every
+    migration); a new store is created with them."""
+    return _reference()[1]
+
+
+@functools.cache
+def _reference() -> tuple[dict[str, dict[str, str]], tuple[str, ...]]:
     conn = duckdb.connect(":memory:")
     try:
         _migrate(conn, 0)
-        return _shape(conn)
+        tables = conn.execute(
+            "SELECT sql FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND schema_name = 'main' ORDER BY table_name"
+        ).fetchall()
+        views = conn.execute(
+            "SELECT sql FROM duckdb_views() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND NOT internal ORDER BY view_name"
+        ).fetchall()
+        return _shape(conn), tuple(row[0] for row in (*tables, *views))
     finally:
         conn.close()
 

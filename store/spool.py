@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import mmap
 import os
 import socket
 import struct
@@ -109,10 +110,18 @@ def read_segment(path: Path) -> pa.Table:
     Raises pa.ArrowException when the bytes are neither an Arrow IPC file nor a journal.
     """
     with path.open("rb") as handle:
-        data = handle.read()
-    if data.startswith(JOURNAL_MAGIC):
-        return read_journal_bytes(data, name=path.name)
-    return ipc.open_file(pa.py_buffer(data)).read_all()
+        if os.fstat(handle.fileno()).st_size == 0:
+            data: bytes | mmap.mmap = b""
+        else:  # mapped, not read: the rows are copied once, into Arrow
+            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        if data[: len(JOURNAL_MAGIC)] == JOURNAL_MAGIC:
+            return read_journal_bytes(data, name=path.name)
+        return ipc.open_file(pa.py_buffer(data)).read_all()
+    finally:
+        if isinstance(data, mmap.mmap):
+            with contextlib.suppress(BufferError):  # a view still held: closed when collected
+                data.close()
 
 
 def _spool_names(paths: StorePaths) -> list[str]:
@@ -172,64 +181,93 @@ _NO_VALUE = _LENGTH.pack(-1)
 _TEXT_FIELDS = 3  # kind, execution id, payload; then the two bodies
 
 
-def _decode_records(payload: bytes, columns: list[list]) -> None:
-    """Append the frame's records to `columns`: texts as UTF-8 bytes (Arrow checks them)."""
-    seqs, *fields = columns
-    unpack_seq, unpack_length = _SEQ.unpack_from, _LENGTH.unpack_from
-    seq_size, length_size = _SEQ.size, _LENGTH.size
-    end = len(payload)
-    offset = 1
-    while offset < end:
-        seqs.append(unpack_seq(payload, offset)[0])
-        offset += seq_size
-        for column in fields:
-            (length,) = unpack_length(payload, offset)
-            offset += length_size
-            if length < 0:
-                column.append(None)
-                continue
-            if offset + length > end:
-                raise ValueError("a record runs past its frame")
-            column.append(payload[offset : offset + length])
-            offset += length
+class _JournalPieces:
+    """Where each record's values lie in the journal's bytes, without copying them.
+
+    `bounds` cuts the journal into consecutive pieces, alternately the bytes before a value
+    and the value itself; each column lists its values' piece numbers (None for a null). One
+    Arrow array over the whole journal, cut at `bounds`, then gives every column with one
+    `take`: the values are copied once, by Arrow, not sliced one by one in Python.
+    """
+
+    def __init__(self, fields: int) -> None:
+        self.seqs: list[int] = []
+        self.bounds: list[int] = [0]
+        self.columns: list[list[int | None]] = [[] for _ in range(fields)]
+
+    def add_frame(self, data: bytes | mmap.mmap, start: int, end: int) -> None:
+        """Note the records of the event frame whose payload is `data[start:end]`."""
+        seqs, bounds, columns = self.seqs, self.bounds, self.columns
+        unpack_seq, unpack_length = _SEQ.unpack_from, _LENGTH.unpack_from
+        seq_size, length_size = _SEQ.size, _LENGTH.size
+        offset = start + 1
+        while offset < end:
+            seqs.append(unpack_seq(data, offset)[0])
+            offset += seq_size
+            for column in columns:
+                (length,) = unpack_length(data, offset)
+                offset += length_size
+                if length < 0:
+                    column.append(None)
+                    continue
+                if offset + length > end:
+                    raise ValueError("a record runs past its frame")
+                column.append(len(bounds))
+                bounds.append(offset)
+                offset += length
+                bounds.append(offset)
+        if offset != end:
+            raise ValueError("a record runs past its frame")
+
+    def arrays(self, data: bytes | mmap.mmap, schema: pa.Schema) -> list[pa.Array]:
+        """The columns of `schema` (seq first): texts checked as UTF-8 by Arrow."""
+        pieces = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(),
+            len(self.bounds) - 1,
+            [None, pa.array(self.bounds, pa.int64()).buffers()[1], pa.py_buffer(data)],
+        )
+        arrays: list[pa.Array] = [pa.array(self.seqs, type=schema.field(0).type)]
+        for column, item in zip(self.columns, list(schema)[1:], strict=True):
+            values = pieces.take(pa.array(column, pa.int64()))
+            arrays.append(values if values.type == item.type else values.cast(item.type))
+        return arrays
 
 
-def read_journal_bytes(data: bytes, *, name: str = "journal") -> pa.Table:
+def read_journal_bytes(data: bytes | mmap.mmap, *, name: str = "journal") -> pa.Table:
     """The records of every whole frame of a journal, in order; a torn or damaged tail is skipped.
 
     Raises pa.ArrowInvalid when the bytes are not a journal.
     """
     from store.ingest import SEGMENT_SCHEMA  # the segment columns are the ingest's
 
-    if not data.startswith(JOURNAL_MAGIC):
+    if data[: len(JOURNAL_MAGIC)] != JOURNAL_MAGIC:
         raise pa.ArrowInvalid(f"{name}: not a journal (no magic)")
-    columns: list[list] = [[] for _ in SEGMENT_SCHEMA]
+    pieces = _JournalPieces(len(SEGMENT_SCHEMA) - 1)
     metadata: dict[bytes, bytes] | None = None
+    view = memoryview(data)
     offset = len(JOURNAL_MAGIC)
     while offset < len(data):
         header_end = offset + _FRAME_HEADER.size
         if header_end > len(data):
             break
         length, checksum = _FRAME_HEADER.unpack_from(data, offset)
-        payload = data[header_end : header_end + length]
-        if len(payload) != length or zlib.crc32(payload) != checksum:
+        frame_end = header_end + length
+        if frame_end > len(data) or zlib.crc32(view[header_end:frame_end]) != checksum:
             break
-        kind = payload[:1]
+        kind = data[header_end : header_end + 1]
         if kind == _META:
-            metadata = {k.encode(): v.encode() for k, v in json.loads(payload[1:]).items()}
+            written = json.loads(bytes(view[header_end + 1 : frame_end]))
+            metadata = {k.encode(): v.encode() for k, v in written.items()}
         elif kind == _EVENTS:
             try:
-                _decode_records(payload, columns)
-            except (ValueError, struct.error, UnicodeDecodeError) as error:
+                pieces.add_frame(data, header_end, frame_end)
+            except (ValueError, struct.error) as error:
                 raise pa.ArrowInvalid(f"{name}: a damaged frame at byte {offset}") from error
-        offset = header_end + length
+        offset = frame_end
     if offset < len(data):
         log.info("%s: skipped a torn frame at byte %d of %d", name, offset, len(data))
     try:
-        arrays = [
-            pa.array(column, type=item.type)
-            for column, item in zip(columns, SEGMENT_SCHEMA, strict=True)
-        ]
+        arrays = pieces.arrays(data, SEGMENT_SCHEMA)
     except pa.ArrowInvalid as error:  # a text that is not UTF-8
         raise pa.ArrowInvalid(f"{name}: a damaged frame ({error})") from error
     table = pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)

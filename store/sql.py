@@ -6,11 +6,13 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from store.connection import first_line, session
 from store.errors import StoreError
@@ -19,6 +21,10 @@ from store.queries import Store, open_store
 
 class SqlError(StoreError):
     """DuckDB refused or failed a statement; `str(error)` is DuckDB's first line."""
+
+
+class SqlCancelled(SqlError):
+    """The statement was interrupted by `QueryCancel.cancel()` before it finished."""
 
 
 class ParquetExportError(StoreError):
@@ -32,6 +38,70 @@ class QueryResult:
     columns: tuple[str, ...]
     types: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
+    # How many rows the statement returned; more than len(rows) when a limit cut them.
+    total_rows: int = -1
+
+    def __post_init__(self) -> None:
+        if self.total_rows < 0:
+            object.__setattr__(self, "total_rows", len(self.rows))
+
+
+# A cancelled statement is interrupted again this often until it has ended: DuckDB forgets an
+# interrupt that comes before the statement has started executing.
+INTERRUPT_REPEAT_S = 0.05
+
+
+class QueryCancel:
+    """Lets another thread interrupt the statement a `SqlSession` call is running (DuckDB's
+    `interrupt()`); one handle per call. `cancel()` may come before the statement starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn: duckdb.DuckDBPyConnection | None = None
+        self._detached = threading.Event()
+        self.cancelled = False
+        self.started = threading.Event()
+
+    def cancel(self) -> None:
+        """Interrupt the statement, and keep interrupting it until it has ended; idempotent.
+
+        Returns at once; a daemon thread repeats the interrupt every `INTERRUPT_REPEAT_S`.
+        """
+        with self._lock:
+            if self.cancelled:
+                return
+            self.cancelled = True
+            attached = self._conn is not None
+        if attached:
+            threading.Thread(target=self._interrupt_until_detached, daemon=True,
+                             name="sql-interrupt").start()  # fmt: skip
+
+    def attach(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """The connection the call runs on; SqlCancelled when `cancel()` came first."""
+        with self._lock:
+            self._conn = conn
+            self.started.set()
+        self.check()
+
+    def detach(self) -> None:
+        """The call is done with its connection."""
+        with self._lock:
+            self._conn = None
+            self._detached.set()
+
+    def check(self) -> None:
+        """SqlCancelled when `cancel()` was called."""
+        if self.cancelled:
+            raise SqlCancelled("cancelled")
+
+    def _interrupt_until_detached(self) -> None:
+        while True:
+            with self._lock:
+                if self._conn is None:
+                    return
+                self._conn.interrupt()
+            if self._detached.wait(INTERRUPT_REPEAT_S):
+                return
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,43 +125,77 @@ class SqlSession:
     def __init__(self, db_path: str | os.PathLike[str]) -> None:
         self.store: Store = open_store(db_path)
 
-    def run(self, query: str) -> QueryResult | None:
+    def run(
+        self, query: str, *, limit: int | None = None, cancel: QueryCancel | None = None
+    ) -> QueryResult | None:
         """Run `query` (one or more statements; the last one's rows come back), or SqlError.
 
-        None when the statement returns no relation.
+        None when the statement returns no relation. With `limit`, only the first `limit`
+        rows are kept and the rest are counted (`total_rows`). `cancel` interrupts the
+        statement from another thread (SqlCancelled).
         """
         self.store.refresh()
-        with self._read_only() as conn:
+        with self._read_only() as conn, _attached(cancel, conn):
             try:
                 relation = conn.sql(query)
                 if relation is None:
                     return None
-                table = relation.arrow().read_all()
+                reader = relation.arrow()
                 types = tuple(str(kind) for kind in relation.types)
+                kept, total = [], 0
+                for batch in reader:
+                    if cancel is not None:
+                        cancel.check()
+                    if limit is None or total < limit:
+                        kept.append(batch if limit is None else batch.slice(0, limit - total))
+                    total += batch.num_rows
+            except duckdb.InterruptException as error:
+                raise SqlCancelled("cancelled") from error
             except duckdb.Error as error:
                 raise SqlError(first_line(error)) from error
+        table = pa.Table.from_batches(kept, schema=reader.schema)
         columns = tuple(table.schema.names)
         values = [table.column(index).to_pylist() for index in range(table.num_columns)]
-        return QueryResult(columns, types, tuple(zip(*values, strict=True)))
+        return QueryResult(columns, types, tuple(zip(*values, strict=True)), total)
 
-    def write_parquet(self, query: str, target: str | os.PathLike[str]) -> int:
+    def write_parquet(
+        self, query: str, target: str | os.PathLike[str], *, cancel: QueryCancel | None = None
+    ) -> int:
         """Write what `query` returns to the Parquet file `target`; the number of rows.
 
         The file is written beside `target` and renamed onto it, so a failed query leaves
         nothing half-written.
         """
-        target = Path(target)
+        return self._write(query, Path(target), "parquet", cancel)
+
+    def write_csv(
+        self, query: str, target: str | os.PathLike[str], *, cancel: QueryCancel | None = None
+    ) -> int:
+        """Write what `query` returns to the CSV file `target` (a header row; NULL as an empty
+        field, DuckDB's COPY format); the number of rows. Nothing is half-written."""
+        return self._write(query, Path(target), "csv", cancel)
+
+    def _write(self, query: str, target: Path, file_format: str, cancel: QueryCancel | None) -> int:
         self.store.refresh()
-        with self._read_only() as conn, _partial_file(target) as partial:
+        with (
+            self._read_only() as conn,
+            _attached(cancel, conn),
+            _partial_file(target) as partial,
+        ):
             try:
                 relation = conn.sql(query)
                 if relation is None:
-                    raise SqlError("the statement returns no rows to write as Parquet")
-                relation.write_parquet(str(partial))
-                counted_rows = conn.execute(
-                    f"SELECT count(*) FROM read_parquet('{_quoted(partial)}')"
-                ).fetchone()
+                    raise SqlError(f"the statement returns no rows to write as {file_format}")
+                if file_format == "parquet":
+                    relation.write_parquet(str(partial))
+                    reread = f"read_parquet('{_quoted(partial)}')"
+                else:
+                    relation.write_csv(str(partial), header=True)
+                    reread = f"read_csv('{_quoted(partial)}', header = true, all_varchar = true)"
+                counted_rows = conn.execute(f"SELECT count(*) FROM {reread}").fetchone()
                 count = counted_rows[0] if counted_rows else 0
+            except duckdb.InterruptException as error:
+                raise SqlCancelled("cancelled") from error
             except duckdb.Error as error:
                 raise SqlError(first_line(error)) from error
         return int(count)
@@ -155,6 +259,19 @@ def export_parquet(
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return written
+
+
+@contextlib.contextmanager
+def _attached(cancel: QueryCancel | None, conn: duckdb.DuckDBPyConnection) -> Any:
+    """`conn` is what `cancel` interrupts while the block runs."""
+    if cancel is None:
+        yield
+        return
+    try:
+        cancel.attach(conn)
+        yield
+    finally:
+        cancel.detach()
 
 
 @contextlib.contextmanager

@@ -34,3 +34,4 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TRUVA_DB", str(tmp_path / "store" / "debug.duckdb"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user keymap
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # no user SQL history

@@ -6,26 +6,22 @@ import argparse
 import csv
 import io
 import json
-import math
 import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from datetime import date, datetime, time, timedelta
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
 from console.cli.common import add_command, store_path
 from console.exits import EXIT_CANCELLED, fail
 from console.printable import printable
-from console.words import counted, on_one_line
+from console.render.sql_values import cell_text, jsonable, value_text
+from console.words import counted
 from store.errors import StoreError
 from store.sql import QueryResult, SqlError, SqlSession
 
 FORMATS = ("table", "csv", "json", "parquet")
-# Table cells longer than this are cut with `…`; csv and json keep every value whole.
-CELL_WIDTH = 60
 PROMPT, CONTINUATION = "sql> ", "...> "
 QUIT = "\\q"
 
@@ -145,7 +141,7 @@ def render_table(result: QueryResult | None) -> str:
     if result is None:
         return "ok\n"
     header = list(result.columns)
-    rows = [[_cell(value) for value in row] for row in result.rows]
+    rows = [[cell_text(value) for value in row] for row in result.rows]
     header = [printable(name) for name in header]
     widths = [max(len(cells[i]) for cells in [header, *rows]) for i in range(len(header))]
     out = io.StringIO()
@@ -164,7 +160,7 @@ def render_csv(result: QueryResult | None) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(result.columns)
     for row in result.rows:
-        writer.writerow(["" if value is None else _text(value) for value in row])
+        writer.writerow(["" if value is None else value_text(value) for value in row])
     return out.getvalue()
 
 
@@ -173,7 +169,7 @@ def render_json(result: QueryResult | None) -> str:
     if result is None:
         return "[]\n"
     rows = [
-        {name: _jsonable(value) for name, value in zip(result.columns, row, strict=True)}
+        {name: jsonable(value) for name, value in zip(result.columns, row, strict=True)}
         for row in result.rows
     ]
     return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
@@ -188,47 +184,3 @@ def write_text_file(target: Path, text: str) -> None:
         os.replace(name, target)
     finally:
         Path(name).unlink(missing_ok=True)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    text = printable(on_one_line(_text(value)))
-    return text if len(text) <= CELL_WIDTH else text[: CELL_WIDTH - 1] + "…"
-
-
-def _text(value: Any) -> str:
-    """A value as text: bytes as UTF-8 (or `\\xNN` escapes, as DuckDB writes BLOBs), nested
-    values as JSON, times in ISO 8601."""
-    if isinstance(value, bytes):
-        return _bytes_text(value)
-    if isinstance(value, dict | list):
-        return json.dumps(_jsonable(value), ensure_ascii=False)
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    return str(value)
-
-
-def _bytes_text(value: bytes) -> str:
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02x}" for b in value)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(key): _jsonable(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, bytes):
-        return _bytes_text(value)
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):  # NaN and infinities are not JSON
-        return str(value)
-    return value

@@ -40,6 +40,7 @@ class ConsoleAction:
     palette: str | None = None
     footer: bool = True
     key_display: str | None = None
+    priority: bool = False
 
 
 _TAB_TITLES = (
@@ -130,6 +131,10 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("import-bundle", "executions", "i", "import_bundle", "Import", "bundle",
                   "Load a trace bundle file into this store", cli="truva-console import FILE",
                   palette="Import file"),
+    ConsoleAction("open-sql", "executions", "colon", "open_sql", "SQL", "sql",
+                  "Run DuckDB SQL on the store; Enter on a result row opens its execution",
+                  cli='truva-console sql "QUERY"', palette="Open the SQL screen",
+                  key_display=":", footer=False),
     *_pane_actions("executions", zoom_keys="z,f11"),
     # ---------------------------------------------------------------- execution
     ConsoleAction("back", "execution", "escape,backspace", "back", "Back", "view",
@@ -204,6 +209,31 @@ ACTIONS: tuple[ConsoleAction, ...] = (
                   "Copy the equivalent `truva-console replay` command",
                   cli="truva-console replay EXECUTION STEP …", palette="Copy the replay command"),
     _zoom_action("replay", "f11"),
+    # ---------------------------------------------------------------- sql
+    ConsoleAction("run-sql", "sql", "ctrl+enter,ctrl+j,f5", "run_query", "Run", "sql",
+                  "Run the editor's SQL on the store, read-only, after ingesting the spool",
+                  cli='truva-console sql "QUERY"', palette="Run the query", key_display="F5"),
+    ConsoleAction("cancel-sql", "sql", "ctrl+c", "cancel_query", "Cancel", "sql",
+                  "Interrupt the running query", palette="Cancel the running query",
+                  priority=True),
+    ConsoleAction("back", "sql", "escape", "back", "Back", "view",
+                  "Back to the executions list (while a query runs: cancel it)",
+                  palette="Back to executions", key_display="esc"),
+    ConsoleAction("export-sql", "sql", "ctrl+s", "export_result", "Export", "sql",
+                  "Write the query's whole result (not only the rows shown) to a CSV or "
+                  "Parquet file", cli='truva-console sql --format csv|parquet -o FILE "QUERY"',
+                  palette="Export the result to CSV or Parquet"),
+    ConsoleAction("history-previous", "sql", "ctrl+up", "history(1)", "Older query", "sql",
+                  "Put the previous query of the history in the editor",
+                  palette="Previous query from the history", footer=False),
+    ConsoleAction("history-next", "sql", "ctrl+down", "history(-1)", "Newer query", "sql",
+                  "Put the next query of the history in the editor",
+                  palette="Next query from the history", footer=False),
+    ConsoleAction("copy-cli", "sql", "Y", "copy_twin", "Copy CLI", "cli",
+                  "Copy the equivalent `truva-console sql` command",
+                  cli='truva-console sql "QUERY"', palette="Copy the sql command",
+                  key_display="Y"),
+    *_pane_actions("sql", zoom_keys="f11"),
     # ---------------------------------------------------------------- dialogs
     ConsoleAction("close-dialog", "dialog", "escape", "close", "Close", "view",
                   "Close the dialog", key_display="esc"),
@@ -217,6 +247,7 @@ SCOPE_TITLES = {
     "executions": "Executions screen",
     "execution": "Execution screen",
     "replay": "Replay screen",
+    "sql": "SQL screen",
     "dialog": "Dialog",
     "search": "Search bar",
 }
@@ -231,7 +262,8 @@ def bindings(scope: str) -> list[BindingType]:
     """The Textual bindings of `scope`, with ids (so a keymap can rebind them) and tooltips."""
     return [
         Binding(action.keys, action.action, action.title, show=action.footer, id=action.id,
-                key_display=action.key_display, tooltip=action.tooltip)
+                key_display=action.key_display, tooltip=action.tooltip,
+                priority=action.priority)
         for action in actions_of(scope)
     ]  # fmt: skip
 

@@ -15,7 +15,7 @@ from textual.binding import BindingType
 from textual.screen import Screen
 
 from console.tui.actions import SCOPE_TITLES, KeymapError, bindings, keymap_path, load_keymap
-from console.tui.messages import ExecutionRequested, ReplayRequested
+from console.tui.messages import ExecutionRequested, ReplayRequested, SqlRequested
 from console.tui.screens.bundle import ImportDialog
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import DEFAULT_PAGE_SIZE, ExecutionsScreen
@@ -23,6 +23,7 @@ from console.tui.screens.help import HelpScreen, chain_scopes, help_renderable
 from console.tui.screens.palette import ConsoleCommands
 from console.tui.screens.panes import PaneScreen
 from console.tui.screens.replay import ReplayScreen
+from console.tui.screens.sql import SqlScreen
 from console.tui.screens.store_source import StoreSource
 from console.tui.widgets.cells import SAMPLES_DB_ARG
 from console.tui.widgets.tables import ExecutionTable
@@ -100,16 +101,24 @@ class TruvaConsoleApp(App[int]):
             refresh_interval_s=self.refresh_interval_s,
         )
 
-    def open_execution(self, execution_id: str) -> None:
-        """Show one execution on top of the list."""
+    def open_execution(
+        self, execution_id: str, step_id: str | None = None, attempt_n: int | None = None
+    ) -> None:
+        """Show one execution on top of the list (on `step_id` and attempt `attempt_n`)."""
         self.push_screen(
             ExecutionScreen(
                 self.source,
                 execution_id,
                 db_arg=self.db_arg,
                 refresh_interval_s=self.refresh_interval_s,
+                step_id=step_id,
+                attempt_n=attempt_n,
             )
         )
+
+    def open_sql(self) -> None:
+        """Show the SQL screen on top of the current one."""
+        self.push_screen(SqlScreen(self.source.db_path, db_arg=self.db_arg))
 
     def replay_files_dir(self) -> Path:
         """Where edited replay responses go; a temporary directory made on first use."""
@@ -155,7 +164,11 @@ class TruvaConsoleApp(App[int]):
 
     @on(ExecutionRequested)
     def _execution_requested(self, message: ExecutionRequested) -> None:
-        self.open_execution(message.execution_id)
+        self.open_execution(message.execution_id, message.step_id, message.n)
+
+    @on(SqlRequested)
+    def _sql_requested(self) -> None:
+        self.open_sql()
 
     @on(ReplayRequested)
     def _replay_requested(self, message: ReplayRequested) -> None:

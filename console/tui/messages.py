@@ -11,9 +11,17 @@ from store.queries import ExecutionDetail
 
 @dataclass
 class ExecutionRequested(Message):
-    """Show the execution `execution_id` (a palette entry, a finished re-run, a replay)."""
+    """Show the execution `execution_id` (a palette entry, a finished re-run, a replay, a SQL
+    result row), opened on `step_id` and its attempt `n` when they are given."""
 
     execution_id: str
+    step_id: str | None = None
+    n: int | None = None
+
+
+@dataclass
+class SqlRequested(Message):
+    """Show the SQL screen."""
 
 
 @dataclass

@@ -9,7 +9,8 @@ calls `decide()` again. Rule ids are stable and listed in docs/rules.md.
 The package: `inputs` (what a decision reads), `decision` (what it returns), `conditions`
 (shared wording and tests), `rules_dispatch` and `rules_response` (the two rule tables),
 `layers` (why-not notes, judging corrections), `impact` (seed 003's fault-matrix cell),
-`table` (`decide()`), `redecide` (recorded inputs under changed config).
+`table` (`decide()`), `redecide` (recorded inputs under changed config), `redecide_key` (what
+a re-decision reads, to decide identical recorded inputs once).
 """
 
 from executor.policy.decision import (

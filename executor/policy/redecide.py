@@ -36,9 +36,12 @@ def redecide(inputs: Mapping[str, Any], overrides: Mapping[str, Any]) -> Decisio
     return redecider(overrides)(inputs)
 
 
-def redecider(overrides: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], Decision]:
+def redecider(
+    overrides: Mapping[str, Any], *, explain: bool = True
+) -> Callable[[Mapping[str, Any]], Decision]:
     """`redecide` with `overrides` checked once: a function of the recorded inputs alone, for
-    re-deciding a whole store. Raises ValueError (or ConfigError) for a bad override."""
+    re-deciding a whole store. Raises ValueError (or ConfigError) for a bad override.
+    `explain=False` returns Decisions without inputs, fault cell or layer notes (`decide`)."""
     for key in overrides:
         if key in REDECIDE_KEYS:
             continue
@@ -61,7 +64,7 @@ def redecider(overrides: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], Dec
     def apply(inputs: Mapping[str, Any]) -> Decision:
         recorded = DecisionInputs.from_dict(inputs)
         if not updates and not backoff_overrides:
-            return decide(recorded)
+            return decide(recorded, explain=explain)
         changed = dict(updates)
         if backoff_overrides:
             backoff = recorded.backoff
@@ -76,6 +79,6 @@ def redecider(overrides: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], Dec
                 current["initial_delay_ms"], current["max_delay_ms"], current["backoff_factor"],
                 current["jitter"],
             )
-        return decide(replace(recorded, **changed))
+        return decide(replace(recorded, **changed), explain=explain)
 
     return apply

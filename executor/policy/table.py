@@ -12,13 +12,25 @@ from executor.policy.rules_response import RESPONSE_RULES
 ALL_RULES: tuple[Rule, ...] = PREDISPATCH_RULES + RESPONSE_RULES
 
 
-def decide(inputs: DecisionInputs) -> Decision:
-    """Evaluate the rule table for `inputs` first-match and explain the outcome."""
+def decide(inputs: DecisionInputs, *, explain: bool = True) -> Decision:
+    """Evaluate the rule table for `inputs` first-match and explain the outcome.
+
+    With `explain=False` the Decision carries only the action, rule, reason, delay, layer,
+    corrected parameters and the rules not matched: no inputs, fault cell, layer notes or
+    budgets (for re-deciding a store, which reports only those).
+    """
     rules = RESPONSE_RULES if inputs.dispatched else PREDISPATCH_RULES
     misses: list[RuleMiss] = []
     for rule in rules:
         outcome = rule.check(inputs)
         if outcome.matched:
+            if not explain:
+                return Decision(
+                    action=rule.action, rule_id=rule.rule_id, reason=outcome.reason, inputs={},
+                    not_matched=tuple(misses), delay_ms=outcome.delay_ms,
+                    delay_source=outcome.delay_source, layer=outcome.layer,
+                    corrected_parameters=outcome.corrected_parameters,
+                )
             final = rule.action not in INTERMEDIATE_ACTIONS
             failure_class, recovery, impact = (
                 fault_cell(rule, inputs, outcome) if final else (None, None, None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from store.ingest.segments import BYTES_FIELDS, json_text
 from store.spool import WriterIdentity
@@ -24,8 +25,19 @@ def _merge(target: dict[str, Any], updates: dict[str, Any]) -> None:
             target[key] = value
 
 
-def _size(body: bytes | None) -> int | None:
-    return None if body is None else len(body)
+@dataclass(frozen=True, slots=True)
+class BodyRef:
+    """A request or response body left in the segments' Arrow column: the event's row among
+    all the events folded (`FoldedRows.bodies`) and the body's size in bytes."""
+
+    row: int
+    size: int
+
+
+def _size(body: BodyRef | bytes | None) -> int | None:
+    if body is None:
+        return None
+    return body.size if isinstance(body, BodyRef) else len(body)
 
 
 @dataclass(slots=True)
@@ -38,6 +50,8 @@ class FoldedRows:
     attempts: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
     llm_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+    # Every folded event's request and response body, by row (what a `BodyRef` points at).
+    bodies: dict[str, pa.ChunkedArray] = field(default_factory=dict)
 
     def execution(self, execution_id: str) -> dict[str, Any]:
         return self.executions.setdefault(execution_id, {"execution_id": execution_id})
@@ -253,7 +267,7 @@ def _fold_llm_call(
         "response_headers": json_text(data.get("response_headers") or None),
         # The prompt is stored once: as the request bytes, or here when none was sent.
         "unsent_messages": json_text(data.get("messages"))
-        if text_recorded and not request_body
+        if text_recorded and not _size(request_body)
         else None,
     }
 
@@ -405,16 +419,49 @@ _FOLDERS = {
 
 
 def fold_segments(tables: Iterable[pa.Table]) -> FoldedRows:
-    """Decode segment tables in order and fold their events into rows."""
+    """Decode segment tables in order and fold their events into rows.
+
+    Only the small columns become Python values; the bodies stay in Arrow, each row holding a
+    `BodyRef` to its event's body, so a 20 KB body is copied by Arrow, never by Python.
+    """
     rows = FoldedRows()
-    for table in tables:
+    table_list = list(tables)
+    first_row = 0
+    for table in table_list:
         writer = WriterIdentity.from_metadata(table.schema.metadata)
-        for record in table.to_pylist():
-            data = json.loads(record["payload"]) if record["payload"] else {}
-            data["_kind"] = record["kind"]
-            data.setdefault("execution_id", record["execution_id"])
-            for body_field in BYTES_FIELDS:
-                if record[body_field] is not None:
-                    data[body_field] = record[body_field]
-            rows.add(record["kind"], record["seq"], data, writer)
+        bodies = [
+            (name, table.column(name).is_valid().to_pylist(), _lengths(table.column(name)))
+            for name in BYTES_FIELDS
+        ]
+        columns = zip(
+            table.column("seq").to_pylist(),
+            table.column("kind").to_pylist(),
+            table.column("execution_id").to_pylist(),
+            table.column("payload").to_pylist(),
+            strict=True,
+        )
+        for index, (seq, kind, execution_id, payload) in enumerate(columns):
+            data = json.loads(payload) if payload else {}
+            data["_kind"] = kind
+            data.setdefault("execution_id", execution_id)
+            for body_field, present, sizes in bodies:
+                if present[index]:
+                    data[body_field] = BodyRef(first_row + index, sizes[index])
+            rows.add(kind, seq, data, writer)
+        first_row += table.num_rows
+    rows.bodies = {
+        name: pa.chunked_array(
+            [
+                chunk if chunk.type == pa.large_binary() else chunk.cast(pa.large_binary())
+                for table in table_list
+                for chunk in table.column(name).chunks
+            ],
+            type=pa.large_binary(),
+        )
+        for name in BYTES_FIELDS
+    }
     return rows
+
+
+def _lengths(column: pa.ChunkedArray) -> list[int | None]:
+    return pc.binary_length(column).to_pylist()

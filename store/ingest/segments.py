@@ -51,9 +51,9 @@ def json_text(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=_json_default)
+        text = _STRICT_ENCODER.encode(value)
     except ValueError:
-        text = json.dumps(_finite(value), ensure_ascii=False, default=_json_default)
+        text = _ENCODER.encode(_finite(value))
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -69,6 +69,11 @@ def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     return str(value)
+
+
+# `json.dumps` with options builds an encoder per call; these are built once (same output).
+_STRICT_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_json_default)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default)
 
 
 def _finite(value: Any) -> Any:
@@ -95,7 +100,7 @@ def _as_bytes(value: Any) -> bytes | None:
 def _event_fields(event: Any) -> dict[str, Any]:
     """The event's fields by name, as the policy's AT_REST level keeps them: headers, URLs,
     failure texts, LLM settings and the plan's credentials redacted; bodies untouched."""
-    values = event_fields(event, omit=BYTES_FIELDS)
+    values = event_fields(event, omit=_omitted_fields(event))
     for name in _REDACTED_TEXT_FIELDS:
         if isinstance(values.get(name), str):
             place, text = _TEXT_FIELD_PLACES[name], values[name]
@@ -112,6 +117,17 @@ def _event_fields(event: Any) -> dict[str, Any]:
     if isinstance(values.get("plan"), dict):
         values["plan"] = _redact_at_rest(Place.PLAN, values["plan"])
     return values
+
+
+# An LLM call's prompt is stored once, as its request bytes (`llm_calls.request_body`); the
+# `messages` beside them would only double the journal, so they travel only when none was sent.
+_OMIT_WITH_REQUEST = (*BYTES_FIELDS, "messages")
+
+
+def _omitted_fields(event: Any) -> tuple[str, ...]:
+    if getattr(event, "kind", None) == "llm_call" and getattr(event, "request_body", None):
+        return _OMIT_WITH_REQUEST
+    return BYTES_FIELDS
 
 
 _TEXT_FIELD_PLACES = {

@@ -15,10 +15,11 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from store.ingest.fold import FoldedRows, fold_segments
+from store.ingest.fold import BodyRef, FoldedRows, fold_segments
 from store.ingest.segments import json_text
-from store.schema import DERIVED_COLUMNS, attempt_search_text_sql
+from store.schema import DERIVED_COLUMNS, attempt_search_text_sql, decoded_text_sql
 
 _JSON = pa.large_string()
 _TEXT = pa.string()
@@ -170,11 +171,71 @@ def _select_expression(column: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _StagedInsert:
-    """One `INSERT ... SELECT` of a table's rows, from an Arrow table built before the write."""
+    """The statements writing a table's rows, in order, from an Arrow table built before the
+    write (registered as `staging_<table_name>`)."""
 
     table_name: str
-    sql: str
+    statements: tuple[str, ...]
     staging: pa.Table
+
+
+# The parts of each table's `search_text` (`store.schema.DERIVED_COLUMNS`), in order, and how
+# each becomes text there: a BLOB decoded, JSON or text as it is. The staging tables carry each
+# part lower-cased by Arrow where it is ASCII (`lower()` of ASCII is ASCII lower-casing, and
+# DuckDB decodes an ASCII BLOB as it is); DuckDB lower-cases only the other parts.
+# tests/unit/test_store_ingest_bulk.py checks both give the same text.
+_SEARCH_TEXT_PARTS: dict[str, tuple[tuple[str, bool], ...]] = {
+    "attempts": (("request_body", True), ("response_body", True)),
+    "llm_calls": (("request_body", True), ("unsent_messages", False), ("raw_text", False)),
+}
+_LOWERED_PREFIX = "lowered_"
+
+
+def _with_lowered_parts(table_name: str, staging: pa.Table) -> pa.Table:
+    """`staging` plus a `lowered_<part>` column per search-text part: the part lower-cased
+    where it is ASCII, null elsewhere (and where the part is null)."""
+    for column, _ in _SEARCH_TEXT_PARTS.get(table_name, ()):
+        values = staging.column(column)
+        # A BLOB's bytes seen as text without a UTF-8 check: only its ASCII rows are used.
+        text_type = pa.large_string() if _is_large(values.type) else pa.string()
+        text = pa.chunked_array([chunk.view(text_type) for chunk in values.chunks], text_type)
+        lowered = pc.if_else(pc.string_is_ascii(text), pc.ascii_lower(text), None)
+        staging = staging.append_column(_LOWERED_PREFIX + column, lowered)
+    return staging
+
+
+def _staging_table(
+    schema: pa.Schema, rows: list[dict[str, Any]], bodies: dict[str, pa.ChunkedArray] | None
+) -> pa.Table:
+    """The rows as an Arrow table of `schema`; a body column whose rows hold `BodyRef`s is
+    taken from the segments' column (`bodies`) by Arrow, not rebuilt from Python bytes."""
+    taken: dict[str, pa.ChunkedArray] = {}
+    for name in schema.names:
+        if not bodies or name not in bodies:
+            continue
+        values = [row.get(name) for row in rows]
+        if all(value is None or isinstance(value, BodyRef) for value in values):
+            refs = pa.array([None if value is None else value.row for value in values], pa.int64())
+            taken[name] = bodies[name].take(refs)
+    if not taken:
+        return pa.Table.from_pylist(rows, schema=schema)
+    rest = pa.schema([item for item in schema if item.name not in taken])
+    table = pa.Table.from_pylist(rows, schema=rest)
+    columns = [taken[name] if name in taken else table.column(name) for name in schema.names]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _is_large(data_type: pa.DataType) -> bool:
+    return pa.types.is_large_binary(data_type) or pa.types.is_large_string(data_type)
+
+
+def _search_text_sql(table_name: str) -> str:
+    """The `search_text` of a new row from the staged parts (see `_SEARCH_TEXT_PARTS`)."""
+    parts = []
+    for column, is_blob in _SEARCH_TEXT_PARTS[table_name]:
+        text = decoded_text_sql(column) if is_blob else f"CAST({column} AS VARCHAR)"
+        parts.append(f"coalesce({_LOWERED_PREFIX}{column}, lower({text}))")
+    return f"concat_ws(chr(10), {', '.join(parts)})"
 
 
 def _stage_table(
@@ -185,44 +246,58 @@ def _stage_table(
     key: tuple[str, ...] = (),
     on_conflict: str = "",
     overrides: dict[str, str] | None = None,
+    bodies: dict[str, pa.ChunkedArray] | None = None,
 ) -> _StagedInsert | None:
-    """The insert of `rows` into `table_name` as one statement; None for no rows.
+    """The statements writing `rows` into `table_name`; None for no rows.
 
-    `on_conflict` is "" (plain insert), "ignore", or "merge" (non-null new values win).
-    The table's derived columns (`store.schema.DERIVED_COLUMNS`) are computed in the statement.
+    `on_conflict` is "" (plain insert), "ignore" (rows whose key is stored are left out), or
+    "merge" (non-null new values win). Rows new to the table are one plain `INSERT ... SELECT`
+    (an anti-join on the key finds them); only rows already stored go through `ON CONFLICT`,
+    which costs DuckDB several times a plain insert. The table's derived columns
+    (`store.schema.DERIVED_COLUMNS`) are computed in the statements.
     """
     row_list = list(rows)
     if not row_list:
         return None
-    staging = pa.Table.from_pylist(row_list, schema=schema)
+    staging = _with_lowered_parts(table_name, _staging_table(schema, row_list, bodies))
     derived = DERIVED_COLUMNS.get(table_name, {})
     columns = [*schema.names, *derived]
-    selected = [
-        *(_select_expression(c) for c in schema.names),
-        *(f"{expression} AS {name}" for name, expression in derived.items()),
+    plain = [_select_expression(c) for c in schema.names]
+    new_rows = [
+        *plain,
+        *(
+            f"{_search_text_sql(table_name) if name == 'search_text' else expression} AS {name}"
+            for name, expression in derived.items()
+        ),
     ]
-    sql = (
-        f"INSERT INTO {table_name} ({', '.join(columns)}) "
-        f"SELECT {', '.join(selected)} FROM staging_{table_name}"
-    )
+    insert = f"INSERT INTO {table_name} ({', '.join(columns)}) "
+    source = f"FROM staging_{table_name}"
+    insert_all = f"{insert}SELECT {', '.join(new_rows)} {source}"
+    if not on_conflict:
+        return _StagedInsert(table_name, (insert_all,), staging)
+    using = f"{table_name} USING ({', '.join(key)})"
+    insert_new = f"{insert_all} ANTI JOIN {using}"
     if on_conflict == "ignore":
-        sql += " ON CONFLICT DO NOTHING"
-    elif on_conflict == "merge":
-        overrides = overrides or {}
-        assignments = [
-            f"{c} = {overrides.get(c, f'COALESCE(excluded.{c}, {c})')}"
-            for c in columns
-            if c not in key
-        ]
-        sql += f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(assignments)}"
-    return _StagedInsert(table_name, sql, staging)
+        return _StagedInsert(table_name, (insert_new,), staging)
+    overrides = overrides or {}
+    assignments = [
+        f"{c} = {overrides.get(c, f'COALESCE(excluded.{c}, {c})')}" for c in columns if c not in key
+    ]
+    stored = [*plain, *(f"{expression} AS {name}" for name, expression in derived.items())]
+    merge_stored = (
+        f"{insert}SELECT {', '.join(stored)} {source} SEMI JOIN {using} "
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(assignments)}"
+    )
+    # The stored rows first: once merged, the anti-join leaves them out of the plain insert.
+    return _StagedInsert(table_name, (merge_stored, insert_new), staging)
 
 
 def _run_staged(conn: duckdb.DuckDBPyConnection, insert: _StagedInsert) -> None:
     view_name = f"staging_{insert.table_name}"
     conn.register(view_name, insert.staging)
     try:
-        conn.execute(insert.sql)
+        for statement in insert.statements:
+            conn.execute(statement)
     finally:
         # An aborted transaction refuses the unregister; the next register replaces the view.
         with contextlib.suppress(duckdb.Error):
@@ -274,7 +349,7 @@ def _fill_steps_from_plan(conn: duckdb.DuckDBPyConnection, execution_ids: Sequen
     planned = _planned_steps(conn, wanted)
     if planned:
         staging = pa.Table.from_pylist(planned, schema=_PLANNED_STEPS)
-        _run_staged(conn, _StagedInsert("planned_steps", _FILL_STEPS_FROM_PLAN, staging))
+        _run_staged(conn, _StagedInsert("planned_steps", (_FILL_STEPS_FROM_PLAN,), staging))
 
 
 def _planned_steps(
@@ -342,7 +417,11 @@ def stage_rows(rows: FoldedRows) -> StagedRows:
             },
         ),
         _stage_table(
-            "execution_snapshots", _SNAPSHOTS, rows.snapshots.values(), on_conflict="ignore"
+            "execution_snapshots",
+            _SNAPSHOTS,
+            rows.snapshots.values(),
+            key=("execution_id",),
+            on_conflict="ignore",
         ),
         _stage_table(
             "steps",
@@ -357,6 +436,7 @@ def stage_rows(rows: FoldedRows) -> StagedRows:
             rows.attempts.values(),
             key=("execution_id", "step_id", "n"),
             on_conflict="merge",
+            bodies=rows.bodies,
             # The search text follows whichever bodies the row has once merged.
             overrides={
                 "search_text": attempt_search_text_sql(
@@ -365,7 +445,14 @@ def stage_rows(rows: FoldedRows) -> StagedRows:
                 )
             },
         ),
-        _stage_table("llm_calls", _LLM_CALLS, rows.llm_calls.values(), on_conflict="ignore"),
+        _stage_table(
+            "llm_calls",
+            _LLM_CALLS,
+            rows.llm_calls.values(),
+            key=("call_id",),
+            on_conflict="ignore",
+            bodies=rows.bodies,
+        ),
         _stage_table("events", _EVENTS, rows.events),
     )
     return StagedRows(

@@ -94,6 +94,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         *,
         db_arg: str | None = None,
         refresh_interval_s: float | None = 1.0,
+        step_id: str | None = None,
+        attempt_n: int | None = None,
     ) -> None:
         super().__init__()
         self.source = source
@@ -101,8 +103,9 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.db_arg = db_arg
         self.refresh_interval_s = refresh_interval_s
         self.detail: ExecutionDetail | None = None
-        self.step_id: str | None = None
-        self.attempt_n: int | None = None
+        # Where it opens: this step and attempt when given and recorded, else opening_position.
+        self.step_id: str | None = step_id
+        self.attempt_n: int | None = attempt_n
         self.problem: str | None = None
         self.requests = StoreRequests()
         self.rerunning = False

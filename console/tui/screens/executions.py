@@ -17,7 +17,7 @@ from console.printable import printable
 from console.render.execution_columns import DEFAULT_PAGE_SIZE
 from console.render.navigation import next_failed_execution
 from console.tui.actions import bindings
-from console.tui.messages import ExecutionRequested
+from console.tui.messages import ExecutionRequested, SqlRequested
 from console.tui.screens.bundle import ExportDialog, ImportDialog
 from console.tui.screens.palette import PaletteCommand
 from console.tui.screens.panes import PaneScreen
@@ -380,6 +380,10 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
     def action_import_bundle(self) -> None:
         """Open the import dialog."""
         self.app.push_screen(ImportDialog(self.source.db_path, db_arg=self.db_arg))
+
+    def action_open_sql(self) -> None:
+        """Open the SQL screen."""
+        self.post_message(SqlRequested())
 
     def action_twin(self, action_id: str) -> str | None:
         """The `ls` command for `copy-cli`."""

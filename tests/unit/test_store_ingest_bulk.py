@@ -1,0 +1,223 @@
+"""Bulk ingest: prompts journaled once, bodies kept in Arrow, search text lowered by Arrow where
+it is ASCII, new rows inserted plainly and stored rows merged, journals decoded in one pass."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+import store.spool
+from executor.events import LLMCall
+from store.connection import StorePaths, session, store_paths
+from store.ingest import apply_segments, encode_events, encode_records, records_table
+from store.ingest.fold import BodyRef, fold_segments
+from store.ingest.upsert import stage_rows
+from store.schema import DERIVED_COLUMNS
+from store.spool import WriterIdentity
+from tests.support.events_factory import START_AT, small_execution
+
+WRITER = WriterIdentity(token="feedbeef0000b001", pid=4242, host="test-host")
+MESSAGES = (
+    {"role": "system", "content": "You analyze failed tool calls."},
+    {"role": "user", "content": "The CRM answered HTTP 400 for contact Ada."},
+)
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> StorePaths:
+    return store_paths(tmp_path / "debug.duckdb")
+
+
+@pytest.fixture
+def conn(paths: StorePaths) -> Iterator[duckdb.DuckDBPyConnection]:
+    with session(paths, create=True) as connection:
+        yield connection
+
+
+def llm_call(
+    call_id: str, *, request_body: bytes, raw_text: str | None = "{}", **fields
+) -> LLMCall:
+    values: dict[str, Any] = {
+        "execution_id": "exec-llm", "step_id": "step-1", "n": 1, "call_id": call_id,
+        "site": "error_analysis", "at": START_AT, "latency_ms": 10.0,
+        "base_url": "http://127.0.0.1:8200/v1", "model": "gpt-test", "temperature": 0.0,
+        "max_tokens": 256, "messages": MESSAGES, "request_body": request_body,
+        "response_status": 200, "response_body": b'{"choices":[]}', "raw_text": raw_text,
+        "parsed": None, "parse_error": None, "error": None, "prompt_tokens": 10,
+        "completion_tokens": 2, "total_tokens": 12,
+    }  # fmt: skip
+    values.update(fields)
+    return LLMCall(**values)
+
+
+def sent_request(messages: Any = MESSAGES) -> bytes:
+    return json.dumps({"model": "gpt-test", "messages": list(messages)}).encode()
+
+
+def test_an_llm_calls_prompt_is_journaled_once_as_its_request_bytes(conn) -> None:
+    sent = llm_call("call-sent", request_body=sent_request())
+    unsent = llm_call("call-unsent", request_body=b"", error="connection refused")
+
+    records = encode_records([sent, unsent], 1)
+    payloads = [json.loads(record[3]) for record in records]
+    apply_segments(conn, [records_table(records, WRITER)])
+
+    assert "messages" not in payloads[0] and records[0][4] == sent_request()
+    assert payloads[1]["messages"] == [dict(message) for message in MESSAGES]
+    rows = dict(
+        conn.execute(
+            "SELECT call_id, [CAST(unsent_messages AS VARCHAR), CAST(messages AS VARCHAR)] "
+            "FROM llm_calls JOIN llm_calls_text USING (call_id) ORDER BY call_id"
+        ).fetchall()
+    )
+    expected = json.dumps([dict(message) for message in MESSAGES])
+    assert json.loads(rows["call-sent"][1]) == json.loads(expected)
+    assert rows["call-sent"][0] is None
+    assert json.loads(rows["call-unsent"][0]) == json.loads(expected)
+    assert json.loads(rows["call-unsent"][1]) == json.loads(expected)
+
+
+# (request body, response body) of an attempt: what Arrow lower-cases and what DuckDB must.
+ATTEMPT_BODIES = {
+    "ascii-upper-case": (b'{"City":"PARIS"}', b'{"Error":"NOT FOUND"}'),
+    "non-ascii-utf8": ('{"name":"ÉCOLE"}'.encode(), "STRASSE Straße ΣΊΣΥΦΟΣ".encode()),
+    "not-utf8": (b'{"a":"B"}', b"\xffBINARY\x00DATA"),
+    "nul-and-control-bytes": (b"A\x00B\x01C", b"\x7fZ"),
+    "empty-bodies": (b"", b""),
+    "ascii-and-non-ascii": (b"PLAIN ASCII", "Ünïcode".encode()),
+}
+
+
+def execution_with_bodies(execution_id: str, request: bytes, response: bytes) -> list[Any]:
+    events = small_execution(execution_id, steps=1)
+    return [
+        replace(event, request_body=request)
+        if event.kind == "attempt_dispatched"
+        else replace(event, response_body=response)
+        if event.kind == "attempt_responded"
+        else event
+        for event in events
+    ]
+
+
+@pytest.mark.parametrize("case", sorted(ATTEMPT_BODIES))
+def test_attempt_search_text_lowered_by_arrow_equals_the_sql_definition(conn, case) -> None:
+    request, response = ATTEMPT_BODIES[case]
+    events = execution_with_bodies(f"exec-{case}", request, response)
+
+    staged = stage_rows(fold_segments([encode_events(events, 1, WRITER)]))
+    apply_segments(conn, [encode_events(events, 1, WRITER)])
+
+    attempts = next(insert.staging for insert in staged.inserts if insert.table_name == "attempts")
+    lowered = attempts.column("lowered_response_body").to_pylist()
+    assert lowered == [response.lower().decode() if response.isascii() else None] * 2
+    rows = conn.execute(
+        f"SELECT search_text, {DERIVED_COLUMNS['attempts']['search_text']} FROM attempts"
+    ).fetchall()
+    assert len(rows) == 2 and all(kept == defined for kept, defined in rows), rows
+
+
+# (request body, raw answer) of an LLM call; an empty request keeps its messages unsent.
+LLM_PARTS = {
+    "ascii": (sent_request(), '{"Should_Retry": TRUE}'),
+    "non-ascii-prompt": (sent_request([{"role": "user", "content": "ÇA NE MARCHE PAS"}]), "OK"),
+    "non-ascii-answer": (sent_request(), "Ärger: NEIN"),
+    "unsent-prompt": (b"", None),
+    "not-utf8-request": (b"\xff\xfeRAW", "Fine"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LLM_PARTS))
+def test_llm_search_text_lowered_by_arrow_equals_the_sql_definition(conn, case) -> None:
+    request, raw_text = LLM_PARTS[case]
+    call = llm_call(f"call-{case}", request_body=request, raw_text=raw_text)
+
+    apply_segments(conn, [encode_events([call], 1, WRITER)])
+
+    row = conn.execute(
+        f"SELECT search_text, {DERIVED_COLUMNS['llm_calls']['search_text']} FROM llm_calls"
+    ).fetchone()
+    assert row is not None and row[0] == row[1] and row[0] is not None
+
+
+def test_new_rows_are_inserted_plainly_and_only_stored_rows_merge(conn) -> None:
+    events = small_execution("exec-merge", steps=2)
+    kinds = [event.kind for event in events]
+    first_response = kinds.index("attempt_responded")
+    first = llm_call("call-kept", request_body=sent_request(), execution_id="exec-merge")
+    again = replace(first, raw_text="a different answer for the same call id")
+
+    apply_segments(conn, [encode_events([*events[:first_response], first], 1, WRITER)])
+    later = [*events[first_response:], again]
+    staged = stage_rows(fold_segments([encode_events(later, first_response + 2, WRITER)]))
+    apply_segments(conn, [encode_events(later, first_response + 2, WRITER)])
+
+    statements = {insert.table_name: insert.statements for insert in staged.inserts}
+    merge, plain = statements["attempts"]
+    assert "SEMI JOIN attempts" in merge and "ON CONFLICT" in merge
+    assert "ANTI JOIN attempts" in plain and "ON CONFLICT" not in plain
+    assert all("ON CONFLICT" not in statement for statement in statements["llm_calls"])
+    rows = conn.execute(
+        "SELECT step_id, n, method, http_status, rule_id, response_size FROM attempts "
+        "ORDER BY step_id, n"
+    ).fetchall()
+    assert rows == [
+        ("step-1", 1, "POST", 503, "transient.retry_same", 17),
+        ("step-1", 2, "POST", 200, "success.2xx", 16),
+        ("step-2", 1, "POST", 503, "transient.retry_same", 17),
+        ("step-2", 2, "POST", 200, "success.2xx", 16),
+    ]
+    assert conn.execute("SELECT raw_text FROM llm_calls").fetchall() == [("{}",)]
+
+
+def test_bodies_stay_in_arrow_through_the_fold() -> None:
+    events = execution_with_bodies("exec-arrow", b'{"i":1}', b'{"big":"' + b"x" * 20_000 + b'"}')
+
+    rows = fold_segments([encode_events(events, 1, WRITER)])
+    staged = stage_rows(rows)
+
+    attempt = rows.attempts[("exec-arrow", "step-1", 1)]
+    assert isinstance(attempt["response_body"], BodyRef)
+    assert attempt["response_size"] == 20_010
+    attempts = next(insert.staging for insert in staged.inserts if insert.table_name == "attempts")
+    assert attempts.column("response_body").to_pylist() == [b'{"big":"' + b"x" * 20_000 + b'"}'] * 2
+    assert attempts.column("request_body").to_pylist() == [b'{"i":1}'] * 2
+
+
+RECORDS = [
+    (1, "execution_started", "exec-j", '{"query": "ü"}', None, None),
+    (2, "attempt_dispatched", "exec-j", "{}", b"", None),
+    (3, "attempt_responded", None, None, None, b"\x00\xff" * 10_000),
+    (4, "notice", "exec-j", "{}", b"short", b"twelve bytes"),
+]
+
+
+def test_a_journal_is_decoded_into_its_columns_whatever_the_frames(paths) -> None:
+    journal = store.spool.Journal(paths, "feedbeef0000b001-0000000001.journal", WRITER)
+    journal.append(RECORDS[:1])
+    journal.append(RECORDS[1:])
+    data = journal.path.read_bytes()
+    journal.close()
+
+    whole = store.spool.read_segment(journal.path)
+    torn = store.spool.read_journal_bytes(data[:-3], name="torn.journal")
+
+    assert [tuple(row.values()) for row in whole.to_pylist()] == RECORDS
+    assert [tuple(row.values()) for row in torn.to_pylist()] == RECORDS[:1]
+    assert whole.schema.metadata[b"writer_token"] == WRITER.token.encode()
+
+
+def test_a_record_running_past_its_frame_is_a_damaged_frame() -> None:
+    frame_payload = b"E" + (7).to_bytes(8, "little", signed=True) + (99).to_bytes(4, "little")
+    frame = store.spool._frame(frame_payload + b"abc")
+    data = store.spool.JOURNAL_MAGIC + store.spool.journal_meta_frame(WRITER) + frame
+
+    with pytest.raises(pa.ArrowInvalid, match=r"past\.journal: a damaged frame at byte"):
+        store.spool.read_journal_bytes(data, name="past.journal")
