@@ -211,7 +211,8 @@ async def test_a_5_mb_text_is_searched_in_a_worker_and_only_painted_lines_are_st
     app = BigPane()
     async with app.run_test(size=(80, 20)) as pilot:
         area = app.query_one(LongTextArea)
-        area.load_long_text(text)
+        area.load_long_text(text)  # prepared in a thread
+        await settle_until(pilot, lambda: area.document.line_count > 100_000, "the 5 MB text")
         area.focus()
         bar = app.query_one(SearchBar)
         bar.open(SearchScope([area]))
