@@ -47,6 +47,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--timeline", action="store_true",
                         help="draw the attempts, LLM calls and backoff waits on one time axis "
                              "(the execution, then each step) instead of the full explanation")
+    parser.add_argument("--attempt", metavar="N", type=int,
+                        help="with --timeline and STEP: mark attempt N's rows with ▶")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,8 +58,13 @@ def run(args: argparse.Namespace) -> int:
         steps = (detail.step(args.step),) if args.step else detail.steps
     except StoreError as error:
         return fail(error)
+    selected_n = getattr(args, "attempt", None)
+    if selected_n is not None:
+        problem = _attempt_problem(args, steps, selected_n)
+        if problem:
+            return fail(f"explain: --attempt {selected_n}: {problem}")
     if getattr(args, "timeline", False) and not args.json:
-        sys.stdout.write(printable(render_timelines(detail, steps)))
+        sys.stdout.write(printable(render_timelines(detail, steps, selected_n=selected_n)))
     elif args.json:
         print_json(explain_document(detail, steps))
     else:
@@ -185,16 +192,31 @@ def _attempt_document(attempt: AttemptRecord) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
+def _attempt_problem(args: argparse.Namespace, steps: tuple[StepRecord, ...], n: int) -> str:
+    """Why `--attempt n` cannot be shown, or ''."""
+    if not getattr(args, "timeline", False) or args.json:
+        return "it marks an attempt in the timeline; add --timeline (and no --json)"
+    if not args.step:
+        return "name the STEP it belongs to (explain EXECUTION STEP --timeline --attempt N)"
+    numbers = [attempt.n for attempt in steps[0].attempts]
+    if n not in numbers:
+        made = ", ".join(f"#{number}" for number in numbers) or "none"
+        return f"{steps[0].step_id} has no attempt {n} (its attempts: {made})"
+    return ""
+
+
 def render_timelines(
-    detail: ExecutionDetail, steps: tuple[StepRecord, ...], *, width: int | None = None
+    detail: ExecutionDetail, steps: tuple[StepRecord, ...], *, width: int | None = None,
+    selected_n: int | None = None,
 ) -> str:
-    """The execution's waterfall (when every step is shown), then each step's, and a legend."""
+    """The execution's waterfall (when every step is shown), then each step's, and a legend;
+    `selected_n` marks that attempt of the (one) step shown."""
     width = width or max(60, shutil.get_terminal_size((80, 24)).columns)
     lines = [f"execution {detail.execution.execution_id}  {detail.execution.status}"]
     if len(steps) == len(detail.steps):
         lines += ["", *execution_timeline(detail, width=width)]
     for step in steps:
-        lines += ["", *step_timeline(step, width=width)]
+        lines += ["", *step_timeline(step, width=width, selected_n=selected_n)]
     return "\n".join([*lines, "", LEGEND]) + "\n"
 
 

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 MAX_MATCHES = 10_000
 
 Location = tuple[int, int]
+Match = tuple[Location, Location]
+# One highlighted piece of a line: start column, end column (None: to the end of the line).
+RowSpan = tuple[int, int | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,14 +30,14 @@ class SearchResult:
     truncated: bool = False
 
     def summary(self, current: int | None) -> str:
-        """`3 of 17 matches`, `no match for "x"`, `10000+ matches`."""
+        """`3/17 matches`, `no match for "x"`, `10000+ matches`."""
         if not self.matches:
             return f"no match for {self.query!r}"
         total = f"{len(self.matches)}{'+' if self.truncated else ''}"
         noun = "match" if total == "1" else "matches"
         if current is None:
             return f"{total} {noun}"
-        return f"{current + 1} of {total} {noun}"
+        return f"{current + 1}/{total} {noun}"
 
 
 def line_starts(text: str) -> list[int]:
@@ -71,3 +74,29 @@ def next_match(result: SearchResult, cursor: Location, *, backwards: bool = Fals
         return before[-1] if before else len(result.matches) - 1
     after = next((i for i, (start, _) in enumerate(result.matches) if start > cursor), None)
     return 0 if after is None else after
+
+
+def rows_of(matches: tuple[Match, ...] | list[Match]) -> dict[int, list[RowSpan]]:
+    """The matches line by line, so a view highlights only the lines it paints."""
+    rows: dict[int, list[RowSpan]] = {}
+    for (start_row, start_column), (end_row, end_column) in matches:
+        if start_row == end_row:
+            rows.setdefault(start_row, []).append((start_column, end_column))
+            continue
+        rows.setdefault(start_row, []).append((start_column, None))
+        for row in range(start_row + 1, end_row):
+            rows.setdefault(row, []).append((0, None))
+        rows.setdefault(end_row, []).append((0, end_column))
+    return rows
+
+
+def split_rows(matches: tuple[Match, ...], row_starts: list[int]) -> list[list[tuple[int, Match]]]:
+    """`matches` of a text made of parts joined by newlines, as (index, match) pairs per part,
+    with rows counted from the start of the part; `row_starts[k]` is part k's first row."""
+    parts: list[list[tuple[int, Match]]] = [[] for _ in row_starts]
+    for index, ((start_row, start_column), (end_row, end_column)) in enumerate(matches):
+        part = bisect_right(row_starts, start_row) - 1
+        first = row_starts[part]
+        parts[part].append((index, ((start_row - first, start_column),
+                                    (end_row - first, end_column))))  # fmt: skip
+    return parts

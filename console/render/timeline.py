@@ -2,7 +2,8 @@
 
 Drawn with Unicode blocks, one bar per line: `█` an attempt (request to response), `▓` an LLM
 call, `▒` a wait as it ran, `░` the part of a planned wait that did not run (cancelled), `│` a
-moment (a request that was never sent). Readable from 60 columns up.
+moment (a request that was never sent). Readable from 60 columns up. The rows of a selected
+attempt (and the lane of its step) start with `▶`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from store.queries import AttemptRecord, ExecutionDetail, StepRecord
 
 ATTEMPT, LLM, WAIT, MOMENT = "█", "▓", "▒", "│"
 UNRUN = "░"
+SELECTED = "▶"
 _LABEL_WIDTH = 11
 _SOURCES = {
     "backoff": "backoff",
@@ -33,6 +35,7 @@ class Span:
     end: float
     note: str
     planned_end: float | None = None
+    attempt_n: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +72,18 @@ def attempt_spans(attempt: AttemptRecord) -> list[Span]:
         if attempt.dispatched:
             end = attempt.responded_at or attempt.decided_at or start
             took = f" in {_ms(attempt.elapsed_ms)}" if attempt.elapsed_ms is not None else ""
-            spans.append(Span(f"#{attempt.n}", ATTEMPT, start, end, f"{status}{took}{verdict}"))
+            spans.append(Span(f"#{attempt.n}", ATTEMPT, start, end, f"{status}{took}{verdict}",
+                              attempt_n=attempt.n))  # fmt: skip
         else:
-            spans.append(Span(f"#{attempt.n}", MOMENT, start, start, f"{status}{verdict}"))
+            spans.append(Span(f"#{attempt.n}", MOMENT, start, start, f"{status}{verdict}",
+                              attempt_n=attempt.n))  # fmt: skip
     for call in attempt.llm_calls:
         if call.called_at is None:
             continue
         latency = (call.latency_ms or 0.0) / 1000.0
         note = f"LLM {call.site} {_ms(call.latency_ms)} {call.status_text}"
-        spans.append(Span(" llm", LLM, call.called_at, call.called_at + latency, note))
+        spans.append(Span(" llm", LLM, call.called_at, call.called_at + latency, note,
+                          attempt_n=attempt.n))  # fmt: skip
     backoff = attempt.backoff
     if backoff is not None and backoff.planned_at is not None:
         planned_end = backoff.planned_at + (backoff.planned_ms or 0.0) / 1000.0
@@ -86,7 +92,8 @@ def attempt_spans(attempt: AttemptRecord) -> list[Span]:
         note = wait_note(backoff.planned_ms, backoff.actual_ms, backoff.delay_source,
                          backoff.outcome)  # fmt: skip
         spans.append(Span(" wait", WAIT, backoff.planned_at, end, note,
-                          planned_end=planned_end if planned_end > end else None))  # fmt: skip
+                          planned_end=planned_end if planned_end > end else None,
+                          attempt_n=attempt.n))  # fmt: skip
     return spans
 
 
@@ -144,6 +151,11 @@ def _line(label: str, row: list[str], note: str) -> list[str]:
     return [f"{label[:_LABEL_WIDTH].ljust(_LABEL_WIDTH)}{''.join(row)}".rstrip(), *extra]
 
 
+def marked(label: str, selected: bool) -> str:
+    """`label`, starting with `▶ ` when it is a row of the selected attempt or step."""
+    return f"{SELECTED} {label.lstrip()}" if selected else label
+
+
 def _bar_cells(width: int) -> int:
     return max(20, width - _LABEL_WIDTH - 1)
 
@@ -154,8 +166,10 @@ def _bounds(spans: list[Span]) -> tuple[float, float] | None:
     return min(s.start for s in spans), max(s.planned_end or s.end for s in spans)
 
 
-def step_timeline(step: StepRecord, *, width: int = 80) -> list[str]:
-    """The waterfall of one step: one line per attempt, LLM call and wait."""
+def step_timeline(step: StepRecord, *, width: int = 80,
+                  selected_n: int | None = None) -> list[str]:  # fmt: skip
+    """The waterfall of one step: one line per attempt, LLM call and wait; the rows of attempt
+    `selected_n` are marked `▶`."""
     spans = step_spans(step)
     bounds = _bounds(spans)
     if bounds is None:
@@ -165,7 +179,8 @@ def step_timeline(step: StepRecord, *, width: int = 80) -> list[str]:
     for span in spans:
         row = [" "] * axis.cells
         _paint(row, axis, span)
-        lines += _line(span.label, row, span.note)
+        selected = selected_n is not None and span.attempt_n == selected_n
+        lines += _line(marked(span.label, selected), row, span.note)
     return lines
 
 
@@ -184,8 +199,11 @@ def execution_lanes(detail: ExecutionDetail) -> list[Lane]:
     return lanes
 
 
-def execution_timeline(detail: ExecutionDetail, *, width: int = 80) -> list[str]:
-    """The waterfall of an execution: one line per step, every attempt, call and wait on it."""
+def execution_timeline(detail: ExecutionDetail, *, width: int = 80,
+                       selected: tuple[str, int | None] | None = None) -> list[str]:  # fmt: skip
+    """The waterfall of an execution: one line per step, every attempt, call and wait on it;
+    `selected` (step id, attempt) marks that step's lane `▶` and the first cell of that
+    attempt's bar `▶`."""
     lanes = execution_lanes(detail)
     bounds = _bounds([span for lane in lanes for span in lane.spans])
     if bounds is None:
@@ -196,8 +214,18 @@ def execution_timeline(detail: ExecutionDetail, *, width: int = 80) -> list[str]
         row = [" "] * axis.cells
         for span in sorted(lane.spans, key=lambda s: s.kind == ATTEMPT):  # attempts on top
             _paint(row, axis, span)
-        lines += _line(lane.label, row, lane.note)
+        here = selected is not None and lane.label == selected[0]
+        if here:
+            _mark_attempt(row, axis, lane, selected[1])
+        lines += _line(marked(lane.label, here), row, lane.note)
     return lines
+
+
+def _mark_attempt(row: list[str], axis: _Axis, lane: Lane, n: int | None) -> None:
+    """Put `▶` on the first cell of attempt `n`'s bar in an execution lane."""
+    bar = next((s for s in lane.spans if s.attempt_n == n and s.kind in (ATTEMPT, MOMENT)), None)
+    if bar is not None:
+        row[axis.cell(bar.start)] = SELECTED
 
 
 LEGEND = f"{ATTEMPT} attempt  {LLM} LLM call  {WAIT} wait  {UNRUN} planned, not waited  " \

@@ -55,7 +55,7 @@ _TAB_TITLES = (
 )
 # The CLI twin of a tab, where one command prints what the tab shows.
 _TAB_TWINS = {
-    "tab-timeline": "truva-console explain EXECUTION STEP --timeline",
+    "tab-timeline": "truva-console explain EXECUTION STEP --timeline --attempt N",
     "tab-diff": "truva-console explain EXECUTION STEP  (its `changed` lines)",
 }
 _PANES = "Move focus to the {} pane (steps, attempts, detail; filter, list; …)"

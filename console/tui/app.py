@@ -34,6 +34,7 @@ from console.tui.screens.replay import ReplayScreen
 from console.tui.screens.sql import SqlScreen
 from console.tui.screens.store_source import StoreSource
 from console.tui.screens.whatif import WhatIfScreen
+from console.tui.widgets.cells import SAMPLES_DB_ARG
 from console.tui.widgets.tables import ExecutionTable
 from store.queries import ExecutionDetail
 
@@ -53,7 +54,8 @@ class TruvaConsoleApp(App[int]):
     """Browses the debug store at `db_path`.
 
     `db_arg` is the `--db` value shown in the CLI twin commands (None when the default or
-    `$TRUVA_DB` applies). `live_refresh=False` turns the store polling off (snapshot tests).
+    `$TRUVA_DB` applies; `SAMPLES_DB_ARG` on the bundled samples, whose twins say `--samples`).
+    `live_refresh=False` turns the store polling off (snapshot tests).
     `replay_files_dir` is where edited replay responses are written (a new temporary
     directory by default, kept after exit so the copied `replay` commands still work).
     `keymap_file` overrides keys by action id (default `$XDG_CONFIG_HOME/truva-console/
@@ -202,7 +204,8 @@ class TruvaConsoleApp(App[int]):
             pane_title = screen.pane_title()
             where = f"the {pane_title} pane" if pane_title else SCOPE_TITLES[screen.ACTION_SCOPE]
             twin = screen.action_twin
-        content = help_renderable(f"Keys of {where}", scopes, self.keymap, twin)
+        content = help_renderable(f"Keys of {where}", scopes, self.keymap, twin,
+                                  width=self.size.width)  # fmt: skip
         self.push_screen(HelpScreen(content))
 
     @on(ReplayScreen.ReplayFinished)
@@ -249,7 +252,7 @@ def run_app(db: str | None, samples: bool) -> int:
         except SampleStoreError as error:
             print(f"truva-console: {error}", file=sys.stderr)
             return 2
-        return _run(db_path, db_arg=str(db_path))
+        return _run(db_path, db_arg=SAMPLES_DB_ARG)
 
 
 def _run(db_path: Path, *, db_arg: str | None) -> int:

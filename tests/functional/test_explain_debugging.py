@@ -70,3 +70,28 @@ def test_explain_json_holds_the_read_inputs_the_diffs_and_the_warnings(db: str) 
     warnings = steps["step-3"]["attempts"][0]["contract_warnings"]
     assert [w["code"] for w in warnings] == ["body_not_json"]
     assert steps["step-1"]["attempts"][0]["contract_warnings"] == []
+
+
+def test_explain_timeline_with_attempt_marks_that_attempt(db: str) -> None:
+    result = run_cli("--db", db, "explain", TRIP, "step-1", "--timeline", "--attempt", "2")
+    assert result.code == 0, result.stderr
+    marked = [line for line in result.stdout.splitlines() if line.startswith("▶")]
+    assert len(marked) == 1 and marked[0].startswith("▶ #2") and "200 in 12 ms" in marked[0]
+
+
+ATTEMPT_MISTAKES = {
+    "no-timeline": (["step-1", "--attempt", "1"], "add --timeline"),
+    "no-step": (["--timeline", "--attempt", "1"], "name the STEP it belongs to"),
+    "no-such-attempt": (["step-1", "--timeline", "--attempt", "7"],
+                        "step-1 has no attempt 7 (its attempts: #1, #2)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "said"), ATTEMPT_MISTAKES.values(), ids=ATTEMPT_MISTAKES.keys())
+def test_explain_attempt_that_cannot_be_marked_is_one_line_and_exit_2(
+    db: str, args: list[str], said: str
+) -> None:
+    result = run_cli("--db", db, "explain", TRIP, *args)
+    assert result.code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and said in result.stderr
+    assert result.stderr.startswith(f"truva-console: explain: --attempt {args[-1]}: ")

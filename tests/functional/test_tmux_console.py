@@ -3,13 +3,15 @@
 
 Checked here, as a user would: an execution opens on its failing step, F1 opens the help of the
 focused pane, F3 hands the focused text to `$PAGER` (a fake pager that saves what it was given)
-and the console comes back when the pager exits.
+and the console comes back when the pager exits, and ctrl+f in the Decision tab counts the
+matches of the deciding rule's id.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -133,3 +135,15 @@ def test_an_execution_opens_on_its_failing_step_and_f1_f3_work(terminal, failing
         time.sleep(0.1)
     terminal.wait_for(lambda text: rule in text, "the console back after the pager")
     assert paged.read_text().strip()
+
+    # ctrl+f in the Decision tab finds the deciding rule's id, with the match count beside it.
+    terminal.keys("1")
+    terminal.keys("C-f")
+    terminal.wait_for(lambda text: "search (Enter" in text, "the search bar")
+    terminal.keys("-l", rule)
+    found = terminal.wait_for(lambda text: re.search(r"\b1/\d+ match", text) is not None,
+                              f"the matches of {rule} counted")  # fmt: skip
+    total = int(re.search(r"\b1/(\d+) match", found).group(1))
+    assert total >= 2  # "… by rule R" and "Inputs R read"
+    terminal.keys("Enter")
+    terminal.wait_for(lambda text: f"2/{total} match" in text, "the next match")

@@ -240,7 +240,8 @@ DEBUGGING_KEYS = {
     "open-editor": ("execution", "f4", None),
     "next-failed": ("execution", "n,right_square_bracket", None),
     "previous-failed": ("execution", "N,left_square_bracket", None),
-    "show-tab-timeline": ("execution", "6", "truva-console explain EXECUTION STEP --timeline"),
+    "show-tab-timeline": ("execution", "6",
+                          "truva-console explain EXECUTION STEP --timeline --attempt N"),
     "show-tab-diff": ("execution", "7", None),
     "search-next": ("search", "enter,down", None),
     "search-close": ("search", "escape", None),
@@ -264,7 +265,8 @@ async def test_the_debugging_keys_show_in_the_help_and_the_palette(synthetic_db:
     assert {"text: Search the focused text", "view: Next failed attempt",
             "text: Show the focused text in $PAGER", "tab: Timeline", "tab: Diff"} <= titles
     assert "Next failed: Jump to the next failed" in text
-    assert "truva-console explain EXECUTION STEP --timeline" in text
+    # the help names the exact twin: the execution opened on step-3, attempt 1
+    assert f"truva-console explain {TRIP} step-3 --timeline --attempt 1" in " ".join(text.split())
     assert "ctrl+f" in text and "F3" in text
 
 

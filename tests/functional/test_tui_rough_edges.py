@@ -141,7 +141,7 @@ async def test_replay_screen_box_titles_are_readable(sample_db: Path, tmp_path: 
         await pilot.press("R")
         await settle_until(pilot, lambda: isinstance(app.screen, ReplayScreen), "the replay")
         contrasts = title_contrasts(app.screen)
-    assert {"LLM layers", "config overrides", "Response to dispatch 1"} <= set(contrasts)
+    assert {"LLM layers", "config overrides", "Response #1"} <= set(contrasts)
     assert {title: ratio for title, ratio in contrasts.items() if ratio < 4.5} == {}
 
 

@@ -10,7 +10,7 @@ TEXT = 'first line\n  "city": "Tokio",\n  "note": "unknown city TOKIO"\n'
 def test_matches_are_row_column_ranges_found_case_insensitively() -> None:
     result = search_text(TEXT, "tokio")
     assert result.matches == (((1, 11), (1, 16)), ((2, 24), (2, 29)))
-    assert result.summary(0) == "1 of 2 matches"
+    assert result.summary(0) == "1/2 matches"
 
 
 def test_a_query_with_regex_characters_is_literal() -> None:

@@ -6,7 +6,15 @@ from dataclasses import replace
 
 import pytest
 
-from console.render.timeline import ATTEMPT, LLM, UNRUN, WAIT, execution_timeline, step_timeline
+from console.render.timeline import (
+    ATTEMPT,
+    LLM,
+    SELECTED,
+    UNRUN,
+    WAIT,
+    execution_timeline,
+    step_timeline,
+)
 from store.queries import BackoffRecord, ExecutionDetail, open_store
 from tests.support.tui import EXHAUSTED, TRIP, record_synthetic_store
 
@@ -72,3 +80,29 @@ def test_the_execution_has_one_lane_per_step(details) -> None:
     step_1 = next(line for line in lines if line.startswith("step-1"))
     assert ATTEMPT in step_1 and WAIT in step_1 and "succeeded · 2 att · 1 wait" in step_1
     assert "skipped · 0 att" in next(line for line in lines if line.startswith("step-4"))
+
+
+def test_the_rows_of_the_selected_attempt_are_marked(details) -> None:
+    step = details[TRIP].step("step-1")
+    plain = step_timeline(step, width=80)
+    assert not any(line.startswith(SELECTED) for line in plain)
+    marked = step_timeline(step, width=80, selected_n=1)
+    starts = [line.split()[:2] for line in marked if line.startswith((SELECTED, "#", " wait"))]
+    assert starts == [[SELECTED, "#1"], [SELECTED, "wait"], ["#2", *starts[2][1:2]]]
+    # the bars are where they were: only the label column changed
+    assert [line[11:] for line in marked] == [line[11:] for line in plain]
+    second = step_timeline(step, width=80, selected_n=2)
+    assert [line[:4] for line in second if line.startswith(SELECTED)] == [f"{SELECTED} #2"]
+
+
+def test_the_lane_of_the_selected_step_is_marked_at_the_selected_attempt(details) -> None:
+    detail = details[TRIP]
+    plain = execution_timeline(detail, width=80)
+    marked = execution_timeline(detail, width=80, selected=("step-1", 2))
+    lane = next(line for line in marked if line.startswith(f"{SELECTED} step-1"))
+    plain_lane = next(line for line in plain if line.startswith("step-1"))
+    assert [line for line in marked if line.startswith(SELECTED)] == [lane]
+    # attempt #2 starts where its bar was: that cell now holds the marker
+    at = lane.index(SELECTED, 2)
+    assert plain_lane[at] == ATTEMPT and lane[:at].count(SELECTED) == 1
+    assert lane[at + 1 :] == plain_lane[at + 1 :]

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Header, Static, TabbedContent, Tabs
+from textual.widgets import Header, Static, TabbedContent, Tabs, TextArea
 from textual.worker import Worker, WorkerState
 
 from console.printable import printable
@@ -346,6 +346,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
             detail_pane.show_note(note)
             return
         detail_pane.show_attempt(attempt, step, self.detail)
+        self.query_one(SearchBar).text_changed()
 
     # ------------------------------------------------------------------ events
 
@@ -359,6 +360,11 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         if message.step_id != self.step_id:
             self._show_step(message.step_id)
         self.query_one(AttemptTable).focus()
+
+    @on(TextArea.Changed, "#llm-text")
+    def _llm_text_loaded(self) -> None:
+        """A long LLM text prepared in a thread arrived: an open search looks in it again."""
+        self.query_one(SearchBar).text_changed()
 
     @on(AttemptTable.AttemptHighlighted)
     def _attempt_highlighted(self, message: AttemptTable.AttemptHighlighted) -> None:
@@ -500,7 +506,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         active = detail.query_one("#detail-tabs", TabbedContent).active
         target = search_target(detail, active, self.focused)
         if target is None:
-            self.notify("Search works in the request and response bodies and the LLM tab.",
+            self.notify("This step has no attempt; search works in an attempt's tabs.",
                         title="Nothing to search here")  # fmt: skip
             return
         self.query_one(SearchBar).open(target)
@@ -528,9 +534,12 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.notify(self.twin_command, title="Copied the CLI command")
 
     def action_twin(self, action_id: str) -> str | None:
-        """The `explain` command for `copy-cli`, the `rerun` command for `rerun-failed`."""
+        """The `explain` command for `copy-cli` (with `--timeline --attempt N` for the timeline
+        tab), the `rerun` command for `rerun-failed`."""
         if action_id == "copy-cli":
             return self.twin_command
+        if action_id == "show-tab-timeline" and self.step_id and self.attempt_n is not None:
+            return f"{self.twin_command} --timeline --attempt {self.attempt_n}"
         if action_id == "rerun-failed":
             return self.rerun_twin_command
         return None

@@ -21,7 +21,10 @@ from console.tui.actions import SCOPE_TITLES, ConsoleAction, actions_of
 _KEY_NAMES = {
     "question_mark": "?", "slash": "/", "escape": "esc", "backspace": "backspace",
     "enter": "enter", "tab": "tab", "shift+tab": "shift+tab",
+    "right_square_bracket": "]", "left_square_bracket": "[",
 }  # fmt: skip
+# Below this many columns the CLI twin goes under what a key does, not in a column of its own.
+NARROW_COLUMNS = 100
 
 
 def key_text(keys: str) -> str:
@@ -53,8 +56,12 @@ def help_renderable(
     scopes: Sequence[str],
     keymap: Mapping[str, str],
     twin: Callable[[str], str | None] | None = None,
+    *,
+    width: int | None = None,
 ) -> RenderableType:
-    """One table per scope: key (as the keymap sets it), what it does, the CLI twin."""
+    """One table per scope: key (as the keymap sets it), what it does, the CLI twin; narrower
+    than NARROW_COLUMNS (`width`), the twin is a dim `CLI:` line under what the key does."""
+    narrow = width is not None and width < NARROW_COLUMNS
     parts: list[RenderableType] = [Text(title, style="bold")]
     for scope in scopes:
         actions: tuple[ConsoleAction, ...] = actions_of(scope)
@@ -69,12 +76,20 @@ def help_renderable(
             padding=(0, 2),
         )
         table.add_column("key", style="bold cyan", no_wrap=True)
-        table.add_column("what it does", ratio=1)
-        table.add_column("CLI twin", style="dim", ratio=1)
+        table.add_column("what it does (CLI twin)" if narrow else "what it does", ratio=1)
+        if not narrow:
+            table.add_column("CLI twin", style="dim", ratio=1)
         for action in actions:
             keys = keymap.get(action.id, action.keys)
             cli = (twin(action.id) if twin else None) or action.cli or "-"
-            table.add_row(key_text(keys), f"{action.title}: {action.tooltip}", printable(cli))
+            does = f"{action.title}: {action.tooltip}"
+            if not narrow:
+                table.add_row(key_text(keys), does, printable(cli))
+            elif cli == "-":
+                table.add_row(key_text(keys), does)
+            else:
+                table.add_row(key_text(keys), Text.assemble(does, "\n", (f"CLI: {printable(cli)}",
+                                                                            "dim")))  # fmt: skip
         parts += [Text(""), table]
     parts += [Text(""), Text("ctrl+p opens the command palette; esc, F1 or ? close this help.",
                              style="dim")]  # fmt: skip

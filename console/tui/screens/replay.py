@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 
 from rich.console import Group
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Header, Input, RadioButton, RadioSet, Static, TextArea
@@ -54,6 +54,10 @@ from console.tui.widgets.replay_view import (
 from store.errors import StoreError
 from store.queries import ExecutionDetail, StepRecord
 
+# Below this many rows the inputs shrink (class -short) so the comparison keeps room.
+SHORT_SCREEN_ROWS = 30
+# Below this many columns the side-by-side comparison leaves out the rule columns.
+NARROW_COMPARISON_COLUMNS = 110
 _UNSAFE_FILE_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]")
 # Each text field of the screen → the attribute that keeps its text.
 _FIELD_TEXTS = {
@@ -178,7 +182,7 @@ class ReplayScreen(StoreBacked, PaneScreen, Screen):
         yield Header()
         yield Static(id="replay-summary")
         with Horizontal(id="replay-inputs"):
-            with Vertical(id="replay-options"):
+            with VerticalScroll(id="replay-options"):
                 yield DispatchTable(id="dispatches")
                 with RadioSet(id="llm-mode"):
                     for mode in LLM_MODES:
@@ -194,6 +198,11 @@ class ReplayScreen(StoreBacked, PaneScreen, Screen):
             yield Static(id="replay-result")
         yield Static(id="replay-twin")
         yield KeysFooter()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.height < SHORT_SCREEN_ROWS, "-short")
+        if self.is_mounted:
+            self._show_result()  # the comparison's columns follow the width
 
     def on_mount(self) -> None:
         self.title = "truva-console"
@@ -272,7 +281,7 @@ class ReplayScreen(StoreBacked, PaneScreen, Screen):
     def _label_editor(self) -> None:
         editor = self.query_one("#response-editor", TextArea)
         number = self.dispatch_n
-        editor.border_title = f"Response to dispatch {number}"
+        editor.border_title = f"Response #{number}"
         if number in self.edits:
             editor.border_subtitle = "edited"
         elif number in self.recorded_texts:
@@ -311,7 +320,8 @@ class ReplayScreen(StoreBacked, PaneScreen, Screen):
                     f"{self.recording_problem}",
                     style="bold red",
                 )
-            body.update(Group(comparison_renderable(result), stored))
+            with_rules = self.size.width >= NARROW_COMPARISON_COLUMNS
+            body.update(Group(comparison_renderable(result, with_rules=with_rules), stored))
 
     @property
     def twin_command(self) -> str:

@@ -17,6 +17,7 @@ from console.render.views import BodyDisplay, attempt_view, body_display, event_
 from console.tui.widgets.decision_panel import DecisionPanel
 from console.tui.widgets.diff_view import diff_renderable
 from console.tui.widgets.long_text import LongTextArea
+from console.tui.widgets.searchable import SearchableStatic
 from console.tui.widgets.timeline_view import TimelineView
 from store.queries import AttemptRecord, ExecutionDetail, StepRecord
 from store.records import step_calls_without_texts
@@ -37,11 +38,11 @@ class AttemptDetail(Vertical):
                 with TabPane("Decision", id="tab-decision"):
                     yield DecisionPanel(id="decision-panel", classes="detail-scroll")
                 with TabPane("Request", id="tab-request"):
-                    yield Static(id="request-head", classes="detail-head")
+                    yield SearchableStatic(id="request-head", classes="detail-head")
                     yield LongTextArea.code_editor(read_only=True, id="request-body",
                                                   classes="detail-body")  # fmt: skip
                 with TabPane("Response", id="tab-response"):
-                    yield Static(id="response-head", classes="detail-head")
+                    yield SearchableStatic(id="response-head", classes="detail-head")
                     yield LongTextArea.code_editor(read_only=True, id="response-body",
                                                   classes="detail-body")  # fmt: skip
                 with TabPane("LLM", id="tab-llm"):
@@ -50,14 +51,14 @@ class AttemptDetail(Vertical):
                     TabPane("Backoff & events", id="tab-events"),
                     VerticalScroll(classes="detail-scroll"),
                 ):
-                    yield Static(id="events-body")
+                    yield SearchableStatic(id="events-body")
                 with (
                     TabPane("Timeline", id="tab-timeline"),
                     VerticalScroll(classes="detail-scroll"),
                 ):
                     yield TimelineView(id="timeline-body")
                 with TabPane("Diff", id="tab-diff"), VerticalScroll(classes="detail-scroll"):
-                    yield Static(id="diff-body")
+                    yield SearchableStatic(id="diff-body")
 
     def show_note(self, text: str) -> None:
         """Show `text` instead of the tabs."""
@@ -81,7 +82,7 @@ class AttemptDetail(Vertical):
         self.query_one("#events-body", Static).update(
             events_renderable(view, step.step_id, step_events, execution_events)
         )
-        self.query_one(TimelineView).show(step, detail)
+        self.query_one(TimelineView).show(step, detail, selected_n=attempt.n)
         self.query_one("#diff-body", Static).update(diff_renderable(step, attempt.n))
         tabs = self.query_one("#detail-tabs", TabbedContent)
         tabs.get_tab("tab-llm").label = f"LLM ({len(view.llm_calls)})"

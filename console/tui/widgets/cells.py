@@ -61,7 +61,14 @@ def inline_json(value: Any) -> str:
     return printable(json.dumps(value, ensure_ascii=False))
 
 
+# The `db_arg` of an app on the bundled samples: its twins say `--samples`, since the app's
+# copy of the sample store is deleted when it exits (and `--samples` rebuilds the same ids).
+SAMPLES_DB_ARG = "--samples"
+
+
 def twin_command(db_arg: str | None, *args: str) -> str:
     """The headless `truva-console` command line that shows the same thing, shell-quoted."""
+    if db_arg == SAMPLES_DB_ARG:
+        return shlex.join(["truva-console", SAMPLES_DB_ARG, *args])
     prefix = ["truva-console"] + (["--db", db_arg] if db_arg else [])
     return shlex.join([*prefix, *args])

@@ -12,15 +12,16 @@ from textual.widgets import Collapsible, Static
 
 from console.render.rich_views import decision_renderable, pairs_renderable
 from console.render.views import AttemptView
+from console.tui.widgets.searchable import SearchableStatic
 
 
 class DecisionPanel(VerticalScroll):
     """The decision of one attempt; the inputs its rule did not read are folded away."""
 
     def compose(self) -> ComposeResult:
-        yield Static(id="decision-body")
+        yield SearchableStatic(id="decision-body")
         with Collapsible(title="all inputs", collapsed=True, id="decision-all-inputs"):
-            yield Static(id="decision-other-inputs")
+            yield SearchableStatic(id="decision-other-inputs")
 
     def show(self, view: AttemptView) -> None:
         """Fill the panel from the view of an attempt."""

@@ -23,6 +23,7 @@ from textual.expand_tabs import get_tab_widths
 from textual.widgets import TextArea
 
 from console.tui.widgets.read_only import ReadOnlyTextArea
+from console.tui.widgets.searchable import SearchableTextArea
 
 SOFT_WRAP_LIMIT_CHARS = 200_000
 LONG_LINE_CHARS = 2_000
@@ -83,9 +84,9 @@ class JoinedOnceDocument(Document):
         return super().replace_range(start, end, text)
 
 
-class LongTextArea(ReadOnlyTextArea):
+class LongTextArea(SearchableTextArea, ReadOnlyTextArea):
     """A TextArea whose frames cost the same for a 5 MB text as for a 5 KB one (and which, while
-    read-only, offers no editing keys)."""
+    read-only, offers no editing keys; ctrl+f highlights its matches)."""
 
     def _set_document(self, text: str, language: str | None) -> None:
         if language:  # syntax-aware: Textual's own documents, only the height made O(1)
@@ -139,6 +140,7 @@ class LongTextArea(ReadOnlyTextArea):
         if load != self._loads or not self.is_attached:
             return
         self.history.clear()
+        self.clear_search_highlights()
         self.set_reactive(TextArea.soft_wrap, soft_wrap)
         self._highlight_query = None
         self.document = document

@@ -184,15 +184,21 @@ def _got(dispatched: bool | None, status: int | None, transport_error: str | Non
     return Text("-" if status is None else str(status))
 
 
-def _side_table(title: str) -> Table:
+def _side_table(title: str, *, with_rules: bool) -> Table:
     table = Table(title=title, title_style="bold", box=None, padding=(0, 1), show_edge=False)
     for label in ("status", "action", "rule", "delay"):
-        table.add_column(label, no_wrap=True, header_style="bold")
+        if label != "rule" or with_rules:
+            table.add_column(label, no_wrap=True, header_style="bold")
     return table
 
 
-def comparison_renderable(result: ReplayResult) -> RenderableType:
-    """Original and replayed attempts side by side, both endings, and whether it changed."""
+def comparison_renderable(result: ReplayResult, *, with_rules: bool = True) -> RenderableType:
+    """Original and replayed attempts side by side, both endings, and whether it changed;
+    without `with_rules` (a narrow screen) the sides leave out the rule column, which the
+    first-divergence line still names."""
+    def row(*cells: RenderableType) -> tuple[RenderableType, ...]:
+        return cells if with_rules else (cells[0], cells[1], cells[3])
+
     setup = result.setup
     original = list(setup.original.attempts)
     replayed = list(result.step.attempts) if result.step is not None else []
@@ -201,7 +207,8 @@ def comparison_renderable(result: ReplayResult) -> RenderableType:
     numbers.add_column("n", justify="right", header_style="bold")
     separator = Table(title=" ", box=None, padding=0, show_edge=False)
     separator.add_column("│", style="dim", header_style="dim")
-    left, right = _side_table("original"), _side_table("replay")
+    left = _side_table("original", with_rules=with_rules)
+    right = _side_table("replay", with_rules=with_rules)
     dispatch_number = 0
     divergence = result.first_divergence
     for index in range(max(len(original), len(replayed), 1)):
@@ -211,12 +218,12 @@ def comparison_renderable(result: ReplayResult) -> RenderableType:
         if index < len(original):
             attempt = original[index]
             delay = attempt.delay_ms if attempt.action == "retry_same" else None
-            left.add_row(
+            left.add_row(*row(
                 _got(attempt.dispatched, attempt.status, attempt.transport_error),
                 action_text(attempt.action), printable(attempt.rule_id) or "-", _delay(delay),
-            )  # fmt: skip
+            ))  # fmt: skip
         else:
-            left.add_row("", "", "", "")
+            left.add_row(*row("", "", "", ""))
         if index < len(replayed):
             summary = replayed[index]
             got = _got(summary.dispatched, summary.status, summary.transport_error)
@@ -226,10 +233,10 @@ def comparison_renderable(result: ReplayResult) -> RenderableType:
                     got = Text("unscripted", style="dim")
                 elif dispatch_number in edited:
                     got.append("*", style="bold yellow")
-            right.add_row(got, action_text(summary.action), printable(summary.rule),
-                          _delay(summary.delay_ms))  # fmt: skip
+            right.add_row(*row(got, action_text(summary.action), printable(summary.rule),
+                               _delay(summary.delay_ms)))  # fmt: skip
         else:
-            right.add_row("", "", "", "")
+            right.add_row(*row("", "", "", ""))
     sides = Table.grid(padding=(0, 1))
     sides.add_row(numbers, left, separator, right)
     style = "bold yellow" if result.ran_out or result.changed else "bold green"

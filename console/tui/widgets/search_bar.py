@@ -1,4 +1,4 @@
-"""ctrl+f in a text pane: find in a worker thread, select the match, jump between matches."""
+"""ctrl+f in a text pane: find in a worker thread, highlight every match, jump between them."""
 
 from __future__ import annotations
 
@@ -10,20 +10,22 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.widgets import Input, Static, TextArea
-from textual.widgets.text_area import Selection
+from textual.widget import Widget
+from textual.widgets import Input, Static
 
 from console.render.text_search import SearchResult, next_match, search_text
 from console.tui.actions import bindings
+from console.tui.widgets.searchable import SearchScope
 
 
 class SearchBar(Horizontal):
-    """A one-line search of one TextArea; the text is searched off the UI thread."""
+    """A one-line search of the panes of a `SearchScope`; the text is searched off the UI thread,
+    every match is highlighted and the current one (`3/17 matches`) is shown distinctly."""
 
     DEFAULT_CSS = """
     SearchBar { height: 1; display: none; }
     SearchBar.-open { display: block; }
-    SearchBar Input { width: 1fr; height: 1; border: none; padding: 0 1; }
+    SearchBar Input, SearchBar Input:focus { width: 1fr; height: 1; border: none; padding: 0 1; }
     SearchBar #search-status { width: auto; min-width: 16; padding: 0 1; }
     """
 
@@ -39,9 +41,10 @@ class SearchBar(Horizontal):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.target: TextArea | None = None
+        self.target: SearchScope | None = None
         self.result: SearchResult | None = None
         self.current: int | None = None
+        self._return_focus: Widget | None = None
         self._request = 0
 
     def compose(self) -> ComposeResult:
@@ -49,19 +52,34 @@ class SearchBar(Horizontal):
                     id="search-input")  # fmt: skip
         yield Static(id="search-status")
 
-    def open(self, target: TextArea) -> None:
+    def open(self, target: SearchScope) -> None:
         """Search `target`; an earlier query is searched again in the new text."""
+        if self.target is not None and self.target is not target:
+            self.target.show(None, None)
+        focused = self.screen.focused
+        if focused is not None and self not in focused.ancestors_with_self:
+            self._return_focus = focused
         self.target = target
         self.add_class("-open")
         search_input = self.query_one(Input)
         search_input.focus()
         self._start(search_input.value)
 
+    def text_changed(self) -> None:
+        """The searched panes show new text (another attempt): search it again, if open."""
+        if self.has_class("-open") and self.target is not None:
+            self._start(self.query_one(Input).value)
+
     def action_close(self) -> None:
         """Hide the bar and give the focus back to the text, with the match still selected."""
         self.remove_class("-open")
-        if self.target is not None:
-            self.target.focus()
+        self._request += 1
+        if self.target is None:
+            return
+        focus = self.target.focus_target() or self._return_focus
+        self.target.show(None, None)  # a text area keeps its current match selected
+        if focus is not None:
+            focus.focus()
 
     @on(Input.Changed, "#search-input")
     def _query_changed(self, event: Input.Changed) -> None:
@@ -76,11 +94,14 @@ class SearchBar(Horizontal):
     def _start(self, query: str) -> None:
         self._request += 1
         self.result, self.current = None, None
-        if self.target is None or not query:
+        if self.target is None:
+            return
+        self.target.show(None, None)
+        if not query:
             self.query_one("#search-status", Static).update("")
             return
         self.query_one("#search-status", Static).update("searching…")
-        self._search(self._request, self.target.text, query)
+        self._search(self._request, self.target.text(), query)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="text-search")
     def _search(self, request: int, text: str, query: str) -> None:
@@ -91,21 +112,21 @@ class SearchBar(Horizontal):
         if message.request != self._request or self.target is None:
             return
         self.result = message.result
-        row, column = self.target.selection.start
-        self._select(next_match(message.result, (row, column - 1)))
+        self._select(next_match(message.result, self.target.origin()))
 
     def action_jump(self, backwards: bool) -> None:
-        """Select the next (or previous) match, wrapping around."""
-        if self.result is None or self.target is None:
+        """Show the next (or previous) match, wrapping around."""
+        if self.result is None or self.target is None or not self.result.matches:
             return
-        cursor = self.target.selection.start
-        self._select(next_match(self.result, cursor, backwards=backwards))
+        total = len(self.result.matches)
+        if self.current is None:
+            index = next_match(self.result, self.target.origin(), backwards=backwards)
+        else:
+            index = (self.current + (-1 if backwards else 1)) % total
+        self._select(index)
 
     def _select(self, index: int | None) -> None:
         assert self.result is not None and self.target is not None
         self.current = index
-        if index is not None:
-            start, end = self.result.matches[index]
-            self.target.selection = Selection(start, end)
-            self.target.scroll_cursor_visible(center=True, animate=False)
+        self.target.show(self.result, index)
         self.query_one("#search-status", Static).update(self.result.summary(index))

@@ -13,7 +13,9 @@ from pathlib import Path
 from rich.console import Console
 from textual.app import App, SuspendNotSupported
 from textual.widget import Widget
-from textual.widgets import Static, TextArea
+from textual.widgets import ContentSwitcher, Static, TextArea
+
+from console.tui.widgets.searchable import Searchable, SearchScope
 
 DEFAULT_PAGER = "less -R"
 DEFAULT_EDITOR = "vi"
@@ -123,13 +125,14 @@ def detail_focused_text(detail: Widget, active_tab: str, focused: Widget | None)
     return FocusedText(title, "\n".join(part.rstrip("\n") for part in parts if part) + "\n")
 
 
-_TAB_AREAS = {"tab-request": "#request-body", "tab-response": "#response-body",
-              "tab-llm": "#llm-text"}  # fmt: skip
-
-
-def search_target(detail: Widget, active_tab: str, focused: Widget | None) -> TextArea | None:
-    """The TextArea ctrl+f searches: the focused one, else the active tab's, else None."""
+def search_target(detail: Widget, active_tab: str, focused: Widget | None) -> SearchScope | None:
+    """What ctrl+f searches: the focused body or LLM text, else every text pane of the active
+    tab (heads, bodies, the decision with its folded inputs, events, timeline, diff)."""
     if isinstance(focused, TextArea) and focused.id in _AREA_TITLES:
-        return focused
-    selector = _TAB_AREAS.get(active_tab)
-    return None if selector is None else detail.query_one(selector, TextArea)
+        return SearchScope([focused])
+    if detail.query_one("#detail-switcher", ContentSwitcher).current != "detail-tabs":
+        return None  # a note (a skipped step): no tab is shown
+    _, selectors = _TAB_TEXT.get(active_tab, ("text", ()))
+    panes = [detail.query_one(selector) for selector in selectors]
+    searchable = [pane for pane in panes if isinstance(pane, Searchable)]
+    return SearchScope(searchable) if searchable else None
