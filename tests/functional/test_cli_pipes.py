@@ -104,13 +104,24 @@ def test_samples_before_export_writes_a_sample_bundle(tmp_path: Path):
     assert bundle.is_file()
 
 
+def test_samples_before_whatif_and_lint_read_the_sample_store():
+    # The TUI's what-if and lint screens name these twins when it runs on the samples.
+    whatif = run_subprocess("--samples", "whatif", "--config", "max_attempts=5", "--json")
+    assert whatif.returncode == 0, whatif.stderr
+    assert json.loads(whatif.stdout)["decisions"] > 0
+    lint = run_subprocess("--samples", "lint", "--json")
+    assert lint.returncode in (0, 1), lint.stderr  # 1 when a sample tool fails a check
+    graded = {card["tool"] for card in json.loads(lint.stdout)["tools"]}
+    assert {"weather", "currency"} <= graded
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--samples", "run", "plan.json"],
-         "truva-console: --samples works with ls, explain, sql, export, replay, not with 'run'"),
+         "truva-console: --samples works with ls, explain, sql, export, replay, whatif, lint, not with 'run'"),
         (["--samples", "import", "x.truva.zip"],
-         "truva-console: --samples works with ls, explain, sql, export, replay, not with 'import'"),
+         "truva-console: --samples works with ls, explain, sql, export, replay, whatif, lint, not with 'import'"),
         (["--samples", "ls", "--db", "other.duckdb"],
          "truva-console: --samples and --db name two stores; give one of them"),
     ],
