@@ -104,6 +104,10 @@ def test_samples_before_export_writes_a_sample_bundle(tmp_path: Path):
     assert bundle.is_file()
 
 
+SAMPLES_REFUSAL = ("truva-console: --samples works with ls, explain, sql, export, replay, whatif, "
+                   "lint, not with")
+
+
 def test_samples_before_whatif_and_lint_read_the_sample_store():
     # The TUI's what-if and lint screens name these twins when it runs on the samples.
     whatif = run_subprocess("--samples", "whatif", "--config", "max_attempts=5", "--json")
@@ -119,9 +123,9 @@ def test_samples_before_whatif_and_lint_read_the_sample_store():
     ("argv", "message"),
     [
         (["--samples", "run", "plan.json"],
-         "truva-console: --samples works with ls, explain, sql, export, replay, whatif, lint, not with 'run'"),
+         f"{SAMPLES_REFUSAL} 'run'"),
         (["--samples", "import", "x.truva.zip"],
-         "truva-console: --samples works with ls, explain, sql, export, replay, whatif, lint, not with 'import'"),
+         f"{SAMPLES_REFUSAL} 'import'"),
         (["--samples", "ls", "--db", "other.duckdb"],
          "truva-console: --samples and --db name two stores; give one of them"),
     ],
