@@ -409,13 +409,6 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         """Show the previous failed attempt, across steps."""
         self.action_next_failed(backwards=True)
 
-    def action_back(self) -> None:
-        """Back to the executions list; with a zoomed pane, restore it first."""
-        if self.maximized is not None:
-            self.minimize()
-            return
-        self.dismiss()
-
     def action_refresh(self) -> None:
         """Query the store again now."""
         self.load_execution()

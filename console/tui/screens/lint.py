@@ -252,13 +252,6 @@ class LintScreen(StoreBacked, PaneScreen, Screen):
 
     # ------------------------------------------------------------------ actions
 
-    def action_back(self) -> None:
-        """Back to the list (a zoomed pane first)."""
-        if self.maximized is not None:
-            self.minimize()
-            return
-        self.dismiss()
-
     def action_refresh(self) -> None:
         """Grade the store's responses again now."""
         self.reload()

@@ -32,6 +32,7 @@ class PaneScreen:
     maximize: Any
     minimize: Any
     check_action: Any
+    dismiss: Any
 
     def label_panes(self) -> None:
         """Put each pane's title on its border (the focus ring)."""
@@ -75,6 +76,19 @@ class PaneScreen:
         pane = self.focused_pane()
         if pane is not None:
             self.maximize(pane, container=False)
+
+    def action_back(self) -> None:
+        """Restore a zoomed pane; else stop the screen's running work; else close the screen."""
+        if self.maximized is not None:
+            self.minimize()
+            return
+        if self.cancel_running():
+            return
+        self.dismiss()
+
+    def cancel_running(self) -> bool:
+        """Stop the work the screen runs, if any (it then reports); whether there was some."""
+        return False
 
     def action_twin(self, action_id: str) -> str | None:
         """The CLI command an action stands for here, when the screen knows it exactly."""

@@ -536,19 +536,11 @@ class ReplayScreen(StoreBacked, PaneScreen, Screen):
         """Choose how LLM layers are answered: recorded, live or off."""
         self.query_one(f"#llm-{mode}", RadioButton).value = True
 
-    def action_back(self) -> None:
-        """Back to the execution; while a replay runs, cancel it instead (it then reports).
-
-        With a zoomed pane, restore it first.
-        """
-        if self.maximized is not None:
-            self.minimize()
-            return
-        if self.running:
-            if self.replayer is not None:
-                self.replayer.cancel()
-            return
-        self.dismiss()
+    def cancel_running(self) -> bool:
+        """While a replay runs, back cancels it instead (it then reports)."""
+        if self.running and self.replayer is not None:
+            self.replayer.cancel()
+        return self.running
 
     def action_restore_response(self) -> None:
         """Put the recorded response of the current dispatch back."""

@@ -256,10 +256,7 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
         if self.running:
             self.action_cancel_query()
             return
-        if self.maximized is not None:
-            self.minimize()
-            return
-        self.dismiss()
+        super().action_back()
 
     def _show_status(self) -> None:
         status = Text()

@@ -480,16 +480,11 @@ class WhatIfScreen(PaneScreen, Screen):
 
     # ------------------------------------------------------------------ actions
 
-    def action_back(self) -> None:
-        """Back to the list; while a run goes, cancel it instead; a zoomed pane first."""
-        if self.maximized is not None:
-            self.minimize()
-            return
-        if self.running:
-            if self._worker is not None:
-                self._worker.cancel()
-            return
-        self.dismiss()
+    def cancel_running(self) -> bool:
+        """While a run goes, back cancels it instead."""
+        if self.running and self._worker is not None:
+            self._worker.cancel()
+        return self.running
 
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
