@@ -34,7 +34,7 @@ import duckdb
 from console.demo import record_demo
 from console.whatif import WhatIfReport, unaffected_rule_ids, what_if, what_if_row_by_row
 from executor.policy.redecide_key import redecide_key
-from store.decision_keys import key_sql
+from store.decision_keys import key_expression, refresh_stored_keys_sql
 from store.queries import open_store
 from store.recorder import StoreRecorder
 
@@ -87,17 +87,18 @@ def build_store(demo: Path, db: Path, decisions: int, share: float | None) -> Pa
             "  ) ELSE decision END AS decision"
             ") FROM attempts, copies"
         )
+        # The copies' decisions changed: write their stored keys as ingest would have.
+        conn.execute(refresh_stored_keys_sql())
     return db
 
 
 def distinct_keys(db: Path) -> int:
     """Distinct keys among the decisions `what_if(OVERRIDES)` re-runs."""
-    expression, select = key_sql(redecide_key(OVERRIDES))
+    expression = key_expression(redecide_key(OVERRIDES), "a.decision")
     with duckdb.connect(str(db), read_only=True) as conn:
         return conn.execute(
-            f"WITH d AS (SELECT {select} FROM attempts AS a WHERE a.action IS NOT NULL "
-            "AND NOT list_contains($skip, coalesce(a.rule_id, ''))) "
-            f"SELECT count(DISTINCT {expression}) FROM d",
+            f"SELECT count(DISTINCT {expression}) FROM attempts AS a WHERE a.action IS NOT NULL "
+            "AND NOT list_contains($skip, coalesce(a.rule_id, ''))",
             {"skip": sorted(unaffected_rule_ids(OVERRIDES))},
         ).fetchone()[0]
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from store.decision_keys import refresh_stored_keys_sql, stored_key_sql, stored_key_version_sql
 from store.errors import StoreOpenError
 
 
@@ -220,7 +221,11 @@ def llm_search_text_sql(request_body: str, unsent_messages: str, raw_text: str) 
 # Columns computed from the row's other columns (at ingest, import and migration); bundles
 # leave them out and recompute them on import.
 DERIVED_COLUMNS: dict[str, dict[str, str]] = {
-    "attempts": {"search_text": attempt_search_text_sql("request_body", "response_body")},
+    "attempts": {
+        "search_text": attempt_search_text_sql("request_body", "response_body"),
+        "decision_key": stored_key_sql("decision"),
+        "decision_key_version": stored_key_version_sql("decision"),
+    },
     "llm_calls": {
         "search_text": llm_search_text_sql("request_body", "unsent_messages", "raw_text")
     },
@@ -296,6 +301,14 @@ _SCHEMA_V3 = (
     "RESET TimeZone",
 )
 
+# Version 4: each decision keeps the key of its inputs a what-if groups by (store.decision_keys),
+# stamped with the version of the code that computed it; filled here for a store recorded before.
+_SCHEMA_V4 = (
+    "ALTER TABLE attempts ADD COLUMN decision_key VARCHAR",
+    "ALTER TABLE attempts ADD COLUMN decision_key_version VARCHAR",
+    refresh_stored_keys_sql("decision IS NOT NULL"),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _SCHEMA_V1),
     Migration(2, "executions.rerun_of, attempts.recovery and attempts.impact", _SCHEMA_V2),
@@ -306,6 +319,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "executions.labels",
         _SCHEMA_V3,
     ),
+    Migration(4, "attempts.decision_key and attempts.decision_key_version", _SCHEMA_V4),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 STORE_TABLES = (
