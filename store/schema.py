@@ -218,6 +218,18 @@ def llm_search_text_sql(request_body: str, unsent_messages: str, raw_text: str) 
     )
 
 
+def _attempts_text_view(verb: str, hidden: tuple[str, ...]) -> str:
+    """The `attempts_text` view: the attempts with bodies decoded, without the `hidden`
+    columns (a view keeps the columns `*` had when it was made: each new column re-makes it)."""
+    return f"""
+    {verb} VIEW attempts_text AS
+    SELECT * EXCLUDE (request_body, response_body, {', '.join(hidden)}),
+        {decoded_text_sql("request_body")} AS request_text,
+        {decoded_text_sql("response_body")} AS response_text
+    FROM attempts
+    """
+
+
 # Columns computed from the row's other columns (at ingest, import and migration); bundles
 # leave them out and recompute them on import.
 DERIVED_COLUMNS: dict[str, dict[str, str]] = {
@@ -278,13 +290,7 @@ _SCHEMA_V3 = (
     f"CREATE OR REPLACE VIEW backoffs AS {_BACKOFFS_SELECT}",
     f"UPDATE attempts SET search_text = {DERIVED_COLUMNS['attempts']['search_text']}",
     f"UPDATE llm_calls SET search_text = {DERIVED_COLUMNS['llm_calls']['search_text']}",
-    f"""
-    CREATE VIEW attempts_text AS
-    SELECT * EXCLUDE (request_body, response_body, search_text),
-        {decoded_text_sql("request_body")} AS request_text,
-        {decoded_text_sql("response_body")} AS response_text
-    FROM attempts
-    """,
+    _attempts_text_view("CREATE", ("search_text",)),
     f"""
     CREATE VIEW llm_calls_text AS
     SELECT * EXCLUDE (request_body, response_body, search_text, unsent_messages),
@@ -307,6 +313,9 @@ _SCHEMA_V4 = (
     "ALTER TABLE attempts ADD COLUMN decision_key VARCHAR",
     "ALTER TABLE attempts ADD COLUMN decision_key_version VARCHAR",
     refresh_stored_keys_sql("decision IS NOT NULL"),
+    _attempts_text_view(
+        "CREATE OR REPLACE", ("search_text", "decision_key", "decision_key_version")
+    ),
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
