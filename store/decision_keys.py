@@ -201,7 +201,7 @@ class KeyScan:
         first = _first_rows(table, known)
         row_ids = first.column("row_id").to_pylist()
         first_keys = first.column("key").to_pylist()
-        if stored and row_ids:
+        if stored and row_ids and key != STORED_KEY:
             exact_by_row = dict(conn.execute(
                 f"SELECT a.rowid, {exact} FROM attempts AS a "
                 "WHERE a.rowid IN (SELECT unnest($rows))", {"rows": row_ids},
@@ -211,6 +211,7 @@ class KeyScan:
                 for row_key, row_id in zip(first_keys, row_ids, strict=True)
             }
         else:
+            # Keyed by `key` already (or by the stored key, which is `key`: no overrides).
             decide_keys = dict(zip(first_keys, first_keys, strict=True))
         wanted: dict[str, int] = {}
         for row_key, row_id in zip(first_keys, row_ids, strict=True):
