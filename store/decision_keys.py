@@ -201,11 +201,17 @@ class KeyScan:
         first = _first_rows(table, known)
         row_ids = first.column("row_id").to_pylist()
         first_keys = first.column("key").to_pylist()
+        texts: dict[int, str | None] = {}
         if stored and row_ids and key != STORED_KEY:
-            exact_by_row = dict(conn.execute(
-                f"SELECT a.rowid, {exact} FROM attempts AS a "
-                "WHERE a.rowid IN (SELECT unnest($rows))", {"rows": row_ids},
-            ).fetchall())
+            # The rows first (MATERIALIZED): else DuckDB keys every row of the vectors read.
+            found = conn.execute(
+                "WITH a AS MATERIALIZED (SELECT rowid AS row_id, decision FROM attempts "
+                "WHERE rowid IN (SELECT unnest($rows))) "
+                f"SELECT a.row_id, {exact}, CAST(json_extract(a.decision, '$.inputs') AS VARCHAR) "
+                "FROM a", {"rows": row_ids},
+            ).fetchall()
+            exact_by_row = {row_id: decide_key for row_id, decide_key, _ in found}
+            texts = {row_id: text for row_id, _, text in found}
             decide_keys = {
                 row_key: exact_by_row[row_id]
                 for row_key, row_id in zip(first_keys, row_ids, strict=True)
@@ -218,10 +224,12 @@ class KeyScan:
             decide_key = decide_keys[row_key]
             if decide_key not in decided and decide_key not in wanted:
                 wanted[decide_key] = row_id
-        texts = dict(conn.execute(
-            "SELECT rowid, CAST(json_extract(decision, '$.inputs') AS VARCHAR) FROM attempts "
-            "WHERE rowid IN (SELECT unnest($rows))", {"rows": list(wanted.values())},
-        ).fetchall()) if wanted else {}
+        if wanted and not texts:
+            texts = dict(conn.execute(
+                "SELECT rowid, CAST(json_extract(decision, '$.inputs') AS VARCHAR) "
+                "FROM attempts WHERE rowid IN (SELECT unnest($rows))",
+                {"rows": list(wanted.values())},
+            ).fetchall())
         return KeyedDecisions(
             table.drop_columns(["row_id"]),
             decide_keys,
