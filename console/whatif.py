@@ -23,8 +23,10 @@ Headless: no Textual.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -48,9 +50,13 @@ from store.queries import ExecutionFilter, Store
 
 # Executions read per store session, so a writer waiting for the file gets its turns.
 EXECUTIONS_PER_BATCH = 2_000
-# Executions per batch of the keyed path, all in one store session (the demo's mix: about
-# 60,000 decisions, an Arrow table of a few MB).
+# Executions per batch of the keyed path (the demo's mix: about 60,000 decisions, an Arrow
+# table of a few MB).
 FAST_EXECUTIONS_PER_BATCH = 20_000
+# The keyed path's batches share one store session until it has been held this long (wall
+# seconds); then the next batch opens a new one, so a writer waiting for the file (a recorder
+# in another process, another thread of the TUI) gets its turn in between.
+SESSION_SLICE_S = 1.0
 INPUT_FIELDS = frozenset(item.name for item in fields(DecisionInputs))
 
 # `progress(executions_done, report)`, called after each batch (see `what_if`).
@@ -180,9 +186,14 @@ def what_if(
     step_changed: set[tuple[str, str]] = set()
     ids = store.matching_execution_ids(filters)
     report.executions = len(ids)
-    with store.session() as conn:
-        scan = KeyScan(conn)
+    with ExitStack() as held:
+        scan: KeyScan | None = None
+        held_since = 0.0
         for start in range(0, len(ids), FAST_EXECUTIONS_PER_BATCH):
+            if scan is None or time.monotonic() - held_since > SESSION_SLICE_S:
+                held.close()
+                scan = KeyScan(held.enter_context(store.session()))
+                held_since = time.monotonic()
             keyed = scan.batch(
                 ids[start : start + FAST_EXECUTIONS_PER_BATCH], key, stored=stored,
                 skip_rules=unaffected, known=pa.concat_arrays(known) if known else None,

@@ -151,8 +151,8 @@ def test_a_budget_set_by_the_overrides_keys_from_the_recorded_json(varied_db, tm
     assert keyed.to_dict() == what_if_row_by_row(open_store(db), None, overrides).to_dict()
 
 
-def test_the_whole_scan_is_two_store_sessions(varied_db, monkeypatch):
-    opened = open_store(varied_db)
+def _sessions_and_progress(db: Path, monkeypatch, slice_s: float) -> tuple[int, list[int], int]:
+    opened = open_store(db)
     sessions: list[int] = []
     real = store.queries.Store.session
 
@@ -162,13 +162,26 @@ def test_the_whole_scan_is_two_store_sessions(varied_db, monkeypatch):
 
     monkeypatch.setattr(store.queries.Store, "session", counted)
     monkeypatch.setattr(whatif_module, "FAST_EXECUTIONS_PER_BATCH", 5)
+    monkeypatch.setattr(whatif_module, "SESSION_SLICE_S", slice_s)
     done: list[int] = []
     report = what_if(opened, None, {"max_attempts": 5},
                      progress=lambda executions, _: done.append(executions))
-    # The matching executions, then every batch in one session.
-    assert len(sessions) == 2
-    assert len(done) == -(-report.executions // 5) > 2
-    assert done[-1] == report.executions
     monkeypatch.setattr(store.queries.Store, "session", real)
     assert report.to_dict() == what_if_row_by_row(
-        open_store(varied_db), None, {"max_attempts": 5}).to_dict()
+        open_store(db), None, {"max_attempts": 5}).to_dict()
+    return len(sessions), done, report.executions
+
+
+def test_the_batches_share_one_store_session(varied_db, monkeypatch):
+    sessions, done, executions = _sessions_and_progress(varied_db, monkeypatch, 3600.0)
+    # The matching executions, then every batch in one session.
+    assert sessions == 2
+    assert len(done) == -(-executions // 5) > 2
+    assert done[-1] == executions
+
+
+def test_a_session_held_past_its_slice_lets_a_writer_in_before_the_next_batch(
+    varied_db, monkeypatch
+):
+    sessions, done, executions = _sessions_and_progress(varied_db, monkeypatch, 0.0)
+    assert sessions == 1 + len(done) == 1 + -(-executions // 5)
