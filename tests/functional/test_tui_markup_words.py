@@ -82,3 +82,14 @@ async def test_help_shows_the_sql_twin_with_its_brackets(markup_store: Path) -> 
         text = screen_text(app)
         help_text = text[text.index("Keys of the SQL pane"):]
         assert "'\"'\"'[probe=x]'\"'\"' AS w'" in help_text  # the shell-quoted twin
+
+
+async def test_the_palette_lists_a_history_entry_with_markup_words(markup_store: Path) -> None:
+    app = tui_app(markup_store, live_refresh=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await open_sql(app, pilot)
+        await run_query(pilot, screen, MARKUP_SQL)
+        await pilot.press("ctrl+p", *"history")
+        await settle_until(pilot, lambda: "history: SELECT '[/bold]" in screen_text(app),
+                           "the history entry in the palette")  # fmt: skip
+        await pilot.press("escape")
