@@ -21,7 +21,7 @@ from console.tui.widgets.sql_results import SqlBook, SqlResultTable
 from tests.functional.test_tui_sql import SIZE, open_sql, run_query
 from tests.support.plans import capability, plan, run_cli, step, write_plan
 from tests.support.tool_server import ScriptedToolServer, ToolReply
-from tests.support.tui import settle_loaded, settle_until, tui_app
+from tests.support.tui import listed_ids, open_execution, settle_loaded, settle_until, tui_app
 
 MARKUP_QUERY = "Answer [/INST] then [bold]x[/bold] with [probe=x] left in"
 MARKUP_SQL = "SELECT '[/bold] [probe=x] [error] kept' AS words, 1 AS n"
@@ -93,3 +93,23 @@ async def test_the_palette_lists_a_history_entry_with_markup_words(markup_store:
         await settle_until(pilot, lambda: "history: SELECT '[/bold]" in screen_text(app),
                            "the history entry in the palette")  # fmt: skip
         await pilot.press("escape")
+
+
+async def test_the_execution_screen_shows_parameters_and_bodies_with_markup_words(
+    markup_store: Path,
+) -> None:
+    app = tui_app(markup_store, live_refresh=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_loaded(pilot)
+        (execution_id,) = listed_ids(app)
+        screen = await open_execution(app, pilot, execution_id)
+        assert '"[/p]"' in screen_text(app)  # the step line's parameters, and the decision's
+        for tab in "234567":
+            await pilot.press(tab)
+            await pilot.pause()
+            text = screen_text(app)
+            if tab == "2":
+                assert '"text": "[/p]"' in text
+            if tab == "3":
+                assert "[/oops]" in text
+        assert app.screen is screen
