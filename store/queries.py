@@ -36,6 +36,7 @@ from store.errors import ExecutionNotFoundError
 from store.ingest import maintain
 from store.records import (
     ACTIONS,
+    ATTEMPT_LAZY_JSON,
     EXECUTION_STATUSES,
     STEP_STATUSES,
     AttemptRecord,
@@ -46,6 +47,7 @@ from store.records import (
     LLMCallRecord,
     Page,
     StepRecord,
+    UndecodedJSON,
     body_view,
     to_jsonable,
 )
@@ -415,20 +417,31 @@ _JSON_COLUMNS = frozenset(
 )
 
 
-def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Result rows as dicts, JSON columns decoded and lists as tuples."""
+def _dicts(
+    cursor: duckdb.DuckDBPyConnection, *, lazy: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """Result rows as dicts, JSON columns decoded and lists as tuples.
+
+    The JSON columns named in `lazy` are left as `UndecodedJSON`, for a record field that
+    decodes itself when read (`store.records.ATTEMPT_LAZY_JSON`).
+    """
     description = cursor.description or ()
     names = [column[0] for column in description]
     # Only the columns that can need it are looked at: JSON by name, lists by their type.
-    json_at = [index for index, name in enumerate(names) if name in _JSON_COLUMNS]
+    json_at = [index for index, name in enumerate(names)
+               if name in _JSON_COLUMNS and name not in lazy]  # fmt: skip
+    lazy_at = [index for index, name in enumerate(names) if name in lazy]
     list_at = [index for index, column in enumerate(description) if str(column[1]).endswith("]")]
     rows = []
     for values in cursor.fetchall():
-        if json_at or list_at:
+        if json_at or list_at or lazy_at:
             values = list(values)
             for index in json_at:
                 if isinstance(values[index], str):
                     values[index] = json.loads(values[index])
+            for index in lazy_at:
+                if isinstance(values[index], str):
+                    values[index] = UndecodedJSON(values[index])
             for index in list_at:
                 if isinstance(values[index], list):
                     values[index] = tuple(values[index])
@@ -648,7 +661,7 @@ class Store:
                 )
             )
             step_rows = _dicts(conn.execute(_STEPS_SQL, params))
-            attempt_rows = _dicts(conn.execute(_ATTEMPTS_SQL, params))
+            attempt_rows = _dicts(conn.execute(_ATTEMPTS_SQL, params), lazy=ATTEMPT_LAZY_JSON)
             llm_sql = _LLM_CALLS_SQL if llm_texts else _LLM_CALLS_WITHOUT_TEXTS_SQL
             llm_rows = _dicts(conn.execute(llm_sql, params))
             event_rows = _dicts(conn.execute(_EVENTS_SQL, params))

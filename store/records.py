@@ -7,6 +7,7 @@ one; the statuses are the store's own (`interrupted` exists only here).
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
@@ -187,6 +188,54 @@ class AttemptRecord:
     llm_calls: tuple[LLMCallRecord, ...] = ()
     events: tuple[EventRecord, ...] = ()
     backoff: BackoffRecord | None = None
+
+
+class UndecodedJSON:
+    """A JSON column's text read from the store, decoded the first time its field is read."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _LazyJSONField:
+    """A record field that may hold `UndecodedJSON`: reading it decodes once and keeps the value.
+
+    Wraps the dataclass's slot, so the field stays a field (`fields()`, `replace()`, `==`,
+    `to_jsonable` all see the decoded value); only the store builds records with undecoded text.
+    """
+
+    def __init__(self, slot: Any) -> None:
+        self.slot = slot
+
+    def __get__(self, record: Any, owner: type | None = None) -> Any:
+        if record is None:
+            return self
+        value = self.slot.__get__(record, owner)
+        if type(value) is UndecodedJSON:
+            value = json.loads(value.text)
+            self.slot.__set__(record, value)
+        return value
+
+    def __set__(self, record: Any, value: Any) -> None:
+        self.slot.__set__(record, value)
+
+
+def is_decoded(record: Any, name: str) -> bool:
+    """False while the record's field `name` still holds its JSON text undecoded."""
+    descriptor = type(record).__dict__.get(name)
+    if not isinstance(descriptor, _LazyJSONField):
+        return True
+    return type(descriptor.slot.__get__(record, type(record))) is not UndecodedJSON
+
+
+# An execution's attempts are read with these undecoded (1,000 attempts: ~5,000 JSON texts, a
+# decision ~0.6 KB each); a screen reads them for the attempts it shows.
+ATTEMPT_LAZY_JSON = ("parameters", "request_headers", "response_headers", "decision",
+                     "corrected_parameters")  # fmt: skip
+for _name in ATTEMPT_LAZY_JSON:
+    setattr(AttemptRecord, _name, _LazyJSONField(AttemptRecord.__dict__[_name]))
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from store.errors import ExecutionNotFoundError, StepNotFoundError
 from store.queries import ExecutionFilter, Store, open_store
 from store.recorder import StoreRecorder
+from store.records import ATTEMPT_LAZY_JSON, is_decoded, to_jsonable
 from tests.support.events_factory import (
     START_AT,
     exhausted_execution,
@@ -257,6 +259,32 @@ def test_an_execution_read_without_llm_texts_gets_them_by_call_id(store: Store) 
 
     filled = [step_with_texts(step, texts) for step in light.steps]
     assert filled == list(full.steps)  # the same records once the texts are in
+
+
+def test_an_execution_is_read_with_its_attempts_json_undecoded_until_a_field_is_read(
+    store: Store,
+) -> None:
+    # Opening 1,000 attempts decoded ~5,000 JSON texts (decisions ~0.6 KB each) that the first
+    # screen does not show; each field now decodes itself when read, to the same value.
+    detail = store.get_execution(TRIP, llm_texts=False)
+    attempts = [attempt for step in detail.steps for attempt in step.attempts]
+    assert len(attempts) > 3
+    undecoded = {name: sum(not is_decoded(a, name) for a in attempts) for name in ATTEMPT_LAZY_JSON}
+    assert undecoded["decision"] == len(attempts)  # every attempt has a recorded decision
+    assert undecoded["request_headers"] > 0
+    first = attempts[0]
+    rule = first.decision["rule_id"]  # read: decoded once, kept
+    assert is_decoded(first, "decision") and first.decision["rule_id"] == rule == first.rule_id
+    assert all(not is_decoded(a, "decision") for a in attempts[1:])
+    with store.session() as conn:
+        stored = conn.execute(
+            "SELECT decision::VARCHAR FROM attempts WHERE execution_id = $1 "
+            "AND step_id = $2 AND n = $3", [TRIP, first.step_id, first.n]).fetchone()  # fmt: skip
+    assert first.decision == json.loads(stored[0])
+    # Every view of the records sees the decoded values: equality, to_jsonable, replace.
+    assert store.get_execution(TRIP, llm_texts=False) == detail
+    assert to_jsonable(detail) == to_jsonable(store.get_execution(TRIP, llm_texts=False))
+    assert all(is_decoded(a, name) for a in attempts for name in ATTEMPT_LAZY_JSON)
 
 
 def test_sessions_draw_no_duckdb_progress_bar(store: Store) -> None:
