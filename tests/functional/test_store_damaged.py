@@ -119,3 +119,34 @@ def test_a_dangling_symlink_db_is_refused_and_nothing_is_created(
     )
     assert not target.exists()
     assert tool_server.received() == []
+
+
+def test_the_schema_is_checked_once_per_unchanged_file_and_again_after_any_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A session checked the schema each time (~20 ms of CPU of an execution's read); a file
+    # no one wrote since this process checked it is not checked again, a written one is.
+    import store.connection
+    from store.errors import StoreOpenError
+    from store.queries import open_store
+
+    checks: list[str] = []
+    real = store.connection.ensure_schema
+
+    def counted(conn: duckdb.DuckDBPyConnection, label: str, **options: bool) -> int:
+        checks.append(label)
+        return real(conn, label, **options)
+
+    monkeypatch.setattr(store.connection, "ensure_schema", counted)
+    db = damaged_store(tmp_path, "SELECT 1")  # recorded, not damaged
+    opened = open_store(db)
+    checks.clear()
+    for _ in range(3):
+        assert opened.get_execution("exec-one").execution.execution_id == "exec-one"
+    assert checks == []
+    conn = duckdb.connect(str(db))
+    conn.execute("ALTER TABLE steps DROP COLUMN result")
+    conn.close()
+    with pytest.raises(StoreOpenError, match=r"damaged store .*column steps\.result is missing"):
+        opened.get_execution("exec-one")
+    assert checks == [str(db)]
