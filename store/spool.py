@@ -163,18 +163,42 @@ def journal_meta_frame(writer: WriterIdentity) -> bytes:
 
 def journal_frame(records: Iterable[tuple]) -> bytes:
     """One frame of segment records (seq, kind, execution id, payload, request, response body)."""
-    parts = [_EVENTS]
-    append, pack_seq, pack_length = parts.append, _SEQ.pack, _LENGTH.pack
+    return b"".join(journal_frame_parts(records))
+
+
+# A value at least this long is written from its own buffer (one `writev` entry) rather than
+# copied into the frame: a 20 KB body is never copied by the journal, only by the kernel.
+_OWN_BUFFER_BYTES = 4096
+
+
+def journal_frame_parts(records: Iterable[tuple]) -> list[bytes]:
+    """The frame of `records` as consecutive buffers (the header first): their concatenation
+    is `journal_frame(records)`; long values are the caller's own objects, not copies."""
+    out: list[bytes] = []
+    small = [_EVENTS]
+    append, pack_seq, pack_length = small.append, _SEQ.pack, _LENGTH.pack
     for seq, *fields in records:
         append(pack_seq(seq))
         for value in fields:
             if value is None:
                 append(_NO_VALUE)
                 continue
-            data = value.encode("utf-8", "replace") if isinstance(value, str) else bytes(value)
+            data = value.encode("utf-8", "replace") if isinstance(value, str) else value
             append(pack_length(len(data)))
-            append(data)
-    return _frame(b"".join(parts))
+            if len(data) >= _OWN_BUFFER_BYTES:
+                out.append(b"".join(small))
+                out.append(data)
+                small = []
+                append = small.append
+            else:
+                append(bytes(data))
+    if small:
+        out.append(b"".join(small))
+    length, checksum = 0, 0
+    for part in out:
+        length += len(part)
+        checksum = zlib.crc32(part, checksum)
+    return [_FRAME_HEADER.pack(length, checksum), *out]
 
 
 _NO_VALUE = _LENGTH.pack(-1)
@@ -274,12 +298,22 @@ def read_journal_bytes(data: bytes | mmap.mmap, *, name: str = "journal") -> pa.
     return table.replace_schema_metadata(metadata) if metadata else table
 
 
-def _write_all(descriptor: int, data: bytes) -> None:
-    """Write all of `data` at the end of the file (O_APPEND); a short write is continued."""
-    view = memoryview(data)
-    while view:
-        written = os.write(descriptor, view)
-        view = view[written:]
+_IOV_MAX = 1024  # Linux's limit of buffers per writev
+
+
+def _writev_all(descriptor: int, parts: list[bytes]) -> None:
+    """Write the concatenation of `parts` at the end of the file, without joining them; a
+    short write is continued where it stopped."""
+    pending: list[bytes | memoryview] = [part for part in parts if len(part)]
+    while pending:
+        written = os.writev(descriptor, pending[:_IOV_MAX])
+        done = 0
+        while done < len(pending) and written >= len(pending[done]):
+            written -= len(pending[done])
+            done += 1
+        pending = pending[done:]
+        if written:
+            pending[0] = memoryview(pending[0])[written:]
 
 
 class Journal:
@@ -302,16 +336,19 @@ class Journal:
 
     def append(self, records: Iterable[tuple]) -> None:
         """Append `records` as one frame; on failure the file is cut back and the error raised."""
-        self._append(journal_frame(records))
+        self._append_parts(journal_frame_parts(records))
 
     def _append(self, data: bytes) -> None:
+        self._append_parts([data])
+
+    def _append_parts(self, parts: list[bytes]) -> None:
         try:
-            _write_all(self._descriptor, data)
+            _writev_all(self._descriptor, parts)
         except OSError:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._descriptor, self.size)
             raise
-        self.size += len(data)
+        self.size += sum(len(part) for part in parts)
 
     @property
     def has_frames(self) -> bool:
