@@ -104,10 +104,12 @@ def write_segment(paths: StorePaths, name: str, table: pa.Table) -> Path:
     return final_path
 
 
-def read_segment(path: Path) -> pa.Table:
+def read_segment(path: Path, *, dictionary_bodies: bool = False) -> pa.Table:
     """The table stored in a segment or journal file (its frames' rows, in order).
 
-    Raises pa.ArrowException when the bytes are neither an Arrow IPC file nor a journal.
+    With `dictionary_bodies`, a journal's body columns are dictionary arrays over the mapped
+    file, copied only when taken and decoded (the ingest's way). Raises pa.ArrowException when
+    the bytes are neither an Arrow IPC file nor a journal.
     """
     with path.open("rb") as handle:
         if os.fstat(handle.fileno()).st_size == 0:
@@ -116,7 +118,7 @@ def read_segment(path: Path) -> pa.Table:
             data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         if data[: len(JOURNAL_MAGIC)] == JOURNAL_MAGIC:
-            return read_journal_bytes(data, name=path.name)
+            return read_journal_bytes(data, name=path.name, dictionary_bodies=dictionary_bodies)
         return ipc.open_file(pa.py_buffer(data)).read_all()
     finally:
         if isinstance(data, mmap.mmap):
@@ -243,8 +245,15 @@ class _JournalPieces:
         if offset != end:
             raise ValueError("a record runs past its frame")
 
-    def arrays(self, data: bytes | mmap.mmap, schema: pa.Schema) -> list[pa.Array]:
-        """The columns of `schema` (seq first): texts checked as UTF-8 by Arrow."""
+    def arrays(
+        self, data: bytes | mmap.mmap, schema: pa.Schema, *, dictionary_bodies: bool = False
+    ) -> list[pa.Array]:
+        """The columns of `schema` (seq first): texts checked as UTF-8 by Arrow.
+
+        With `dictionary_bodies`, each binary column is a dictionary array whose dictionary is
+        the journal's pieces (over `data` itself) and whose indices are the column's piece
+        numbers: nothing is copied until a reader takes the rows it needs and decodes them.
+        """
         pieces = pa.LargeBinaryArray.from_buffers(
             pa.large_binary(),
             len(self.bounds) - 1,
@@ -252,15 +261,22 @@ class _JournalPieces:
         )
         arrays: list[pa.Array] = [pa.array(self.seqs, type=schema.field(0).type)]
         for column, item in zip(self.columns, list(schema)[1:], strict=True):
-            values = pieces.take(pa.array(column, pa.int64()))
+            indices = pa.array(column, pa.int64())
+            if dictionary_bodies and pa.types.is_large_binary(item.type):
+                arrays.append(pa.DictionaryArray.from_arrays(indices, pieces))
+                continue
+            values = pieces.take(indices)
             arrays.append(values if values.type == item.type else values.cast(item.type))
         return arrays
 
 
-def read_journal_bytes(data: bytes | mmap.mmap, *, name: str = "journal") -> pa.Table:
+def read_journal_bytes(
+    data: bytes | mmap.mmap, *, name: str = "journal", dictionary_bodies: bool = False
+) -> pa.Table:
     """The records of every whole frame of a journal, in order; a torn or damaged tail is skipped.
 
-    Raises pa.ArrowInvalid when the bytes are not a journal.
+    With `dictionary_bodies` the body columns are dictionary arrays over `data` (see
+    `_JournalPieces.arrays`). Raises pa.ArrowInvalid when the bytes are not a journal.
     """
     from store.ingest import SEGMENT_SCHEMA  # the segment columns are the ingest's
 
@@ -291,10 +307,10 @@ def read_journal_bytes(data: bytes | mmap.mmap, *, name: str = "journal") -> pa.
     if offset < len(data):
         log.info("%s: skipped a torn frame at byte %d of %d", name, offset, len(data))
     try:
-        arrays = pieces.arrays(data, SEGMENT_SCHEMA)
+        arrays = pieces.arrays(data, SEGMENT_SCHEMA, dictionary_bodies=dictionary_bodies)
     except pa.ArrowInvalid as error:  # a text that is not UTF-8
         raise pa.ArrowInvalid(f"{name}: a damaged frame ({error})") from error
-    table = pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)
+    table = pa.Table.from_arrays(arrays, names=SEGMENT_SCHEMA.names)
     return table.replace_schema_metadata(metadata) if metadata else table
 
 
