@@ -492,6 +492,10 @@ def decode_segments(tables: Sequence[pa.Table]) -> StagedRows:
         raise SegmentDecodeError(f"{type(error).__name__}: {error}") from error
 
 
+# DuckDB's WAL size past which a commit checkpoints (default 16 MiB), during an ingest batch.
+INGEST_CHECKPOINT_THRESHOLD = "1MB"
+
+
 def apply_segments(
     conn: duckdb.DuckDBPyConnection,
     tables: Sequence[pa.Table],
@@ -504,18 +508,27 @@ def apply_segments(
     the DuckDB error when the write fails (the transaction is then rolled back).
     """
     staged = decode_segments(tables)
-    conn.execute("BEGIN TRANSACTION")
+    # A batch past INGEST_CHECKPOINT_THRESHOLD is checkpointed by its COMMIT, which then skips
+    # the WAL: the bodies are written once, compressed, into the file, instead of into the WAL
+    # (uncompressed) and then the file. A kill before COMMIT returns loses the batch, whose
+    # segments are still in the spool: the next session ingests them again.
+    conn.execute(f"SET checkpoint_threshold = '{INGEST_CHECKPOINT_THRESHOLD}'")
     try:
-        write_staged(conn, staged)
-        if segment_names:
-            conn.execute(
-                "INSERT INTO ingested_segments "
-                "SELECT unnest($names), make_timestamptz(CAST($now * 1000000 AS BIGINT))",
-                {"names": list(segment_names), "now": time.time()},
-            )
-        conn.execute("COMMIT")
-    except BaseException:
-        # A failed COMMIT has already rolled back; the original error is the one to report.
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            write_staged(conn, staged)
+            if segment_names:
+                conn.execute(
+                    "INSERT INTO ingested_segments "
+                    "SELECT unnest($names), make_timestamptz(CAST($now * 1000000 AS BIGINT))",
+                    {"names": list(segment_names), "now": time.time()},
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            # A failed COMMIT has already rolled back; the original error is the one to report.
+            with contextlib.suppress(duckdb.Error):
+                conn.execute("ROLLBACK")
+            raise
+    finally:
         with contextlib.suppress(duckdb.Error):
-            conn.execute("ROLLBACK")
-        raise
+            conn.execute("RESET checkpoint_threshold")
