@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input, Static
 
 from console import samples
 from console.demo.runner import (
@@ -25,10 +26,13 @@ from console.samples import (
     sample_trace_files,
     sample_traces_dir,
 )
+from console.tui.screens.whatif import ChangeTable, WhatIfScreen
+from console.tui.widgets.cells import SAMPLES_DB_ARG
 from executor.eventlog import read_event_log
 from store.queries import ExecutionFilter, open_store
 from tests.support.demo_outcomes import EVERY_FINAL_ACTION, EXPECTED
 from tests.support.plans import run_subprocess
+from tests.support.tui import screen_loaded, settle_until, shown_text, table_cell, tui_app
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -217,3 +221,29 @@ def test_samples_lint_grades_every_demo_tool_and_fails_scenario_d():
     example = checks["input_error_status"]["example"]
     assert (example["execution_id"], example["http_status"]) == (
         sample_execution_ids()["scenario-d-misclassified-503"], 503)  # fmt: skip
+
+
+async def test_sample_console_whatif_screen_shows_scenario_d_resent_under_max_attempts_5(tmp_path):
+    """`truva-console --samples`, `w`, `max_attempts=5`: every decision re-decided, D resent."""
+    db = prepare_sample_store(tmp_path / "samples.duckdb")
+    scenario_d = sample_execution_ids()["scenario-d-misclassified-503"]
+    app = tui_app(db, db_arg=SAMPLES_DB_ARG, live_refresh=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await screen_loaded(pilot)
+        await pilot.press("w")
+        await settle_until(pilot, lambda: isinstance(app.screen, WhatIfScreen), "what-if")
+        screen = app.screen
+        assert app.focused is screen.query_one("#whatif-config", Input)
+        await pilot.press(*"max_attempts=5", "enter")
+        await settle_until(pilot, lambda: screen.view is not None, "the what-if result")
+        shown = shown_text(screen.query_one("#whatif-status", Static).content, 1000)
+        assert "41 decisions in 14 executions re-decided" in shown
+        assert "6 decisions would change, in 2 steps" in shown
+        assert "older version" not in shown and "not re-decided" not in shown
+        changes = screen.query_one(ChangeTable)
+        rows = {
+            tuple(table_cell(changes, str(i), column) for column in ("execution", "n", "after"))
+            for i in range(changes.row_count)
+        }
+        assert (scenario_d, "3", "retry_same transient.retry_same") in rows
+        assert screen.twin_command == "truva-console --samples whatif --config max_attempts=5"
