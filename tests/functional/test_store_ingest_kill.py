@@ -48,8 +48,14 @@ def bulky_events() -> tuple[list[Any], int]:
         body = b"Marker-%d " % s + rng.randbytes(BODY_BYTES // 2).hex().encode()
         total += len(body)
         script.step_started(step)
-        script.attempt(step, 1, parameters=step["parameters"], status=200, response_body=body,
-                       decided=decision("success", "success.2xx", "HTTP 200 is a success"))  # fmt: skip
+        script.attempt(
+            step,
+            1,
+            parameters=step["parameters"],
+            status=200,
+            response_body=body,
+            decided=decision("success", "success.2xx", "HTTP 200 is a success"),
+        )
         script.step_finished(step["id"], "succeeded", dispatch_count=1, attempts=1,
                              final_action="success", final_rule_id="success.2xx")  # fmt: skip
     script.finish("succeeded")
