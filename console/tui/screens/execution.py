@@ -30,6 +30,7 @@ from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.cells import duration_text, status_text, twin_command
 from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.search_bar import SearchBar
+from console.tui.widgets.searchable import SearchableStatic
 from console.tui.widgets.tables import AttemptTable, StepTable
 from console.tui.widgets.text_actions import (
     FocusedText,
@@ -365,6 +366,11 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
     def _llm_text_loaded(self) -> None:
         """A long LLM text prepared in a thread arrived: an open search looks in it again."""
         self.query_one(SearchBar).text_changed()
+
+    @on(SearchableStatic.Rewrapped)
+    def _text_rewrapped(self) -> None:
+        """A highlighted pane was resized: an open search looks in its new lines again."""
+        self.query_one(SearchBar).text_rewrapped()
 
     @on(AttemptTable.AttemptHighlighted)
     def _attempt_highlighted(self, message: AttemptTable.AttemptHighlighted) -> None:
