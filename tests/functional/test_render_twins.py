@@ -89,6 +89,7 @@ async def test_an_llm_calls_response_headers_show_in_explain_and_in_the_llm_tab(
         screen = await open_execution(app, pilot, TRIP)
         screen.select_step("step-2")
         screen.select_attempt(1)
+        await pilot.press("4")  # the LLM tab, built when first shown
         await app.workers.wait_for_complete()
         await pilot.pause()
         shown = screen.query_one("#llm-text", TextArea).text
