@@ -138,8 +138,6 @@ def test_kill_inside_a_wal_less_commit_leaves_a_store_that_reingests_once(
     landed = attempts == STEPS
     assert (attempts, steps) == ((STEPS, STEPS) if landed else (0, 0))
     assert recorded in ([(segment,)], []) if landed else recorded == []
-    if not committed and growth_mb == 0:
-        assert not landed, "killed before the COMMIT returned, yet the batch is stored"
     if growth_mb:
         assert grown >= growth_mb * 1_000_000 or committed  # the kill landed mid-write
     # The next session ingests the spool segment again, completely, once; and then no more.
