@@ -120,3 +120,74 @@ def test_a_full_disk_while_deflating_refuses_the_export_and_leaves_nothing(tmp_p
     with pytest.raises(BundleExportError, match="cannot write: No space left on device"):
         export_bundle(db, out / "runs.zip", None)
     assert list(out.iterdir()) == []
+
+
+def _count_row_digests(monkeypatch) -> collections.Counter[str]:
+    """Rows hashed to compare with the store's, by execution id (the bundle's and the store's)."""
+    import store.bundle.importer as importer
+    import store.bundle.validate as validate
+
+    hashed: collections.Counter[str] = collections.Counter()
+    original = validate.row_digest
+
+    def counting_digest(spec, row):
+        hashed[row["execution_id"]] += 1
+        return original(spec, row)
+
+    monkeypatch.setattr(importer, "row_digest", counting_digest)
+    monkeypatch.setattr(validate, "row_digest", counting_digest)
+    return hashed
+
+
+def test_import_hashes_the_rows_only_of_executions_the_store_already_holds(
+    bundle, tmp_path, monkeypatch
+):
+    target = tmp_path / "target.duckdb"
+    hashed = _count_row_digests(monkeypatch)
+    assert sorted(import_bundle(target, bundle).imported) == sorted(IDS)
+    assert hashed == {}  # nothing in the store to compare with: no row was hashed
+    # The store now holds both: importing again compares (and skips) them, hashing each row
+    # of the bundle once and each stored row once.
+    again = import_bundle(target, bundle)
+    assert sorted(again.skipped) == sorted(IDS) and again.imported == ()
+    with duckdb.connect(str(target), read_only=True) as conn:
+        stored = collections.Counter(
+            execution_id
+            for table in ("executions", "execution_snapshots", "steps", "attempts", "llm_calls",
+                          "events")
+            for (execution_id,) in conn.execute(f"SELECT execution_id FROM {table}").fetchall()
+        )  # fmt: skip
+    assert hashed == {eid: 2 * count for eid, count in stored.items()}
+
+
+def test_import_hashes_no_row_of_a_new_execution_beside_a_known_one(tmp_path, monkeypatch):
+    db = tmp_path / "source.duckdb"
+    with StoreRecorder(db) as recorder:
+        for event in [*small_execution(IDS[0]), *small_execution(IDS[1], start_at=1.9e9)]:
+            recorder.record(event)
+    one, both = tmp_path / "one.zip", tmp_path / "both.zip"
+    export_bundle(db, one, [IDS[0]])
+    export_bundle(db, both, None)
+    target = tmp_path / "target.duckdb"
+    import_bundle(target, one)
+    hashed = _count_row_digests(monkeypatch)
+    result = import_bundle(target, both)
+    assert result.imported == (IDS[1],) and result.skipped == (IDS[0],)
+    assert set(hashed) == {IDS[0]}
+
+
+def test_import_writes_with_duckdb_returning_freed_memory_at_once(bundle, tmp_path, monkeypatch):
+    import store.bundle.importer as importer
+
+    seen: list[tuple[str, str]] = []
+    original = importer._insert_batch
+
+    def recording_insert(conn, spec, batch):
+        seen.append(conn.execute(
+            "SELECT current_setting('allocator_flush_threshold'), current_setting('threads')"
+        ).fetchall()[0])  # fmt: skip
+        return original(conn, spec, batch)
+
+    monkeypatch.setattr(importer, "_insert_batch", recording_insert)
+    import_bundle(tmp_path / "target.duckdb", bundle)
+    assert seen and set(seen) == {("4MiB", 1)}
