@@ -191,3 +191,19 @@ def test_import_writes_with_duckdb_returning_freed_memory_at_once(bundle, tmp_pa
     monkeypatch.setattr(importer, "_insert_batch", recording_insert)
     import_bundle(tmp_path / "target.duckdb", bundle)
     assert seen and set(seen) == {("4MiB", 1)}
+
+
+def test_members_are_deflated_by_zlib_ng_and_inflate_with_the_standard_zlib(bundle):
+    import zlib
+
+    from zlib_ng import zlib_ng
+
+    with zipfile.ZipFile(bundle) as archive, open(bundle, "rb") as raw:
+        for info in archive.infolist():
+            data = archive.read(info)  # the standard library's inflater, CRC-32 checked
+            raw.seek(info.header_offset + 26)
+            name_length, extra_length = (int.from_bytes(raw.read(2), "little") for _ in "ne")
+            raw.seek(info.header_offset + 30 + name_length + extra_length)
+            stored = raw.read(info.compress_size)
+            compressor = zlib_ng.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+            assert stored == compressor.compress(data) + compressor.flush(), info.filename
