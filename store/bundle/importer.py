@@ -33,7 +33,6 @@ from store.schema import DERIVED_COLUMNS
 
 _FETCH_ROWS = 1_000
 _IMPORT_MEMORY_LIMIT = 48 * MIB
-_ALLOCATOR_FLUSH = 4 * MIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,8 +243,6 @@ def _write_bundle(
     conn.execute(f"SET memory_limit = '{memory_limit // MIB}MiB'")
     # One thread: on this workload (one INSERT per staged batch) a second one only contends.
     conn.execute("SET threads = 1")
-    # Memory DuckDB's allocator frees goes back to the system at once, not kept per thread.
-    conn.execute(f"SET allocator_flush_threshold = '{_ALLOCATOR_FLUSH // MIB}MiB'")
     conn.execute("BEGIN TRANSACTION")
     try:
         # Rows a crashed import left behind have no executions row; they are not the store's.
@@ -349,7 +346,6 @@ def import_bundle(
                 with contextlib.suppress(duckdb.Error):
                     conn.execute("RESET memory_limit")
                     conn.execute("RESET threads")
-                    conn.execute("RESET allocator_flush_threshold")
     return ImportResult(
         bundle=path,
         db=paths.given,

@@ -176,23 +176,6 @@ def test_import_hashes_no_row_of_a_new_execution_beside_a_known_one(tmp_path, mo
     assert set(hashed) == {IDS[0]}
 
 
-def test_import_writes_with_duckdb_returning_freed_memory_at_once(bundle, tmp_path, monkeypatch):
-    import store.bundle.importer as importer
-
-    seen: list[tuple[str, str]] = []
-    original = importer._insert_batch
-
-    def recording_insert(conn, spec, batch):
-        seen.append(conn.execute(
-            "SELECT current_setting('allocator_flush_threshold'), current_setting('threads')"
-        ).fetchall()[0])  # fmt: skip
-        return original(conn, spec, batch)
-
-    monkeypatch.setattr(importer, "_insert_batch", recording_insert)
-    import_bundle(tmp_path / "target.duckdb", bundle)
-    assert seen and set(seen) == {("4MiB", 1)}
-
-
 def test_members_are_deflated_by_zlib_ng_and_inflate_with_the_standard_zlib(bundle):
     import zlib
 
