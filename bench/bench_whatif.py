@@ -12,8 +12,12 @@ and sets a wall-clock budget, so every decision's inputs are distinct.
 Times, in the same run:
 - baseline: reading the decision inputs the way `what_if_row_by_row` does and parsing them;
 - `what_if_row_by_row` (every decision from its own inputs) on a sample store;
-- `what_if` (keyed: one decision per distinct key) on the same sample and on the big store;
-- `what_if` on the worst-case store.
+- `what_if` (keyed: one decision per distinct key, grouped by the key stored with each
+  decision) on the same sample and on the big store, and with the stored keys' stamps stale
+  (keyed from the decision JSON, as before schema 4) on the sample;
+- writing the big store's stored keys (the UPDATE the migration runs; ingest computes the same
+  expression per attempt);
+- `what_if` on the worst-case store, with stored keys and from the JSON.
 Prints decisions/s, wall and CPU seconds (the CPU time of all the process's threads: on a
 machine shared with other work the wall time is longer), distinct keys and the projected time
 for 1,000,000 decisions (issue 13: "1M recorded decisions in well under a minute").
@@ -34,7 +38,7 @@ import duckdb
 from console.demo import record_demo
 from console.whatif import WhatIfReport, unaffected_rule_ids, what_if, what_if_row_by_row
 from executor.policy.redecide_key import redecide_key
-from store.decision_keys import key_sql
+from store.decision_keys import key_expression, refresh_stored_keys_sql
 from store.queries import open_store
 from store.recorder import StoreRecorder
 
@@ -51,9 +55,12 @@ def record_demo_store(directory: Path) -> Path:
     return db
 
 
-def build_store(demo: Path, db: Path, decisions: int, share: float | None) -> Path:
+def build_store(
+    demo: Path, db: Path, decisions: int, share: float | None, *, keys: bool = True
+) -> Path:
     """A copy of `demo` with about `decisions` decisions, about `share` of them with distinct
-    inputs; `share=None`: the worst case, every decision distinct."""
+    inputs; `share=None`: the worst case, every decision distinct. `keys=False` leaves the
+    copies' stored keys stale (`write_keys` writes them)."""
     db.write_bytes(demo.read_bytes())
     with duckdb.connect(str(db)) as conn:
         per_copy = conn.execute("SELECT count(*) FROM attempts").fetchone()[0]
@@ -87,17 +94,31 @@ def build_store(demo: Path, db: Path, decisions: int, share: float | None) -> Pa
             "  ) ELSE decision END AS decision"
             ") FROM attempts, copies"
         )
+    if keys:
+        write_keys(db)
     return db
+
+
+def write_keys(db: Path) -> None:
+    """The copies' decisions changed: write their stored keys as ingest (and the migration to
+    schema 4) would have."""
+    with duckdb.connect(str(db)) as conn:
+        conn.execute(refresh_stored_keys_sql())
+
+
+def stale_keys(db: Path) -> None:
+    """Stamp every stored key as written by other code: `what_if` keys the JSON."""
+    with duckdb.connect(str(db)) as conn:
+        conn.execute("UPDATE attempts SET decision_key_version = 'stale'")
 
 
 def distinct_keys(db: Path) -> int:
     """Distinct keys among the decisions `what_if(OVERRIDES)` re-runs."""
-    expression, select = key_sql(redecide_key(OVERRIDES))
+    expression = key_expression(redecide_key(OVERRIDES), "a.decision")
     with duckdb.connect(str(db), read_only=True) as conn:
         return conn.execute(
-            f"WITH d AS (SELECT {select} FROM attempts AS a WHERE a.action IS NOT NULL "
-            "AND NOT list_contains($skip, coalesce(a.rule_id, ''))) "
-            f"SELECT count(DISTINCT {expression}) FROM d",
+            f"SELECT count(DISTINCT {expression}) FROM attempts AS a WHERE a.action IS NOT NULL "
+            "AND NOT list_contains($skip, coalesce(a.rule_id, ''))",
             {"skip": sorted(unaffected_rule_ids(OVERRIDES))},
         ).fetchone()[0]
 
@@ -148,10 +169,16 @@ def main() -> None:
         slow, slow_s = timed(lambda: what_if_row_by_row(open_store(sample), None, OVERRIDES))
         line("row by row, sample", slow.decisions, slow_s, f"{slow.changed:,} changed")
         fast, fast_s = timed(lambda: what_if(open_store(sample), None, OVERRIDES))
-        line("keyed, sample", fast.decisions, fast_s,
+        line("keyed (stored keys), sample", fast.decisions, fast_s,
              f"{fast.changed:,} changed, {distinct_keys(sample):,} distinct keys")
         assert fast.to_dict() == slow.to_dict(), "keyed and row-by-row reports differ"
-        big = build_store(demo, directory / "big.duckdb", args.decisions, args.share)
+        stale_keys(sample)
+        json_keyed, json_s = timed(lambda: what_if(open_store(sample), None, OVERRIDES))
+        line("keyed from the JSON, sample", json_keyed.decisions, json_s, "stamps stale")
+        assert json_keyed.to_dict() == slow.to_dict(), "JSON-keyed and row-by-row reports differ"
+        big = build_store(demo, directory / "big.duckdb", args.decisions, args.share, keys=False)
+        _, keys_s = timed(lambda: write_keys(big) or 0)
+        line("writing the stored keys (ingest)", args.decisions, keys_s, "UPDATE, as migration")
         report, big_s = timed(lambda: what_if(open_store(big), None, OVERRIDES))
         line(f"keyed, {args.share:.0%} distinct", report.decisions, big_s,
              f"{report.changed:,} changed, {distinct_keys(big):,} distinct keys, "
@@ -162,6 +189,9 @@ def main() -> None:
         line("keyed, worst case (all distinct)", report.decisions, worst_s,
              f"{report.changed:,} changed, {distinct_keys(worst):,} distinct keys, "
              f"{report.not_rerun:,} not re-run")
+        stale_keys(worst)
+        report, worst_json_s = timed(lambda: what_if(open_store(worst), None, OVERRIDES))
+        line("keyed from the JSON, worst case", report.decisions, worst_json_s, "stamps stale")
     print(f"overrides {OVERRIDES}; speed-up keyed / row by row on the sample: "
           f"{slow_s / fast_s:.1f}x")
 

@@ -23,8 +23,10 @@ Headless: no Textual.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -43,13 +45,18 @@ from executor.policy import (
 from executor.policy.redecide import REDECIDE_BACKOFF_KEYS
 from executor.policy.redecide_key import redecide_key
 from executor.rule_reads import RULE_READS
-from store.decision_keys import keyed_decisions
+from store.decision_keys import KeyScan, stored_key_serves
 from store.queries import ExecutionFilter, Store
 
 # Executions read per store session, so a writer waiting for the file gets its turns.
 EXECUTIONS_PER_BATCH = 2_000
-# Executions per store session of the keyed path (the demo's mix: about 60,000 decisions).
+# Executions per batch of the keyed path (the demo's mix: about 60,000 decisions, an Arrow
+# table of a few MB).
 FAST_EXECUTIONS_PER_BATCH = 20_000
+# The keyed path's batches share one store session until it has been held this long (wall
+# seconds); then the next batch opens a new one, so a writer waiting for the file (a recorder
+# in another process, another thread of the TUI) gets its turn in between.
+SESSION_SLICE_S = 1.0
 INPUT_FIELDS = frozenset(item.name for item in fields(DecisionInputs))
 
 # `progress(executions_done, report)`, called after each batch (see `what_if`).
@@ -169,27 +176,39 @@ def what_if(
     """
     decide_again = redecider(overrides, explain=False)
     key = redecide_key(overrides)
+    stored = stored_key_serves(overrides)
     report = WhatIfReport(overrides=dict(overrides))
     unaffected = sorted(unaffected_rule_ids(overrides))
+    # The outcome of each key of the overrides, and of each row key (stored or that key).
     outcomes: dict[str, _Outcome] = {}
+    by_row_key: dict[str, _Outcome] = {}
     known: list[pa.Array] = []
     step_changed: set[tuple[str, str]] = set()
     ids = store.matching_execution_ids(filters)
     report.executions = len(ids)
-    for start in range(0, len(ids), FAST_EXECUTIONS_PER_BATCH):
-        keyed = keyed_decisions(
-            store, ids[start : start + FAST_EXECUTIONS_PER_BATCH], key,
-            skip_rules=unaffected,
-            known=pa.concat_arrays(known) if known else None,
-        )
-        report.decisions += keyed.skipped
-        report.not_rerun += keyed.skipped
-        for row_key, inputs_text in keyed.inputs_by_key.items():
-            outcomes[row_key] = _decide_once(inputs_text, decide_again)
-        known.append(pa.array(list(keyed.inputs_by_key), pa.string()))
-        _count_batch(keyed.table, outcomes, report, step_changed)
-        if progress is not None:
-            progress(min(start + FAST_EXECUTIONS_PER_BATCH, len(ids)), report)
+    with ExitStack() as held:
+        scan: KeyScan | None = None
+        held_since = 0.0
+        for start in range(0, len(ids), FAST_EXECUTIONS_PER_BATCH):
+            if scan is None or time.monotonic() - held_since > SESSION_SLICE_S:
+                held.close()
+                scan = KeyScan(held.enter_context(store.session()))
+                held_since = time.monotonic()
+            keyed = scan.batch(
+                ids[start : start + FAST_EXECUTIONS_PER_BATCH], key, stored=stored,
+                skip_rules=unaffected, known=pa.concat_arrays(known) if known else None,
+                decided=outcomes,
+            )
+            report.decisions += keyed.skipped
+            report.not_rerun += keyed.skipped
+            for decide_key, inputs_text in keyed.inputs_by_key.items():
+                outcomes[decide_key] = _decide_once(inputs_text, decide_again)
+            for row_key, decide_key in keyed.decide_keys.items():
+                by_row_key[row_key] = outcomes[decide_key]
+            known.append(pa.array(list(keyed.decide_keys), pa.string()))
+            _count_batch(keyed.table, by_row_key, report, step_changed)
+            if progress is not None:
+                progress(min(start + FAST_EXECUTIONS_PER_BATCH, len(ids)), report)
     return report
 
 

@@ -150,12 +150,15 @@ def _input_error_status(r: Response) -> tuple[Grade, str]:
     return Grade.PASS, "no input error sent as transient"
 
 
-def _auth_status(r: Response) -> tuple[Grade, str]:
+def _says_auth(r: Response) -> bool:
     category = (r.envelope.error_category or "").upper()
-    says_auth = category == ErrorCategory.AUTH_ERROR or bool(
+    return category == ErrorCategory.AUTH_ERROR or bool(
         _AUTH_WORDS.search(r.envelope.error_text or "")
     )
-    if says_auth and r.status not in (401, 403):
+
+
+def _auth_status(r: Response) -> tuple[Grade, str]:
+    if _says_auth(r) and r.status not in (401, 403):
         return Grade.FAIL, (f"an authentication error sent as HTTP {r.status}: the executor "
                             "retries or corrects it; answer 401 or 403 so it stops")
     return Grade.PASS, "authentication errors sent as 401/403"
@@ -213,7 +216,9 @@ CHECKS: tuple[Check, ...] = (
     Check("retryable", "error.retryable present and boolean", "seed 001 Part 2",
           _is_error, _retryable),
     Check("input_error_status", "input errors as 4xx, not 5xx (Scenario D)",
-          "seed 000 §8 Scenario D, §11", lambda r: r.status >= 500, _input_error_status),
+          "seed 000 §8 Scenario D, §11",
+          # an authentication error ("invalid API key") is auth_status's: 401/403, not 400
+          lambda r: r.status >= 500 and not _says_auth(r), _input_error_status),
     Check("auth_status", "authentication errors as 401/403, not 5xx", "seed 000 §8, §11",
           _is_error, _auth_status),
     Check("hint", "actionable details.hint on correctable errors", "seed 001 Part 2",

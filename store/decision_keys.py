@@ -1,24 +1,37 @@
 """Recorded decisions keyed by the inputs a re-decision reads, so identical ones are decided once.
 
-`keyed_decisions(store, execution_ids, key, ...)` returns, as an Arrow table, (execution id,
+The key (`key_expression`) is an MD5 of the inputs' field names and each field's value, or JSON
+type for the fields `executor.policy.redecide_key` keys by type; DuckDB computes it, so the
+recorded JSON is parsed in C++ and only once per key in Python.
+
+Every attempt also keeps a key written when it is stored (`attempts.decision_key`, a derived
+column of `store.schema`, filled at ingest, import and migration): the key of a re-decision
+without overrides (`STORED_KEY`), stamped with `STORED_KEY_VERSION`, a digest of the SQL that
+computed it (so of the field lists `executor.rule_reads` and `DecisionInputs` give). That key is
+as fine as the key of any overrides that set no budget, or finer (`stored_key_serves`): inputs
+alike under it are alike under the overrides' key, so a what-if groups by it without parsing
+JSON and keys only one attempt per stored key by its own key. An attempt whose stamp is not
+the current one (recorded by another version of the policy code) is keyed from its JSON.
+
+`KeyScan(conn).batch(execution_ids, key, ...)` returns, as an Arrow table, (execution id,
 step id, n, action, rule id, key) per decided attempt of the executions, in the order
-`Store.recorded_decisions` uses, and the recorded inputs (JSON text) of the first attempt of
-each key not seen before. The key (`key_sql`) is an MD5 of the inputs' field names and each
-field's value, or JSON type for the fields `executor.policy.redecide_key` keys by type;
-DuckDB computes it, so the recorded JSON is parsed in C++ and only once per key in Python.
+`Store.recorded_decisions` uses, the overrides' key of each row key not seen before, and the
+recorded inputs (JSON text) of one attempt of each of those keys not decided before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from executor.policy.redecide_key import RedecideKey
-from store.queries import Store
+from executor.config import ExecutorConfig
+from executor.policy.redecide_key import GATED_BY, RedecideKey, redecide_key
 
 
 def _paths(names: Sequence[str]) -> str:
@@ -28,40 +41,82 @@ def _paths(names: Sequence[str]) -> str:
     ) + "]"
 
 
-def key_sql(key: RedecideKey) -> tuple[str, str]:
-    """The SQL expression of the key (an MD5 hex string) over the columns x and ks, and the
-    select list that computes those from `a.decision`: the decision is parsed twice, once for
-    the inputs' field names and once for the values of the fields (a field keyed by type gets
-    the JSON type of its value). Inputs without fields add their JSON type (null or {})."""
+def key_expression(key: RedecideKey, decision: str = "decision") -> str:
+    """The SQL expression of the key (an MD5 hex string) of the decision JSON `decision`; NULL
+    for a NULL decision. The decision is parsed twice, once for the inputs' field names and
+    once for the values of the fields (a field keyed by type gets the JSON type of its value);
+    inputs without fields add their JSON type (null or {})."""
     gated = [(budget, name) for budget, names in key.gated for name in names]
     extracted = list(dict.fromkeys([*key.by_value, *key.by_type, *(name for _, name in gated)]))
     at = {name: index + 1 for index, name in enumerate(extracted)}
-    typed = [f"json_type(x[{at[name]}])" for name in key.by_type]
+    typed = [f"json_type(r.x[{at[name]}])" for name in key.by_type]
     typed += [
-        f"CASE WHEN json_type(x[{at[budget]}]) = 'NULL' THEN 't' || json_type(x[{at[name]}]) "
-        f"ELSE 'v' || x[{at[name]}]::VARCHAR END"
+        f"CASE WHEN json_type(r.x[{at[budget]}]) = 'NULL' THEN 't' || json_type(r.x[{at[name]}]) "
+        f"ELSE 'v' || r.x[{at[name]}]::VARCHAR END"
         for budget, name in gated
     ]
-    values = f"list_slice(x, 1, {len(key.by_value)})::VARCHAR" if key.by_value else "''"
-    expression = (
-        "md5(concat_ws(chr(31), to_json(ks)::VARCHAR, "
-        "CASE WHEN len(ks) = 0 THEN coalesce(json_type(decision, '$.inputs'), '-') END, "
+    values = f"list_slice(r.x, 1, {len(key.by_value)})::VARCHAR" if key.by_value else "''"
+    digest = (
+        "md5(concat_ws(chr(31), to_json(r.ks)::VARCHAR, "
+        "CASE WHEN len(r.ks) = 0 THEN coalesce(json_type(r.d, '$.inputs'), '-') END, "
         f"{values}, to_json(list_value({', '.join(typed) or 'NULL'}))::VARCHAR))"
     )
-    select = (
-        f"json_extract(a.decision, {_paths(extracted)}) AS x, "
-        "json_keys(a.decision, '$.inputs') AS ks, a.decision"
+    # A one-element list and a lambda: the two parses are bound once and read by name.
+    return (
+        f"CASE WHEN {decision} IS NOT NULL THEN list_transform([{{"
+        f"'x': json_extract({decision}, {_paths(extracted)}), "
+        f"'ks': json_keys({decision}, '$.inputs'), 'd': {decision}}}], "
+        f"lambda r: {digest})[1] END"
     )
-    return expression, select
+
+
+# The key written with every recorded decision: the key without overrides.
+STORED_KEY = redecide_key({})
+STORED_KEY_VERSION = hashlib.md5(
+    key_expression(STORED_KEY).encode(), usedforsecurity=False
+).hexdigest()[:16]
+
+
+def stored_key_sql(decision: str) -> str:
+    """SQL for `attempts.decision_key` of the decision JSON `decision`."""
+    return key_expression(STORED_KEY, decision)
+
+
+def stored_key_version_sql(decision: str) -> str:
+    """SQL for `attempts.decision_key_version`: the current stamp for a decision, else NULL."""
+    return f"CASE WHEN {decision} IS NOT NULL THEN '{STORED_KEY_VERSION}' END"
+
+
+def refresh_stored_keys_sql(where: str = "TRUE") -> str:
+    """SQL that writes the stored key and stamp of the attempts `where` selects from their
+    `decision` (the migration to schema 4; after editing decisions by hand, as a test does)."""
+    return (
+        f"UPDATE attempts SET decision_key = {stored_key_sql('decision')}, "
+        f"decision_key_version = {stored_key_version_sql('decision')} WHERE {where}"
+    )
+
+
+def stored_key_serves(overrides: Mapping[str, Any]) -> bool:
+    """Whether the stored key is as fine as the key of `overrides`, or finer.
+
+    The stored key carries by value every field a rule reads, and a budget's gated fields by
+    value where the recorded budget is set: finer than the overrides' key, which carries the
+    fields the overrides replace by type, and the gated fields of a budget set to null by
+    type. Only a budget the overrides set to a value makes gated fields matter where the
+    recorded budget was null, which the stored key does not see."""
+    config = ExecutorConfig(**dict(overrides))
+    return all(getattr(config, budget) is None for budget in GATED_BY if budget in overrides)
 
 
 @dataclass(frozen=True, slots=True)
 class KeyedDecisions:
     """Decided attempts as an Arrow table (execution_id, step_id, n, action, rule_id, key) in
-    execution, step and attempt order; the recorded inputs text (or None) of one attempt of
-    each key not already known; and how many attempts were left out by rule."""
+    execution, step and attempt order; the overrides' key of each row key not already known
+    (`decide_keys`); the recorded inputs text (or None) of one attempt of each of those keys
+    not already decided; and how many attempts were left out by rule."""
 
     table: pa.Table
+    decide_keys: dict[str, str]
     inputs_by_key: dict[str, str | None]
     skipped: int
 
@@ -79,41 +134,105 @@ def _first_rows(table: pa.Table, known: pa.Array | None) -> pa.Table:
     return table.select(["key", "row_id"]).take(firsts.column("index_min"))
 
 
-def keyed_decisions(
-    store: Store, execution_ids: Sequence[str], key: RedecideKey, *,
-    skip_rules: Sequence[str] = (), known: pa.Array | None = None,
-) -> KeyedDecisions:
-    """The decided attempts of `execution_ids`, minus those whose rule is in `skip_rules`,
-    keyed by `key`, with the inputs of the first attempt of each key not in `known` (keys of
-    earlier batches). One store session."""
-    key_expression, extract = key_sql(key)
-    where = "a.execution_id IN (SELECT unnest($ids)) AND a.action IS NOT NULL"
-    params: dict[str, Any] = {"ids": list(execution_ids), "skip": list(skip_rules)}
-    with store.session() as conn:
+# An attempt whose stored key was computed by this code (`$version`: STORED_KEY_VERSION).
+_CURRENT = (
+    "coalesce(a.decision_key_version = $version AND a.decision_key IS NOT NULL, false)"
+)
+
+
+class KeyScan:
+    """Batches of recorded decisions read over one connection (one store session)."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection):
+        self.conn = conn
+        self._stamps_current: bool | None = None
+
+    def _all_stored(self) -> bool:
+        """Whether every decided attempt has its stored key with the current stamp."""
+        if self._stamps_current is None:
+            row = self.conn.execute(
+                f"SELECT count(*) FROM attempts AS a WHERE a.action IS NOT NULL AND NOT {_CURRENT}",
+                {"version": STORED_KEY_VERSION},
+            ).fetchall()
+            self._stamps_current = not row or not row[0][0]
+        return self._stamps_current
+
+    def batch(
+        self, execution_ids: Sequence[str], key: RedecideKey, *, stored: bool,
+        skip_rules: Sequence[str] = (), known: pa.Array | None = None,
+        decided: Collection[str] = (),
+    ) -> KeyedDecisions:
+        """The decided attempts of `execution_ids`, minus those whose rule is in
+        `skip_rules`. With `stored` (`stored_key_serves` of the overrides) each row is keyed
+        by its stored key where the stamp is current, else by `key`; for each row key not in
+        `known` (row keys of earlier batches), its `key`; and the inputs of one attempt of
+        each such key not in `decided`."""
+        conn = self.conn
+        # An attempt decided without a recorded decision is keyed '-' (not readable).
+        exact = f"coalesce({key_expression(key, 'a.decision')}, '-')"
+        where = "a.execution_id IN (SELECT unnest($ids)) AND a.action IS NOT NULL"
+        params: dict[str, Any] = {"ids": list(execution_ids), "skip": list(skip_rules)}
         skipped_row = conn.execute(
             f"SELECT count(*) FROM attempts AS a WHERE {where} "
             "AND list_contains($skip, a.rule_id)", params,
         ).fetchall()[0] if skip_rules else (0,)
+        select = (
+            "SELECT a.rowid AS row_id, a.execution_id, a.step_id, a.n, a.action, a.rule_id, "
+            "e.started_at, {key} AS key "
+            "FROM attempts AS a JOIN executions AS e USING (execution_id) "
+            f"WHERE {where} AND NOT list_contains($skip, coalesce(a.rule_id, '')) AND {{rows}}"
+        )
+        if not stored:
+            rows = select.format(key=exact, rows="TRUE")
+        elif self._all_stored():
+            # Not even a mention of `decision`: DuckDB would read the column.
+            rows = select.format(key="a.decision_key", rows="TRUE")
+        else:
+            params["version"] = STORED_KEY_VERSION
+            rows = (
+                f"{select.format(key='a.decision_key', rows=_CURRENT)} UNION ALL "
+                f"{select.format(key=exact, rows=f'NOT {_CURRENT}')}"
+            )
         table = conn.sql(
-            "WITH d AS ("
-            "  SELECT a.rowid AS row_id, a.execution_id, a.step_id, a.n, a.action, a.rule_id,"
-            f"         e.started_at, {extract}"
-            "  FROM attempts AS a JOIN executions AS e USING (execution_id)"
-            f"  WHERE {where} AND NOT list_contains($skip, coalesce(a.rule_id, ''))"
-            ") "
-            f"SELECT row_id, execution_id, step_id, n, action, rule_id, {key_expression} AS key "
-            "FROM d ORDER BY started_at NULLS FIRST, execution_id, step_id, n",
+            f"SELECT row_id, execution_id, step_id, n, action, rule_id, key FROM ({rows}) "
+            "ORDER BY started_at NULLS FIRST, execution_id, step_id, n",
             params=params,
         ).to_arrow_table()
         first = _first_rows(table, known)
         row_ids = first.column("row_id").to_pylist()
-        texts = dict(conn.execute(
-            "SELECT rowid, CAST(json_extract(decision, '$.inputs') AS VARCHAR) FROM attempts "
-            "WHERE rowid IN (SELECT unnest($rows))", {"rows": row_ids},
-        ).fetchall()) if row_ids else {}
-    inputs_by_key = {
-        row_key: texts.get(row_id)
-        for row_key, row_id in zip(first.column("key").to_pylist(), row_ids, strict=True)
-    }
-    return KeyedDecisions(table.drop_columns(["row_id"]), inputs_by_key,
-                          int(skipped_row[0]) if skipped_row else 0)
+        first_keys = first.column("key").to_pylist()
+        texts: dict[int, str | None] = {}
+        if stored and row_ids and key != STORED_KEY:
+            # The rows first (MATERIALIZED): else DuckDB keys every row of the vectors read.
+            found = conn.execute(
+                "WITH a AS MATERIALIZED (SELECT rowid AS row_id, decision FROM attempts "
+                "WHERE rowid IN (SELECT unnest($rows))) "
+                f"SELECT a.row_id, {exact}, CAST(json_extract(a.decision, '$.inputs') AS VARCHAR) "
+                "FROM a", {"rows": row_ids},
+            ).fetchall()
+            exact_by_row = {row_id: decide_key for row_id, decide_key, _ in found}
+            texts = {row_id: text for row_id, _, text in found}
+            decide_keys = {
+                row_key: exact_by_row[row_id]
+                for row_key, row_id in zip(first_keys, row_ids, strict=True)
+            }
+        else:
+            # Keyed by `key` already (or by the stored key, which is `key`: no overrides).
+            decide_keys = dict(zip(first_keys, first_keys, strict=True))
+        wanted: dict[str, int] = {}
+        for row_key, row_id in zip(first_keys, row_ids, strict=True):
+            decide_key = decide_keys[row_key]
+            if decide_key not in decided and decide_key not in wanted:
+                wanted[decide_key] = row_id
+        if wanted and not texts:
+            texts = dict(conn.execute(
+                "SELECT rowid, CAST(json_extract(decision, '$.inputs') AS VARCHAR) "
+                "FROM attempts WHERE rowid IN (SELECT unnest($rows))",
+                {"rows": list(wanted.values())},
+            ).fetchall())
+        return KeyedDecisions(
+            table.drop_columns(["row_id"]),
+            decide_keys,
+            {decide_key: texts.get(row_id) for decide_key, row_id in wanted.items()},
+            int(skipped_row[0]) if skipped_row else 0,
+        )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from store.decision_keys import refresh_stored_keys_sql, stored_key_sql, stored_key_version_sql
 from store.errors import StoreOpenError
 
 
@@ -217,10 +218,26 @@ def llm_search_text_sql(request_body: str, unsent_messages: str, raw_text: str) 
     )
 
 
+def _attempts_text_view(verb: str, hidden: tuple[str, ...]) -> str:
+    """The `attempts_text` view: the attempts with bodies decoded, without the `hidden`
+    columns (a view keeps the columns `*` had when it was made: each new column re-makes it)."""
+    return f"""
+    {verb} VIEW attempts_text AS
+    SELECT * EXCLUDE (request_body, response_body, {', '.join(hidden)}),
+        {decoded_text_sql("request_body")} AS request_text,
+        {decoded_text_sql("response_body")} AS response_text
+    FROM attempts
+    """
+
+
 # Columns computed from the row's other columns (at ingest, import and migration); bundles
 # leave them out and recompute them on import.
 DERIVED_COLUMNS: dict[str, dict[str, str]] = {
-    "attempts": {"search_text": attempt_search_text_sql("request_body", "response_body")},
+    "attempts": {
+        "search_text": attempt_search_text_sql("request_body", "response_body"),
+        "decision_key": stored_key_sql("decision"),
+        "decision_key_version": stored_key_version_sql("decision"),
+    },
     "llm_calls": {
         "search_text": llm_search_text_sql("request_body", "unsent_messages", "raw_text")
     },
@@ -273,13 +290,7 @@ _SCHEMA_V3 = (
     f"CREATE OR REPLACE VIEW backoffs AS {_BACKOFFS_SELECT}",
     f"UPDATE attempts SET search_text = {DERIVED_COLUMNS['attempts']['search_text']}",
     f"UPDATE llm_calls SET search_text = {DERIVED_COLUMNS['llm_calls']['search_text']}",
-    f"""
-    CREATE VIEW attempts_text AS
-    SELECT * EXCLUDE (request_body, response_body, search_text),
-        {decoded_text_sql("request_body")} AS request_text,
-        {decoded_text_sql("response_body")} AS response_text
-    FROM attempts
-    """,
+    _attempts_text_view("CREATE", ("search_text",)),
     f"""
     CREATE VIEW llm_calls_text AS
     SELECT * EXCLUDE (request_body, response_body, search_text, unsent_messages),
@@ -296,6 +307,17 @@ _SCHEMA_V3 = (
     "RESET TimeZone",
 )
 
+# Version 4: each decision keeps the key of its inputs a what-if groups by (store.decision_keys),
+# stamped with the version of the code that computed it; filled here for a store recorded before.
+_SCHEMA_V4 = (
+    "ALTER TABLE attempts ADD COLUMN decision_key VARCHAR",
+    "ALTER TABLE attempts ADD COLUMN decision_key_version VARCHAR",
+    refresh_stored_keys_sql("decision IS NOT NULL"),
+    _attempts_text_view(
+        "CREATE OR REPLACE", ("search_text", "decision_key", "decision_key_version")
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _SCHEMA_V1),
     Migration(2, "executions.rerun_of, attempts.recovery and attempts.impact", _SCHEMA_V2),
@@ -306,6 +328,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "executions.labels",
         _SCHEMA_V3,
     ),
+    Migration(4, "attempts.decision_key and attempts.decision_key_version", _SCHEMA_V4),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 STORE_TABLES = (

@@ -191,8 +191,10 @@ def render_probe(outcome: Any, card: Any, stored: bool) -> str:
     for result in outcome.results:
         answer = received_text(True, result.outcome.status or None,
                                result.outcome.transport_error)
-        lines.append(f"  {_MARK[result.grade.value]:<4}  {result.case.name} → {answer} → "
-                     f"{result.decision.action} [{result.decision.rule_id}]")  # fmt: skip
+        mark = _MARK[result.grade.value] if result.graded else "-"
+        lines.append(f"  {mark:<4}  {result.case.name} → {answer} → "
+                     f"{result.decision.action} [{result.decision.rule_id}]"
+                     f"{'' if result.graded else ' (not graded)'}")  # fmt: skip
         for finding in result.findings:
             if finding.grade.value != "pass":
                 lines.append(f"        {finding.grade.value} {finding.check}: "
@@ -200,5 +202,8 @@ def render_probe(outcome: Any, card: Any, stored: bool) -> str:
     for case in outcome.skipped:
         lines.append(f"  skip  {case.kind.replace('_', ' ')}: {case.reason}")
     lines.append("")
-    lines.append(render_cards([card]))
+    if card.responses:
+        lines.append(render_cards([card]))
+    else:  # cancelled before any answer: a card of nothing would read "pass"
+        lines.append(f"{card.tool}: not graded — no answer before the probe was cancelled")
     return "\n".join(lines)

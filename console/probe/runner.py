@@ -62,6 +62,11 @@ class ProbeResult:
     findings: tuple[Finding, ...]
 
     @property
+    def graded(self) -> bool:
+        """False for a request cancelled in flight (Ctrl-C): the tool never had its chance."""
+        return self.outcome.transport_error != "cancelled"
+
+    @property
     def grade(self) -> Grade:
         grades = [finding.grade for finding in self.findings]
         return Grade.FAIL if Grade.FAIL in grades else (
@@ -73,7 +78,7 @@ class ProbeResult:
             "http_status": self.outcome.status or None,
             "transport_error": self.outcome.transport_error,
             "action": str(self.decision.action), "rule_id": self.decision.rule_id,
-            "grade": self.grade.value,
+            "grade": self.grade.value if self.graded else None,
             "findings": [{"check": f.check, "grade": f.grade.value, "message": f.message}
                          for f in self.findings],
         }  # fmt: skip

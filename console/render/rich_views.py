@@ -47,7 +47,7 @@ def _fields(rows: list[tuple[str, RenderableType | str]]) -> Table:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for label, value in rows:
-        grid.add_row(label, printable(value) if isinstance(value, str) else value)
+        grid.add_row(label, Text(printable(value)) if isinstance(value, str) else value)
     return grid
 
 
@@ -79,7 +79,7 @@ def pairs_renderable(pairs: tuple[tuple[str, str], ...], value_style: str = "") 
         grid.add_column(overflow="fold", ratio=1, style=value_style)
     for index in range(0, len(pairs), 2):
         left, right = pairs[index], pairs[index + 1] if index + 1 < len(pairs) else ("", "")
-        grid.add_row(*(printable(cell) for cell in (*left, *right)))
+        grid.add_row(*(Text(printable(cell)) for cell in (*left, *right)))
     return grid
 
 
@@ -122,7 +122,7 @@ def decision_renderable(view: AttemptView) -> RenderableType:
         misses.add_column(style=_RULE_STYLE, no_wrap=True)  # yellow means retry_same
         misses.add_column(overflow="fold")
         for miss in decision.not_matched:
-            misses.add_row(printable(miss.rule_id), printable(miss.reason))
+            misses.add_row(Text(printable(miss.rule_id)), Text(printable(miss.reason)))
         parts.append(misses)
     else:
         parts.append(Text("none: the first rule matched", style="dim"))
@@ -133,7 +133,8 @@ def decision_renderable(view: AttemptView) -> RenderableType:
         notes.add_column(no_wrap=True)
         notes.add_column(overflow="fold")
         for note in decision.layers:
-            notes.add_row(printable(note.layer), note.verdict, printable(note.detail))
+            notes.add_row(Text(printable(note.layer)), Text(note.verdict),
+                          Text(printable(note.detail)))  # fmt: skip
         parts.append(notes)
     return Group(*parts)
 
@@ -256,8 +257,8 @@ def _events_table(events: tuple[EventView, ...]) -> RenderableType:
     table.add_column(overflow="fold")
     for event in events:
         attrs = f"\n{event.attrs}" if event.attrs else ""
-        table.add_row(printable(event.kind), printable(event.name),
-                      printable(f"{event.message}{attrs}"))  # fmt: skip
+        table.add_row(Text(printable(event.kind)), Text(printable(event.name)),
+                      Text(printable(f"{event.message}{attrs}")))  # fmt: skip
     return table
 
 

@@ -70,7 +70,7 @@ def test_a_bundle_round_trips_rerun_of_recovery_and_impact(source_db: Path, tmp_
     with zipfile.ZipFile(bundle) as archive:
         manifest = json.loads(archive.read(MANIFEST_MEMBER))
         lines = archive.read("tables/executions.jsonl").decode().splitlines()
-    assert manifest["schema_version"] == SCHEMA_VERSION == 3
+    assert manifest["schema_version"] == SCHEMA_VERSION == 4
     assert {json.loads(line)["execution_id"]: json.loads(line)["rerun_of"] for line in lines} == {
         ORIGINAL: None, RERUN: ORIGINAL}
     imported = run_cli("--db", str(target), "import", str(bundle))

@@ -100,7 +100,7 @@ def v1_store(tmp_path: Path, tool_server: ScriptedToolServer) -> Path:
 
 
 def test_a_v1_store_migrates_on_open_keeping_its_rows(v1_store: Path) -> None:
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     detail = open_store(v1_store).get_execution("20260101-000000-v1")
     assert detail.execution.rerun_of is None
     assert [(a.step_id, a.rule_id, a.recovery, a.impact) for s in detail.steps

@@ -12,7 +12,7 @@ import pytest
 
 from executor.policy import ALL_RULES, DecisionInputs, decide
 from executor.policy.redecide_key import GATED_BY, NEVER_READ, redecide_key
-from store.decision_keys import key_sql
+from store.decision_keys import key_expression
 from tests.unit.test_rule_reads import _corpus, _Tracer
 
 
@@ -78,12 +78,11 @@ def _inputs(**changes: Any) -> Any:
 
 
 def _key(inputs: Any, overrides: dict[str, Any]) -> str:
-    expression, select = key_sql(redecide_key(overrides))
+    expression = key_expression(redecide_key(overrides))
     decision = json.dumps({"action": "retry_same", "inputs": inputs})
     with duckdb.connect() as conn:
         return conn.execute(
-            f"SELECT {expression} FROM (SELECT {select} FROM (SELECT ?::JSON AS decision) AS a)",
-            [decision],
+            f"SELECT {expression} FROM (SELECT ?::JSON AS decision)", [decision]
         ).fetchone()[0]
 
 

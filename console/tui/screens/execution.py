@@ -352,6 +352,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
 
     @on(StepTable.StepHighlighted)
     def _step_highlighted(self, message: StepTable.StepHighlighted) -> None:
+        if message.step_id != self.query_one(StepTable).highlighted_key():
+            return  # stale (row 0's, from filling the table): the cursor has moved on since
         if message.step_id != self.step_id:
             self._show_step(message.step_id)
 

@@ -84,9 +84,9 @@ def help_renderable(
             cli = (twin(action.id) if twin else None) or action.cli or "-"
             does = f"{action.title}: {action.tooltip}"
             if not narrow:
-                table.add_row(key_text(keys), does, printable(cli))
+                table.add_row(key_text(keys), Text(does), Text(printable(cli)))
             elif cli == "-":
-                table.add_row(key_text(keys), does)
+                table.add_row(key_text(keys), Text(does))
             else:
                 table.add_row(key_text(keys), Text.assemble(does, "\n", (f"CLI: {printable(cli)}",
                                                                             "dim")))  # fmt: skip

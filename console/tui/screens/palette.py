@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,8 @@ class ConsoleCommands(Provider):
     async def discover(self) -> Hits:
         """Every command of the screen, before anything is typed."""
         for command in self._commands():
-            yield DiscoveryHit(command.title, command.run, help=command.help)
+            yield DiscoveryHit(Content(command.title), command.run, text=command.title,
+                               help=Content(command.help))  # fmt: skip
 
     async def search(self, query: str) -> Hits:
         """The commands whose title matches `query`, best first."""
@@ -35,5 +37,9 @@ class ConsoleCommands(Provider):
         for command in self._commands():
             score = matcher.match(command.title)
             if score > 0:
-                yield Hit(score, matcher.highlight(command.title), command.run,
-                          text=command.title, help=command.help)  # fmt: skip
+                # Titles hold store text (a SQL history entry, a step id): as Content, not
+                # markup, so `[/x]` in a query is shown and not parsed (MarkupError).
+                shown = Content(command.title) if "[" in command.title else \
+                    matcher.highlight(command.title)
+                yield Hit(score, shown, command.run, text=command.title,
+                          help=Content(command.help))  # fmt: skip

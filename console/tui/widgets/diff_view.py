@@ -29,7 +29,7 @@ def diff_renderable(step: StepRecord, selected_n: int | None) -> RenderableType:
             for _ in range(3):
                 grid.add_column(overflow="fold")
             for change in diff.changes:
-                grid.add_row("   ", printable(f"{change.key}:"),
+                grid.add_row("   ", Text(printable(f"{change.key}:")),
                              Text(printable(change.old), style="red"), "→",
                              Text(printable(change.new), style="green"))  # fmt: skip
             parts.append(grid)

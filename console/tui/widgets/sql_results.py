@@ -72,9 +72,9 @@ class SqlResultTable(NavigableTable):
         return row_target(self.result.columns, self.result.rows[int(row_key)])
 
 
-def _cell(value: Any) -> Text | str:
-    text = cell_text(value, RESULT_CELL_WIDTH)
-    return Text(text, style="dim italic") if value is None else text
+def _cell(value: Any) -> Text:
+    text = cell_text(value, RESULT_CELL_WIDTH)  # as Text: a str cell would be read as markup
+    return Text(text, style="dim italic") if value is None else Text(text)
 
 
 class SqlBook(OptionList):
@@ -99,12 +99,14 @@ class SqlBook(OptionList):
         self.clear_options()
         options: list[Option | None] = [Option(Text("Snippets (docs/store.md)", style="bold"),
                                                disabled=True)]  # fmt: skip
-        options += [Option(printable(s.title), id=f"snippet-{i}") for i, s in enumerate(snippets)]
+        options += [Option(Text(printable(s.title)), id=f"snippet-{i}")
+                    for i, s in enumerate(snippets)]  # fmt: skip
         if not snippets:
             options.append(Option(Text("docs/store.md not found", style="dim"), disabled=True))
         options += [None, Option(Text("History", style="bold"), disabled=True)]
         options += [
-            Option(cell_text(" ".join(entry.query.split()), HISTORY_WIDTH), id=f"history-{i}")
+            Option(Text(cell_text(" ".join(entry.query.split()), HISTORY_WIDTH)),
+                   id=f"history-{i}")
             for i, entry in enumerate(history)
         ]
         if not history:

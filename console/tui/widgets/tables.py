@@ -193,8 +193,8 @@ class ExecutionTable(NavigableTable):
         if column.key == "status":
             return Text.assemble(status_text(row.status),
                                  (badge(row.contract_warnings), _BADGE_STYLE))  # fmt: skip
-        if column.key == "query":
-            return query_cell(row, query_width)
+        if column.key == "query":  # user text: a `[/INST]` in it is not Rich markup
+            return Text(query_cell(row, query_width))
         text = column.cell(row)
         if column.numeric:
             return Text(text, justify="right")
