@@ -188,7 +188,7 @@ async def test_tui_step_line_shows_what_each_attempt_sent(recorded: Recorded):
 async def test_tui_llm_tab_of_a_call_without_response(recorded: Recorded):
     app = tui_app(recorded.db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_execution(app, pilot, recorded.llm_unreachable.execution_id)
+        await open_execution(app, pilot, recorded.llm_unreachable.execution_id)
         shown = await llm_tab_shown(pilot)
         assert "· no HTTP response ══" in shown and "HTTP None" not in shown
         assert "usage       tokens unknown" in shown and "tokens tokens" not in shown
