@@ -1,6 +1,11 @@
 """Peak memory of `truva-console import` on zip bombs and on large real bundles.
 
     python bench/bench_bundle_import.py [--executions 400] [--body-kib 64] [--copies 10]
+    python bench/bench_bundle_import.py --llm [--copies 10]
+
+`--llm` uses `make bench`'s bundle instead (bench/measures.py: 4,000 LLM calls with 20 KB
+prompts, redaction on): it prints the export and import times (wall and CPU) and the import's
+peak RSS at 1x and at --copies x, nothing else.
 
 Builds, in a temporary directory: a real bundle exported from a store of N recorded
 executions (with response bodies of --body-kib), the same bundle with every execution copied
@@ -151,16 +156,77 @@ def build_bundle(output: Path, executions: int, body_kib: int) -> None:
     export_bundle(db, output, None)
 
 
+def build_llm_bundle(output: Path) -> None:
+    """`make bench`'s bundle (bench/measures.py), with its export timed (wall and CPU)."""
+    import time
+
+    from bench.measures import bundle_source
+    from store.bundle import export_bundle
+
+    db, text_bytes = bundle_source(output.parent, False)
+    wall, cpu = time.perf_counter(), time.process_time()
+    export_bundle(db, output, None, redact=True)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(f"export: {wall:.2f} s wall, {cpu:.2f} s CPU, {text_bytes / 1e6:.1f} MB of text")
+
+
+def llm_main(copies: int) -> int:
+    """Export and import `make bench`'s bundle; the import's peak RSS at 1x and `copies`x."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        bundle = work / "bench-bundle.zip"
+        subprocess.run([sys.executable, __file__, "--build-llm", str(bundle)], check=True,
+                       cwd=ROOT)  # fmt: skip
+        cases = {"bench bundle": bundle}
+        if copies > 1:
+            copied = work / "bench-copied.zip"
+            copy_executions(bundle, copied, copies)
+            cases[f"bench bundle × {copies}"] = copied
+        for name, path in cases.items():
+            with zipfile.ZipFile(path) as archive:
+                uncompressed = sum(info.file_size for info in archive.infolist())
+            rc, message, peak, wall, cpu = import_peak_timed(path, work / f"{len(name)}.duckdb")
+            print(f"{name:24} {path.stat().st_size / _MIB:8.2f} MiB zipped, "
+                  f"{uncompressed / _MIB:7.1f} MiB uncompressed: exit {rc}, import {wall:.2f} s "
+                  f"wall, {cpu:.2f} s CPU, peak RSS {peak:7.1f} MiB  {message}")  # fmt: skip
+    return 0
+
+
+def import_peak_timed(bundle: Path, db: Path) -> tuple[int, str, float, float, float]:
+    """`import_peak`, plus the child's wall and CPU seconds for the import itself."""
+    code = (
+        "import sys, time; from console.entry import main; "
+        "w, c = time.perf_counter(), time.process_time(); rc = main(sys.argv[1:]); "
+        "print(f'{time.perf_counter() - w} {time.process_time() - c}', file=sys.stderr); "
+        "print(peak_rss_kib(), file=sys.stderr); raise SystemExit(rc)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS_SOURCE + code, "import", str(bundle), "--db", str(db)],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    lines = result.stderr.strip().splitlines()
+    peak_mib = int(lines[-1]) / 1024 if lines and lines[-1].isdigit() else float("nan")
+    wall, cpu = (float(x) for x in lines[-2].split()) if len(lines) > 1 else (0.0, 0.0)
+    message = lines[0] if len(lines) > 2 else "(imported)"
+    return result.returncode, message[:150], peak_mib, wall, cpu
+
+
 def main() -> int:
     if sys.argv[1:2] == ["--build"]:
         build_bundle(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+        return 0
+    if sys.argv[1:2] == ["--build-llm"]:
+        build_llm_bundle(Path(sys.argv[2]))
         return 0
     parser = argparse.ArgumentParser()
     parser.add_argument("--executions", type=int, default=400)
     parser.add_argument("--body-kib", type=int, default=64)
     parser.add_argument("--bomb-mib", type=int, default=1100)
     parser.add_argument("--copies", type=int, default=10)
+    parser.add_argument("--llm", action="store_true", help="make bench's bundle instead")
     args = parser.parse_args()
+    if args.llm:
+        return llm_main(args.copies)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         real = work / "real.zip"

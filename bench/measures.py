@@ -340,30 +340,32 @@ def raw_arrow_insert(source_db: Path, target_db: Path, table: str) -> tuple[floa
     return seconds, arrow.num_rows
 
 
+def _ingest_figure(work: Path, name: str, table: str, executions: list[list[Any]], rows: int,
+                   unit: str) -> Figure:  # fmt: skip
+    """`rows` rows of `table` recorded per second, against a raw Arrow insert of the same rows."""
+    db = work / f"{name}.duckdb"
+    seconds = record_all(db, executions)
+    raw_seconds, raw_rows = raw_arrow_insert(db, work / f"{name}-raw.duckdb", table)
+    assert raw_rows == rows, (raw_rows, rows)
+    product, baseline = rows / seconds, rows / raw_seconds
+    return Figure(product, baseline, product / baseline, unit)
+
+
 def measure_llm_ingest(quick: bool, work: Path) -> dict[str, Figure]:
     """LLM calls with 20 KB prompts stored per second, against a raw Arrow insert of the rows."""
     calls = 400 if quick else 2_000
     executions = llm_executions(calls // 10, 10, 20_000)
-    db = work / "llm.duckdb"
-    seconds = record_all(db, executions)
-    raw_seconds, rows = raw_arrow_insert(db, work / "llm-raw.duckdb", "llm_calls")
-    assert rows == calls, (rows, calls)
-    product, baseline = calls / seconds, calls / raw_seconds
-    return {"llm_ingest": Figure(product, baseline, product / baseline,
-                                 f"calls/s, {calls:,} calls of 20 KB")}
+    return {"llm_ingest": _ingest_figure(work, "llm", "llm_calls", executions, calls,
+                                         f"calls/s, {calls:,} calls of 20 KB")}  # fmt: skip
 
 
 def measure_attempt_ingest(quick: bool, work: Path) -> dict[str, Figure]:
     """Attempt rows per second through the recorder, against a raw Arrow insert of the rows."""
     attempts = 2_000 if quick else 10_000
     executions = attempt_executions(attempts // 100, 100, 20_000)
-    db = work / "attempts.duckdb"
-    seconds = record_all(db, executions)
-    raw_seconds, rows = raw_arrow_insert(db, work / "attempts-raw.duckdb", "attempts")
-    assert rows == attempts, (rows, attempts)
-    product, baseline = attempts / seconds, attempts / raw_seconds
-    return {"attempt_ingest": Figure(product, baseline, product / baseline,
-                                     f"rows/s, {attempts:,} attempts with 20 KB bodies")}
+    return {"attempt_ingest": _ingest_figure(
+        work, "attempts", "attempts", executions, attempts,
+        f"rows/s, {attempts:,} attempts with 20 KB bodies")}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

@@ -295,6 +295,15 @@ class ExecutionDetail:
         )
 
 
+def detail_with_step(detail: ExecutionDetail, step: StepRecord) -> ExecutionDetail:
+    """`detail` with `step` in place of its recorded step of the same id (StepNotFoundError
+    when `detail` has no such step)."""
+    detail.step(step.step_id)
+    steps = tuple(step if recorded.step_id == step.step_id else recorded
+                  for recorded in detail.steps)  # fmt: skip
+    return replace(detail, steps=steps)
+
+
 def step_calls_without_texts(step: StepRecord) -> list[str]:
     """The ids of the step's LLM calls (at its attempts or the step) read without their texts."""
     calls = [*step.llm_calls, *(call for attempt in step.attempts for call in attempt.llm_calls)]

@@ -207,14 +207,15 @@ def _llm_block(call: LLMCallView, index: int, count: int) -> str:
         lines.append(f"error       {call.error}")
     if call.parse_error:
         lines.append(f"parse error {call.parse_error}")
+    headers = ["", "── response headers ──", *call.header_lines()]
     if call.text_note is not None:
-        lines += ["", "── prompt and raw response ──", call.text_note]
+        lines += ["", "── prompt and raw response ──", call.text_note, *headers]
     else:
         for number, message in enumerate(call.messages, start=1):
             lines += ["", f"── prompt message {number} of {len(call.messages)}: {message.role} ──",
                       message.text]  # fmt: skip
         raw = call.raw_text if call.raw_text is not None else "(none)"
-        lines += ["", "── raw response ──", raw]
+        lines += [*headers, "", "── raw response ──", raw]
     if call.parsed is not None:
         lines += ["", "── parsed answer ──", call.parsed]
     return "\n".join(lines) + "\n"

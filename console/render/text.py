@@ -167,12 +167,14 @@ def draw_llm_call(out: Lines, call: LLMCallView, *, depth: int) -> None:
               f"{call.max_tokens}  at {call.called_at}", depth=depth + 1)  # fmt: skip
     if call.text_note is not None:
         out.field("prompt", call.text_note, depth=depth + 1)
+        _draw_response_headers(out, call, depth=depth + 1)
         out.field("raw answer", call.text_note, depth=depth + 1)
     else:
         out.field("prompt", "", depth=depth + 1)
         for message in call.messages:
             out.add(f"[{message.role}]", depth=depth + 2)
             out.block(message.text, depth=depth + 3)
+        _draw_response_headers(out, call, depth=depth + 1)
         out.field("raw answer", "" if call.raw_text is not None else "none", depth=depth + 1)
         if call.raw_text is not None:
             out.block(call.raw_text, depth=depth + 2)
@@ -183,6 +185,11 @@ def draw_llm_call(out: Lines, call: LLMCallView, *, depth: int) -> None:
         out.field("parse error", call.parse_error, depth=depth + 1)
     if call.error:
         out.field("error", call.error, depth=depth + 1)
+
+
+def _draw_response_headers(out: Lines, call: LLMCallView, *, depth: int) -> None:
+    out.field("response headers", "", depth=depth)
+    out.block("\n".join(call.header_lines()), depth=depth + 1)
 
 
 def draw_event(out: Lines, event: EventView, *, depth: int) -> None:

@@ -132,6 +132,11 @@ class PromptMessage:
     text: str
 
 
+# What an LLM call's response headers show when none were recorded (no answer, or a store
+# written before schema v3 kept them).
+NO_RESPONSE_HEADERS = "none recorded"
+
+
 @dataclass(frozen=True, slots=True)
 class LLMCallView:
     """One LLM call, complete: settings, outcome, every prompt message, raw and parsed answer.
@@ -154,6 +159,11 @@ class LLMCallView:
     messages: tuple[PromptMessage, ...]
     raw_text: str | None
     parsed: str | None
+    response_headers: tuple[str, ...] = ()
+
+    def header_lines(self) -> tuple[str, ...]:
+        """The answer's headers as `name: value` lines, or one line saying none were recorded."""
+        return self.response_headers or (NO_RESPONSE_HEADERS,)
 
     def fields(self) -> Fields:
         """The facts of the call both drawings show, in order."""
@@ -171,6 +181,7 @@ class LLMCallView:
             rows.append(("text", self.text_note))
         for message in self.messages:
             rows.append((f"prompt ({message.role})", message.text))
+        rows.append(("response headers", "\n".join(self.header_lines())))
         if self.text_note is None:
             rows.append(("raw response", self.raw_text if self.raw_text is not None else "(none)"))
         if self.parsed is not None:
@@ -205,6 +216,7 @@ def llm_call_view(call: LLMCallRecord) -> LLMCallView:
         parsed=None
         if call.parsed is None
         else json.dumps(call.parsed, indent=2, ensure_ascii=False),
+        response_headers=_headers(call.response_headers),
     )
 
 

@@ -77,6 +77,22 @@ def _pane_actions(scope: str, *, zoom_keys: str) -> tuple[ConsoleAction, ...]:
         _zoom_action(scope, zoom_keys),
     )  # fmt: skip
 
+
+def _back_action(scope: str, tooltip: str, *, palette: str = "Back to executions",
+                 keys: str = "escape") -> ConsoleAction:
+    """The key that leaves a screen (`tooltip`: where to, and what it cancels on the way)."""
+    return ConsoleAction("back", scope, keys, "back", "Back", "view", tooltip, palette=palette,
+                         key_display="esc")  # fmt: skip
+
+
+def _copy_cli_action(scope: str, key: str, command: str, usage: str = "") -> ConsoleAction:
+    """The key that copies the screen's `truva-console COMMAND` twin (`usage`: its arguments)."""
+    return ConsoleAction("copy-cli", scope, key, "copy_twin", "Copy CLI", "cli",
+                         f"Copy the equivalent `truva-console {command}` command",
+                         cli=f"truva-console {command}{usage}",
+                         palette=f"Copy the {command} command",
+                         key_display=key if key.isupper() else None)  # fmt: skip
+
 ACTIONS: tuple[ConsoleAction, ...] = (
     # ---------------------------------------------------------------- everywhere
     ConsoleAction("help", "app", "f1,question_mark", "help", "Help", "view",
@@ -119,9 +135,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("previous-page", "executions", "p", "previous_page", "Prev page", "page",
                   "Show the previous page of newer executions",
                   cli="truva-console ls --offset N", palette="Previous page"),
-    ConsoleAction("copy-cli", "executions", "y", "copy_twin", "Copy CLI", "cli",
-                  "Copy the equivalent `truva-console ls` command", cli="truva-console ls",
-                  palette="Copy the ls command"),
+    _copy_cli_action("executions", "y", "ls"),
     ConsoleAction("open-whatif", "executions", "w", "open_whatif", "What-if", "whatif",
                   "Re-decide the listed executions' recorded decisions under changed config",
                   cli="truva-console whatif --config KEY=VALUE [ls filters]",
@@ -145,18 +159,14 @@ ACTIONS: tuple[ConsoleAction, ...] = (
                   key_display=":", footer=False),
     *_pane_actions("executions", zoom_keys="z,f11"),
     # ---------------------------------------------------------------- execution
-    ConsoleAction("back", "execution", "escape,backspace", "back", "Back", "view",
-                  "Back to the executions list (or restore a zoomed pane)",
-                  palette="Back to executions", key_display="esc"),
+    _back_action("execution", "Back to the executions list (or restore a zoomed pane)",
+                 keys="escape,backspace"),
     ConsoleAction("refresh", "execution", "r", "refresh", "Refresh", "view",
                   "Query the store again now", palette="Refresh"),
     ConsoleAction("copy-focused", "execution", "y", "copy_focused", "Copy", "text",
                   "Copy the selected text, else the whole focused pane or tab",
                   cli="truva-console explain EXECUTION STEP", palette="Copy the focused text"),
-    ConsoleAction("copy-cli", "execution", "Y", "copy_twin", "Copy CLI", "cli",
-                  "Copy the equivalent `truva-console explain` command",
-                  cli="truva-console explain EXECUTION STEP", palette="Copy the explain command",
-                  key_display="Y"),
+    _copy_cli_action("execution", "Y", "explain", " EXECUTION STEP"),
     ConsoleAction("search-text", "execution", "ctrl+f", "search", "Search", "text",
                   "Find in the focused body or LLM text (or the active tab's)",
                   cli="truva-console explain EXECUTION STEP | grep -n TEXT",
@@ -200,9 +210,8 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("search-close", "search", "escape", "close", "Close search", "text",
                   "Close the search and go back to the text", key_display="esc"),
     # ---------------------------------------------------------------- replay
-    ConsoleAction("back", "replay", "escape", "back", "Back", "view",
-                  "Back to the execution (while a replay runs: cancel it)",
-                  palette="Back to the execution", key_display="esc"),
+    _back_action("replay", "Back to the execution (while a replay runs: cancel it)",
+                 palette="Back to the execution"),
     ConsoleAction("run-replay", "replay", "ctrl+r", "run_replay", "Run replay", "replay",
                   "Replay the step with the edited responses, LLM mode and overrides",
                   cli="truva-console replay EXECUTION STEP …", palette="Run replay"),
@@ -213,9 +222,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("open-replay", "replay", "ctrl+o", "open_replay", "Open replay", "replay",
                   "Open the replay execution in the execution screen",
                   cli="truva-console explain REPLAY_EXECUTION"),
-    ConsoleAction("copy-cli", "replay", "y", "copy_twin", "Copy CLI", "cli",
-                  "Copy the equivalent `truva-console replay` command",
-                  cli="truva-console replay EXECUTION STEP …", palette="Copy the replay command"),
+    _copy_cli_action("replay", "y", "replay", " EXECUTION STEP …"),
     _zoom_action("replay", "f11"),
     # ---------------------------------------------------------------- sql
     ConsoleAction("run-sql", "sql", "ctrl+enter,ctrl+j,f5", "run_query", "Run", "sql",
@@ -224,9 +231,7 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("cancel-sql", "sql", "ctrl+c", "cancel_query", "Cancel", "sql",
                   "Interrupt the running query", palette="Cancel the running query",
                   priority=True),
-    ConsoleAction("back", "sql", "escape", "back", "Back", "view",
-                  "Back to the executions list (while a query runs: cancel it)",
-                  palette="Back to executions", key_display="esc"),
+    _back_action("sql", "Back to the executions list (while a query runs: cancel it)"),
     ConsoleAction("export-sql", "sql", "ctrl+s", "export_result", "Export", "sql",
                   "Write the query's whole result (not only the rows shown) to a CSV or "
                   "Parquet file", cli='truva-console sql --format csv|parquet -o FILE "QUERY"',
@@ -237,26 +242,18 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("history-next", "sql", "ctrl+down", "history(-1)", "Newer query", "sql",
                   "Put the next query of the history in the editor",
                   palette="Next query from the history", footer=False),
-    ConsoleAction("copy-cli", "sql", "Y", "copy_twin", "Copy CLI", "cli",
-                  "Copy the equivalent `truva-console sql` command",
-                  cli='truva-console sql "QUERY"', palette="Copy the sql command",
-                  key_display="Y"),
+    _copy_cli_action("sql", "Y", "sql", ' "QUERY"'),
     *_pane_actions("sql", zoom_keys="f11"),
     # ---------------------------------------------------------------- dialogs
     ConsoleAction("close-dialog", "dialog", "escape", "close", "Close", "view",
                   "Close the dialog", key_display="esc"),
     # ---------------------------------------------------------------- what-if
-    ConsoleAction("back", "whatif", "escape", "back", "Back", "view",
-                  "Back to the executions list (while a what-if runs: cancel it)",
-                  palette="Back to executions", key_display="esc"),
+    _back_action("whatif", "Back to the executions list (while a what-if runs: cancel it)"),
     ConsoleAction("run-whatif", "whatif", "ctrl+r", "run_whatif", "Run", "whatif",
                   "Re-decide the matching decisions with the config overrides",
                   cli="truva-console whatif --config KEY=VALUE [ls filters]",
                   palette="Run the what-if"),
-    ConsoleAction("copy-cli", "whatif", "Y", "copy_twin", "Copy CLI", "cli",
-                  "Copy the equivalent `truva-console whatif` command",
-                  cli="truva-console whatif --config KEY=VALUE [ls filters]",
-                  palette="Copy the whatif command", key_display="Y"),
+    _copy_cli_action("whatif", "Y", "whatif", " --config KEY=VALUE [ls filters]"),
     ConsoleAction("copy-replay", "whatif", "R", "copy_replay", "Copy replay", "cli",
                   "Copy the `truva-console replay` command that finds out what the "
                   "highlighted change would have led to",
@@ -264,15 +261,11 @@ ACTIONS: tuple[ConsoleAction, ...] = (
                   palette="Copy the replay command of the change", key_display="R"),
     *_pane_actions("whatif", zoom_keys="f11"),
     # ---------------------------------------------------------------- lint
-    ConsoleAction("back", "lint", "escape", "back", "Back", "view",
-                  "Back to the executions list", palette="Back to executions",
-                  key_display="esc"),
+    _back_action("lint", "Back to the executions list"),
     ConsoleAction("refresh", "lint", "r", "refresh", "Refresh", "view",
                   "Grade the store's responses again now", cli="truva-console lint",
                   palette="Refresh"),
-    ConsoleAction("copy-cli", "lint", "Y", "copy_twin", "Copy CLI", "cli",
-                  "Copy the equivalent `truva-console lint` command", cli="truva-console lint",
-                  palette="Copy the lint command", key_display="Y"),
+    _copy_cli_action("lint", "Y", "lint"),
     *_pane_actions("lint", zoom_keys="z,f11"),
 )  # fmt: skip
 

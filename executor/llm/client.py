@@ -337,6 +337,28 @@ class LLMClient:
         error: str,
     ) -> LLMExchange:
         """An exchange for a call that never reached the endpoint: its prompt failed to build."""
+        return self._exchange(
+            site, messages, temperature, max_tokens,
+            fields=_CompletionFields(error=error, error_kind=FAILURE_OTHER),
+            started_at=self._clock(), latency_ms=0.0,
+        )  # fmt: skip
+
+    def _exchange(
+        self,
+        site: str,
+        messages: Sequence[Mapping[str, Any]],
+        temperature: float,
+        max_tokens: int,
+        *,
+        fields: _CompletionFields,
+        started_at: float,
+        latency_ms: float,
+        request_body: bytes = b"",
+        response_status: int | None = None,
+        response_body: bytes = b"",
+        response_headers: dict[str, str] | None = None,
+    ) -> LLMExchange:
+        """The record of one call to this client's model and endpoint."""
         return LLMExchange(
             site=site,
             model=self.settings.model,
@@ -344,17 +366,18 @@ class LLMClient:
             temperature=temperature,
             max_tokens=max_tokens,
             messages=tuple(dict(m) for m in messages),
-            request_body=b"",
-            response_status=None,
-            response_body=b"",
-            raw_text=None,
-            prompt_tokens=None,
-            completion_tokens=None,
-            total_tokens=None,
-            latency_ms=0.0,
-            error=error,
-            started_at=self._clock(),
-            error_kind=FAILURE_OTHER,
+            request_body=request_body,
+            response_status=response_status,
+            response_body=response_body,
+            raw_text=fields.raw_text,
+            prompt_tokens=fields.prompt_tokens,
+            completion_tokens=fields.completion_tokens,
+            total_tokens=fields.total_tokens,
+            latency_ms=latency_ms,
+            error=fields.error,
+            started_at=started_at,
+            error_kind=fields.error_kind,
+            response_headers=response_headers or {},
         )
 
     async def chat(
@@ -415,23 +438,9 @@ class LLMClient:
             response_headers = _response_headers(raw)
             fields = _completion_fields(response_body)
         latency_ms = (self._monotonic() - started) * 1000.0
-        return LLMExchange(
-            site=site,
-            model=self.settings.model,
-            base_url=self.settings.base_url,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            messages=tuple(dict(m) for m in messages),
-            request_body=request_body,
-            response_status=response_status,
-            response_body=response_body,
-            raw_text=fields.raw_text,
-            prompt_tokens=fields.prompt_tokens,
-            completion_tokens=fields.completion_tokens,
-            total_tokens=fields.total_tokens,
-            latency_ms=latency_ms,
-            error=fields.error,
-            started_at=started_at,
-            error_kind=fields.error_kind,
-            response_headers=response_headers,
-        )
+        return self._exchange(
+            site, messages, temperature, max_tokens,
+            fields=fields, started_at=started_at, latency_ms=latency_ms,
+            request_body=request_body, response_status=response_status,
+            response_body=response_body, response_headers=response_headers,
+        )  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from executor.llm.client import (
     ANALYZER_MAX_TOKENS,
@@ -35,61 +35,63 @@ from executor.llm.prompts import (
     build_reresolution_messages,
 )
 
-if TYPE_CHECKING:
-    pass
 
+class _Layer:
+    """One LLM correction layer: its call site and sampling settings over an `LLMClient`."""
 
-async def _run_layer(
-    client: LLMClient,
-    *,
-    site: str,
-    temperature: float,
-    max_tokens: int,
-    build_messages: Callable[[], list[dict[str, Any]]],
-    decode: Callable[[str], dict[str, Any]],
-    verdict_from: Callable[[dict[str, Any]], Verdict],
-) -> LayerResult:
-    """Build, call, decode and type-check; every failure short of cancellation becomes data."""
-    try:
-        messages = build_messages()
-    except Exception as e:
-        exchange = client.failed_exchange(
-            site=site,
-            messages=[],
-            temperature=temperature,
-            max_tokens=max_tokens,
-            error=f"could not build the {site} prompt: {type(e).__name__}: {e}",
+    site: ClassVar[str]
+    temperature: ClassVar[float]
+    max_tokens: ClassVar[int]
+
+    def __init__(self, client: LLMClient) -> None:
+        self.client = client
+
+    async def _ask(
+        self,
+        build_messages: Callable[[], list[dict[str, Any]]],
+        verdict_from: Callable[[dict[str, Any]], Verdict],
+        *,
+        decode: Callable[[str], dict[str, Any]] = extract_json_object,
+    ) -> LayerResult:
+        """Build, call, decode and type-check; every failure short of cancellation becomes data."""
+        client, site = self.client, self.site
+        temperature, max_tokens = self.temperature, self.max_tokens
+        try:
+            messages = build_messages()
+        except Exception as e:
+            exchange = client.failed_exchange(
+                site=site,
+                messages=[],
+                temperature=temperature,
+                max_tokens=max_tokens,
+                error=f"could not build the {site} prompt: {type(e).__name__}: {e}",
+            )
+            return LayerResult(exchange=exchange, verdict=None, parse_error=None, parsed=None)
+        exchange = await client.chat(
+            site=site, messages=messages, temperature=temperature, max_tokens=max_tokens
         )
-        return LayerResult(exchange=exchange, verdict=None, parse_error=None, parsed=None)
-    exchange = await client.chat(
-        site=site, messages=messages, temperature=temperature, max_tokens=max_tokens
-    )
-    if exchange.error is not None:
-        return LayerResult(exchange=exchange, verdict=None, parse_error=None, parsed=None)
-    if exchange.raw_text is None or not exchange.raw_text.strip():
-        return LayerResult(
-            exchange=exchange, verdict=None, parse_error="response content is empty", parsed=None
-        )
-    try:
-        parsed = decode(exchange.raw_text)
-    except LLMParseError as e:
-        return LayerResult(exchange=exchange, verdict=None, parse_error=str(e), parsed=None)
-    try:
-        verdict = verdict_from(parsed)
-    except LLMParseError as e:
-        return LayerResult(exchange=exchange, verdict=None, parse_error=str(e), parsed=parsed)
-    return LayerResult(exchange=exchange, verdict=verdict, parse_error=None, parsed=parsed)
+        if exchange.error is not None:
+            return LayerResult(exchange=exchange, verdict=None, parse_error=None, parsed=None)
+        if exchange.raw_text is None or not exchange.raw_text.strip():
+            empty = "response content is empty"
+            return LayerResult(exchange=exchange, verdict=None, parse_error=empty, parsed=None)
+        try:
+            parsed = decode(exchange.raw_text)
+        except LLMParseError as e:
+            return LayerResult(exchange=exchange, verdict=None, parse_error=str(e), parsed=None)
+        try:
+            verdict = verdict_from(parsed)
+        except LLMParseError as e:
+            return LayerResult(exchange=exchange, verdict=None, parse_error=str(e), parsed=parsed)
+        return LayerResult(exchange=exchange, verdict=verdict, parse_error=None, parsed=parsed)
 
 
-class ErrorAnalyzer:
+class ErrorAnalyzer(_Layer):
     """Layer 3: asks the LLM whether changed parameters can fix a failed call (reference §4)."""
 
     site = SITE_ERROR_ANALYSIS
     temperature = ANALYZER_TEMPERATURE
     max_tokens = ANALYZER_MAX_TOKENS
-
-    def __init__(self, client: LLMClient) -> None:
-        self.client = client
 
     async def analyze(
         self,
@@ -104,12 +106,8 @@ class ErrorAnalyzer:
         step_instruction: str | None = None,
     ) -> LayerResult:
         """One analyzer call; the verdict is an `AnalyzerVerdict` or None (no correction)."""
-        return await _run_layer(
-            self.client,
-            site=self.site,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            build_messages=lambda: build_analysis_messages(
+        return await self._ask(
+            lambda: build_analysis_messages(
                 http_status=http_status,
                 error_response=error_response,
                 original_request=original_request,
@@ -119,20 +117,16 @@ class ErrorAnalyzer:
                 step_id=step_id,
                 step_instruction=step_instruction,
             ),
-            decode=extract_json_object,
-            verdict_from=analysis_verdict_from,
+            analysis_verdict_from,
         )
 
 
-class ContextualReResolver:
+class ContextualReResolver(_Layer):
     """Layer 4: asks the LLM to compute corrected parameters from earlier results (reference §5)."""
 
     site = SITE_SEMANTIC_RETRY
     temperature = RERESOLVER_TEMPERATURE
     max_tokens = RERESOLVER_MAX_TOKENS
-
-    def __init__(self, client: LLMClient) -> None:
-        self.client = client
 
     async def re_resolve(
         self,
@@ -149,12 +143,8 @@ class ContextualReResolver:
         step_instruction: str | None = None,
     ) -> LayerResult:
         """One re-resolver call; the verdict is a `ResolverVerdict` or None (no correction)."""
-        return await _run_layer(
-            self.client,
-            site=self.site,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            build_messages=lambda: build_reresolution_messages(
+        return await self._ask(
+            lambda: build_reresolution_messages(
                 user_query=user_query,
                 source_data=source_data,
                 step_id=step_id,
@@ -166,8 +156,7 @@ class ContextualReResolver:
                 previous_errors=previous_errors,
                 step_instruction=step_instruction,
             ),
-            decode=extract_json_object,
-            verdict_from=reresolution_verdict_from,
+            reresolution_verdict_from,
         )
 
 
@@ -191,7 +180,7 @@ LegacyCorrectionAnswer = LayerResult | LegacyVerdict | Mapping[str, Any] | None
 LegacyCorrectionCallback = Callable[[LegacyCorrectionRequest], Awaitable[LegacyCorrectionAnswer]]
 
 
-class LegacyCorrector:
+class LegacyCorrector(_Layer):
     """The built-in legacy correction callback: one LLM call with the §5.5 prompt.
 
     An instance is itself a `LegacyCorrectionCallback`.
@@ -200,9 +189,6 @@ class LegacyCorrector:
     site = SITE_CORRECTION
     temperature = LEGACY_TEMPERATURE
     max_tokens = LEGACY_MAX_TOKENS
-
-    def __init__(self, client: LLMClient) -> None:
-        self.client = client
 
     async def correct(
         self,
@@ -214,20 +200,16 @@ class LegacyCorrector:
         schema: Mapping[str, Any] | None,
     ) -> LayerResult:
         """One correction call; the verdict is a `LegacyVerdict` or None (no correction)."""
-        return await _run_layer(
-            self.client,
-            site=self.site,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            build_messages=lambda: build_legacy_correction_messages(
+        return await self._ask(
+            lambda: build_legacy_correction_messages(
                 tool=tool,
                 capability=capability,
                 error_text=error_text,
                 original_params=original_params,
                 schema=schema,
             ),
+            lambda parsed: LegacyVerdict(corrected_parameters=parsed),
             decode=legacy_parameters_from,
-            verdict_from=lambda parsed: LegacyVerdict(corrected_parameters=parsed),
         )
 
     async def __call__(self, request: LegacyCorrectionRequest) -> LayerResult:

@@ -55,6 +55,11 @@ class LayerConsultation:
         common = dict(current_parameters=current, protected_keys=ctx.protected,
                       protected_paths=ctx.protected_paths,
                       schema=capability.schema, plan_step_ids=self.plan.step_ids)
+
+        def unanswered(layer: Layer, failure: str | None, unavailable: str | None) -> LayerVerdict:
+            return replace(assess_correction(layer, answered=False, failure=failure, **common),
+                           unavailable=unavailable)  # fmt: skip
+
         if action is Action.ASK_ANALYZER:
             assert self._llm is not None
             ask = partial(
@@ -67,9 +72,7 @@ class LayerConsultation:
             result, unavailable = await self._layer_call(step, state, "layer 3 analyzer", ask)
             verdict = result.verdict if result is not None else None
             if verdict is None:
-                return replace(assess_correction(Layer.ANALYZER, answered=False,
-                                                 failure=layer_failure(result), **common),
-                               unavailable=unavailable)  # fmt: skip
+                return unanswered(Layer.ANALYZER, layer_failure(result), unavailable)
             proposed = {**current, **verdict.suggested_changes}
             return assess_correction(
                 Layer.ANALYZER, answered=True, proposed_parameters=proposed,
@@ -89,9 +92,7 @@ class LayerConsultation:
             result, unavailable = await self._layer_call(step, state, "layer 4 re-resolver", ask)
             verdict = result.verdict if result is not None else None
             if verdict is None:
-                return replace(assess_correction(Layer.RE_RESOLUTION, answered=False,
-                                                 failure=layer_failure(result), **common),
-                               unavailable=unavailable)  # fmt: skip
+                return unanswered(Layer.RE_RESOLUTION, layer_failure(result), unavailable)
             return assess_correction(
                 Layer.RE_RESOLUTION, answered=True,
                 proposed_parameters=verdict.corrected_parameters or None,
@@ -100,10 +101,7 @@ class LayerConsultation:
             )
         corrected, failure, unavailable = await self._legacy(step, capability, state, outcome)
         if corrected is None:
-            return replace(
-                assess_correction(Layer.LEGACY, answered=False, failure=failure, **common),
-                unavailable=unavailable,
-            )
+            return unanswered(Layer.LEGACY, failure, unavailable)
         return assess_correction(
             Layer.LEGACY, answered=True, proposed_parameters=corrected, should_retry=True,
             explanation="legacy correction callback returned parameters",

@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -87,16 +87,16 @@ class TableSpec:
     name: str
     columns: tuple[ColumnSpec, ...]
     primary_key: tuple[str, ...]
+    # The column names, in order (kept: an import reads them twice per row).
+    column_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "column_names", tuple(column.name for column in self.columns))
 
     @property
     def member(self) -> str:
         """The bundle member holding this table's rows."""
         return f"{TABLES_FOLDER}/{self.name}.jsonl"
-
-    @property
-    def column_names(self) -> tuple[str, ...]:
-        """The column names, in order."""
-        return tuple(column.name for column in self.columns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +117,17 @@ class Bundle:
     span_count: int
 
 
-@functools.cache
 def store_table_specs(version: int = SCHEMA_VERSION) -> tuple[TableSpec, ...]:
     """The bundled tables of store schema `version`, from an in-memory copy of that schema.
 
     Derived columns (`store.schema.DERIVED_COLUMNS`) are left out; import computes them.
+    Built once per version (`store_table_specs()` and `store_table_specs(3)` share it).
     """
+    return _table_specs(version)
+
+
+@functools.cache
+def _table_specs(version: int) -> tuple[TableSpec, ...]:
     conn = duckdb.connect(":memory:")
     try:
         for migration in MIGRATIONS:

@@ -76,8 +76,24 @@ class _ImportPlan:
     running: list[str] = field(default_factory=list)
 
 
+def _bundle_row_sets(scan: Scan, execution_ids: Sequence[str]) -> RowSets:
+    """Digests of the bundle's staged rows of `execution_ids` only (those the store holds too):
+    an execution new to the store is imported without its rows being hashed."""
+    row_sets = RowSets()
+    if not execution_ids:
+        return row_sets
+    wanted = pa.array(sorted(execution_ids), type=pa.large_string())
+    for spec in store_table_specs():
+        for staged in scan.staged[spec.name].batches():
+            batch = staged.filter(pc.is_in(staged.column("execution_id"), value_set=wanted))
+            for row in batch.to_pylist():
+                row_sets.add(spec.name, row["execution_id"], row_digest(spec, row))
+    return row_sets
+
+
 def _plan_import(conn: duckdb.DuckDBPyConnection, scan: Scan, *, replace: bool) -> _ImportPlan:
     ours = _store_row_sets(conn, scan.execution_ids)
+    theirs = _bundle_row_sets(scan, [eid for eid in scan.execution_ids if ours.has(eid)])
     stored_statuses = dict(
         conn.execute(
             "SELECT execution_id, status FROM executions WHERE list_contains($ids, execution_id)",
@@ -89,7 +105,7 @@ def _plan_import(conn: duckdb.DuckDBPyConnection, scan: Scan, *, replace: bool) 
         differing = [
             spec.name
             for spec in store_table_specs()
-            if ours.of(spec.name, execution_id) != scan.row_sets.of(spec.name, execution_id)
+            if ours.of(spec.name, execution_id) != theirs.of(spec.name, execution_id)
         ]
         stored_status = stored_statuses.get(execution_id)
         if not ours.has(execution_id):

@@ -141,7 +141,6 @@ class Scan:
     manifest: dict[str, Any]
     members: dict[str, dict[str, Any]]
     infos: dict[str, zipfile.ZipInfo]
-    row_sets: RowSets
     statuses: dict[str, Any]
     call_ids: dict[str, list[str]]
     span_count: int
@@ -169,8 +168,9 @@ def _scan_table(
     limits: BundleLimits,
     staged: StagedTable | None,
 ) -> None:
-    """Decode and check every row of one table member, keeping digests and keys only (and,
-    with `staged`, appending the decoded rows to it). The member is read once: its size and
+    """Decode and check every row of one table member, keeping key hashes only (and, with
+    `staged`, appending the decoded rows to it; row digests are taken from there by the
+    import, for the executions the store already holds). The member is read once: its size and
     SHA-256 are taken on the way and checked at its end."""
     declared_rows = next(t["rows"] for t in scan.manifest["tables"] if t["name"] == spec.name)
     execution_ids = set(scan.execution_ids)
@@ -183,7 +183,6 @@ def _scan_table(
             row = _bundle_row(path, scan, spec, number, line, execution_ids)
             rows += 1
             scan.longest_line = max(scan.longest_line, len(line))
-            scan.row_sets.add(spec.name, row["execution_id"], row_digest(spec, row))
             if spec.primary_key:
                 key_hashes.append(_key_hash(spec, row))
             if spec.name == "executions":
@@ -285,7 +284,6 @@ def scan_bundle(
         manifest=manifest,
         members=members,
         infos=by_name,
-        row_sets=RowSets(),
         statuses={},
         call_ids={},
         span_count=0,

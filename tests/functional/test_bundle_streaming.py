@@ -120,3 +120,73 @@ def test_a_full_disk_while_deflating_refuses_the_export_and_leaves_nothing(tmp_p
     with pytest.raises(BundleExportError, match="cannot write: No space left on device"):
         export_bundle(db, out / "runs.zip", None)
     assert list(out.iterdir()) == []
+
+
+def _count_row_digests(monkeypatch) -> collections.Counter[str]:
+    """Rows hashed to compare with the store's, by execution id (the bundle's and the store's)."""
+    import store.bundle.importer as importer
+    import store.bundle.validate as validate
+
+    hashed: collections.Counter[str] = collections.Counter()
+    original = validate.row_digest
+
+    def counting_digest(spec, row):
+        hashed[row["execution_id"]] += 1
+        return original(spec, row)
+
+    monkeypatch.setattr(importer, "row_digest", counting_digest)
+    monkeypatch.setattr(validate, "row_digest", counting_digest)
+    return hashed
+
+
+def test_import_hashes_the_rows_only_of_executions_the_store_already_holds(
+    bundle, tmp_path, monkeypatch
+):
+    target = tmp_path / "target.duckdb"
+    hashed = _count_row_digests(monkeypatch)
+    assert sorted(import_bundle(target, bundle).imported) == sorted(IDS)
+    assert hashed == {}  # nothing in the store to compare with: no row was hashed
+    # The store now holds both: importing again compares (and skips) them, hashing each row
+    # of the bundle once and each stored row once.
+    again = import_bundle(target, bundle)
+    assert sorted(again.skipped) == sorted(IDS) and again.imported == ()
+    with duckdb.connect(str(target), read_only=True) as conn:
+        stored = collections.Counter(
+            execution_id
+            for table in ("executions", "execution_snapshots", "steps", "attempts", "llm_calls",
+                          "events")
+            for (execution_id,) in conn.execute(f"SELECT execution_id FROM {table}").fetchall()
+        )  # fmt: skip
+    assert hashed == {eid: 2 * count for eid, count in stored.items()}
+
+
+def test_import_hashes_no_row_of_a_new_execution_beside_a_known_one(tmp_path, monkeypatch):
+    db = tmp_path / "source.duckdb"
+    with StoreRecorder(db) as recorder:
+        for event in [*small_execution(IDS[0]), *small_execution(IDS[1], start_at=1.9e9)]:
+            recorder.record(event)
+    one, both = tmp_path / "one.zip", tmp_path / "both.zip"
+    export_bundle(db, one, [IDS[0]])
+    export_bundle(db, both, None)
+    target = tmp_path / "target.duckdb"
+    import_bundle(target, one)
+    hashed = _count_row_digests(monkeypatch)
+    result = import_bundle(target, both)
+    assert result.imported == (IDS[1],) and result.skipped == (IDS[0],)
+    assert set(hashed) == {IDS[0]}
+
+
+def test_members_are_deflated_by_zlib_ng_and_inflate_with_the_standard_zlib(bundle):
+    import zlib
+
+    from zlib_ng import zlib_ng
+
+    with zipfile.ZipFile(bundle) as archive, open(bundle, "rb") as raw:
+        for info in archive.infolist():
+            data = archive.read(info)  # the standard library's inflater, CRC-32 checked
+            raw.seek(info.header_offset + 26)
+            name_length, extra_length = (int.from_bytes(raw.read(2), "little") for _ in "ne")
+            raw.seek(info.header_offset + 30 + name_length + extra_length)
+            stored = raw.read(info.compress_size)
+            compressor = zlib_ng.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+            assert stored == compressor.compress(data) + compressor.flush(), info.filename

@@ -15,7 +15,6 @@ from typing import Any
 
 import pyarrow.ipc as ipc
 import pytest
-from textual.widgets import TextArea
 
 from executor.backoff import BackoffConfig
 from executor.events import ListRecorder
@@ -27,7 +26,7 @@ from store.spool import WriterIdentity
 from tests.support.llm_server import LLMReply, ScriptedLLMServer
 from tests.support.plans import capability, plan, run_cli, run_plan_json, step
 from tests.support.tool_server import ScriptedToolServer, ToolReply
-from tests.support.tui import screen_loaded, settle_until, tui_app
+from tests.support.tui import llm_tab_shown, screen_loaded, settle_until, tui_app
 
 QUERY = "Find hotels in Paris for April 1-3"
 INSTRUCTION = "Search hotels with the IATA city code of the destination"
@@ -435,8 +434,7 @@ async def test_tui_llm_tab_says_the_text_was_not_recorded_and_why(
         await settle_until(pilot, lambda: isinstance(app.screen, ExecutionScreen),
                            "the execution")
         await screen_loaded(pilot)
-        await pilot.press("4")
-        shown = app.screen.query_one("#llm-text", TextArea).text
+        shown = await llm_tab_shown(pilot)
     assert "error_analysis · model scripted-model · HTTP 200" in shown
     assert ("── prompt and raw response ──\n"
             "text not recorded: llm_debug_enabled is false (TRUVAG3_LLM_DEBUG_ENABLED)") in shown

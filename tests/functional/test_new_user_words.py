@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from textual.widgets import TextArea
 
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.plans import capability, plan, run_cli, step, write_plan
 from tests.support.tool_server import ScriptedToolServer, ToolReply
-from tests.support.tui import open_execution, static_text, tui_app
+from tests.support.tui import llm_tab_shown, open_execution, static_text, tui_app
 
 SIZE = (160, 40)
 CITY = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
@@ -189,9 +188,8 @@ async def test_tui_step_line_shows_what_each_attempt_sent(recorded: Recorded):
 async def test_tui_llm_tab_of_a_call_without_response(recorded: Recorded):
     app = tui_app(recorded.db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_execution(app, pilot, recorded.llm_unreachable.execution_id)
-        await pilot.press("4")
-        shown = screen.query_one("#llm-text", TextArea).text
+        await open_execution(app, pilot, recorded.llm_unreachable.execution_id)
+        shown = await llm_tab_shown(pilot)
         assert "· no HTTP response ══" in shown and "HTTP None" not in shown
         assert "usage       tokens unknown" in shown and "tokens tokens" not in shown
 

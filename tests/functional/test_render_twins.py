@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from textual.widgets import Static, TextArea
 
+from console.render.rich_views import llm_text
+from console.render.text import Lines, draw_llm_call
 from console.render.views import attempt_view, llm_call_view, step_view
 from store.queries import open_store
 from tests.support.plans import run_cli
@@ -71,3 +74,34 @@ def test_an_llm_call_view_lists_its_settings_prompts_and_answers(synthetic_db: P
                           "temperature", "max_tokens"]  # fmt: skip
     assert "raw response" in labels and "parsed answer" in labels
     assert any(label.startswith("prompt (") for label in labels)
+
+
+async def test_an_llm_calls_response_headers_show_in_explain_and_in_the_llm_tab(
+    synthetic_db: Path,
+) -> None:
+    headers = "x-request-id: req-llm-1 content-type: application/json"
+    explained = run_cli("--db", str(synthetic_db), "explain", TRIP, "step-2")
+    assert explained.code == 0, explained.stderr
+    assert f"response headers {headers} raw answer" in flat(explained.stdout)
+
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-2")
+        screen.select_attempt(1)
+        await pilot.press("4")  # the LLM tab, built when first shown
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        shown = screen.query_one("#llm-text", TextArea).text
+    assert f"── response headers ── {headers} ── raw response ──" in flat(shown)
+
+
+def test_an_llm_call_without_recorded_headers_says_so(synthetic_db: Path) -> None:
+    step = open_store(synthetic_db).get_execution(TRIP).step("step-2")
+    call = llm_call_view(replace(step.attempts[0].llm_calls[0], response_headers=None))
+    assert call.header_lines() == ("none recorded",)
+    assert ("response headers", "none recorded") in call.fields()
+    out = Lines()
+    draw_llm_call(out, call, depth=0)
+    assert "response headers none recorded raw answer" in flat(out.text())
+    assert "── response headers ── none recorded ── raw response ──" in flat(llm_text((call,)))

@@ -21,6 +21,7 @@ from tests.support.tui import (
     EXHAUSTED,
     SMALL,
     TRIP,
+    llm_tab_shown,
     open_execution,
     record_synthetic_store,
     screen_loaded,
@@ -224,7 +225,7 @@ async def test_ctrl_f_finds_selects_and_jumps_between_matches(synthetic_db: Path
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
         screen = await trip_at(app, pilot, "step-2", 1)
-        await pilot.press("4")  # the LLM tab: prompt and raw answer, searched without focusing it
+        await llm_tab_shown(pilot)  # the LLM tab: prompt and raw answer, searched unfocused
         area = screen.query_one("#llm-text", TextArea)
         await pilot.press("ctrl+f")
         bar = screen.query_one(SearchBar)

@@ -19,6 +19,7 @@ from tests.support.tui import (
     TRIP,
     RealStore,
     open_execution,
+    settle_until,
     static_text,
     tui_app,
 )
@@ -128,9 +129,17 @@ async def test_llm_tab_shows_the_full_prompt_and_raw_response(real_store: RealSt
         screen = await open_execution(app, pilot, real_store.corrected)
         await pilot.press("4")
         assert screen.query_one("#detail-tabs", TabbedContent).active == "tab-llm"
-        shown = screen.query_one("#llm-text", TextArea).text
         assert not screen.detail.step("step-1").attempts[0].llm_calls[0].texts_loaded
-        call = screen.shown_step("step-1").attempts[0].llm_calls[0]  # its texts read for the tab
+
+        def first_call():
+            return screen.shown_step("step-1").attempts[0].llm_calls[0]
+
+        # the tab's first showing reads the step's texts in a worker; wait for them
+        await settle_until(pilot, lambda: first_call().texts_loaded, "the LLM texts")
+        await settle_until(pilot, lambda: "── raw response ──" in
+                           screen.query_one("#llm-text", TextArea).text, "the LLM tab's text")
+        shown = screen.query_one("#llm-text", TextArea).text
+        call = first_call()
         for message in call.messages:
             assert message["content"] in shown  # every prompt message, complete
         assert real_store.analyzer_prompt.split("\n")[0] in shown

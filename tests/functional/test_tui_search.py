@@ -278,3 +278,31 @@ async def test_an_llm_text_prepared_in_a_thread_is_searched_when_it_arrives(
         await pilot.pause()
         assert bar.result == search_text(area.text, "error_analysis")
         assert bar.result.matches and area._search_rows
+
+
+def widest_line(widget) -> int:
+    return max(len(line) for line in widget.content.plain.split("\n"))
+
+
+async def test_highlights_in_a_static_pane_are_redrawn_at_the_new_width_after_a_resize(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=(180, 40)) as pilot:
+        screen = await open_execution(app, pilot, TRIP)  # step-3, the decision tab
+        bar = await search(app, pilot, screen, "HTTP")
+        pane = screen.query_one("#decision-body")
+        await pilot.press("enter")
+        await pilot.pause()
+        current, total = bar.current, len(bar.result.matches)
+        assert total >= 2 and current == 1
+        wide = widest_line(pane)
+        await pilot.resize_terminal(100, 40)
+        await settle_until(pilot, lambda: bar.result is not None
+                           and pane.content_size.width < wide, "the search again")  # fmt: skip
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert widest_line(pane) <= pane.content_size.width < wide
+        matches, shown_current = highlighted(pane)
+        assert {piece for piece in matches + shown_current} == {"HTTP"}
+        assert bar.current == current and status(screen).startswith(f"{current + 1}/")

@@ -268,7 +268,7 @@ async def test_export_writes_the_whole_result_not_only_the_shown_rows(
         dialog.query_one("#sql-export-path").value = str(target)
         await pilot.pause()
         await pilot.press("enter")
-        await settle_until(pilot, lambda: not dialog.exporting, "the export")
+        await settle_until(pilot, lambda: not dialog.busy, "the export")
         result = shown_text(dialog.query_one("#sql-export-result").content, width=300)
         assert f"wrote 1,500 rows to {target}" in result
     reader = "read_parquet" if file_format == "parquet" else "read_csv"
@@ -295,13 +295,13 @@ async def test_export_refuses_an_existing_file_unless_overwrite(
         dialog = app.screen
         dialog.query_one("#sql-export-path").value = str(target)
         await pilot.press("enter")
-        await settle_until(pilot, lambda: not dialog.exporting, "the export")
+        await settle_until(pilot, lambda: not dialog.busy, "the export")
         shown = shown_text(dialog.query_one("#sql-export-result").content, width=300)
         assert f"{target}: exists" in shown
         assert target.read_text() == "mine\n"
         dialog.query_one("#sql-export-overwrite").value = True
         await pilot.press("enter")
-        await settle_until(pilot, lambda: not dialog.exporting, "the export")
+        await settle_until(pilot, lambda: not dialog.busy, "the export")
         assert target.read_text().splitlines() == ["a", "1"]
 
 
@@ -320,7 +320,7 @@ async def test_closing_the_export_dialog_interrupts_a_long_export(
         dialog.query_one("#sql-export-path").value = str(target)
         await pilot.press("enter")
         handle = dialog.cancel_handle
-        assert handle is not None and dialog.exporting
+        assert handle is not None and dialog.busy
         for _ in range(500):
             if handle.started.is_set():
                 break

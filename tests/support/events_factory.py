@@ -392,6 +392,7 @@ def realistic_execution(
             parsed={"should_retry": True, "suggested_changes": {"age": 30}},
             parse_error=None, error=None, prompt_tokens=120, completion_tokens=30,
             total_tokens=150,
+            response_headers={"x-request-id": "req-llm-1", "content-type": "application/json"},
         )
     )  # fmt: skip
     script.attempt(

@@ -121,6 +121,15 @@ async def settle_until(pilot: Any, condition: Callable[[], bool], what: str) -> 
     raise AssertionError(f"the console never got to: {what}")
 
 
+async def llm_tab_shown(pilot: Any) -> str:
+    """Show the LLM tab ("4") and wait until the step's texts are read; the tab's text."""
+    await pilot.press("4")
+    area = pilot.app.screen.query_one("#llm-text")
+    await settle_until(pilot, lambda: not area.text.startswith("Reading the prompts"),
+                       "the LLM tab's texts")  # fmt: skip
+    return area.text
+
+
 async def screen_loaded(pilot: Any) -> None:
     """Wait until the current screen has shown its first answer from the store."""
     from console.tui.screens.execution import ExecutionScreen

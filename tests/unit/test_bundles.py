@@ -493,3 +493,13 @@ def test_events_from_rows_feed_a_recorder_without_failures():
         "orchestrator.execution",
         "orchestrator.step.step-1",
     ]
+
+
+def test_table_specs_are_built_once_per_schema_version_however_it_is_named():
+    from store.schema import SCHEMA_VERSION
+
+    assert store_table_specs() is store_table_specs(SCHEMA_VERSION)
+    assert store_table_specs(version=SCHEMA_VERSION) is store_table_specs()
+    for spec in store_table_specs():
+        assert spec.column_names == tuple(column.name for column in spec.columns)
+        assert spec.column_names is spec.column_names  # kept, not rebuilt per row

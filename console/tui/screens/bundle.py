@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import ClassVar
 
 from rich.text import Text
-from textual import on
-from textual.app import ComposeResult
-from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical
-from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
+from textual.widget import Widget
+from textual.widgets import Checkbox, RadioButton, RadioSet
 
-from console.tui.actions import bindings
-from console.tui.screens.store_backed import StoreBacked, StoreRequests, one_line
+from console.tui.screens.file_dialog import FileDialog
+from console.tui.screens.store_backed import one_line
 from console.tui.widgets.cells import twin_command
 from console.tui.widgets.path_suggester import PathSuggester
 from store.bundle import ExportResult, ImportResult, export_bundle, import_bundle
-from store.errors import StoreError
 
 BUNDLE_SUFFIX = ".truva.zip"
 OVERWRITE_LABEL = "Overwrite an existing file"
@@ -31,7 +24,6 @@ _CONTROL_WORDS = (
     ("pass --replace to overwrite", f"tick “{REPLACE_LABEL}” to overwrite it"),
     ("so --replace leaves it alone", "so Replace leaves it alone"),
 )
-PATH_HINT = "→ completes the path"
 
 
 def in_dialog_words(problem: str) -> str:
@@ -89,27 +81,25 @@ def import_summary(result: ImportResult) -> Text:
     return text
 
 
-class ExportDialog(StoreBacked, ModalScreen[None]):
+class ExportDialog(FileDialog):
     """Writes the highlighted execution, or every listed one, to a bundle file."""
 
-    ACTION_SCOPE = "dialog"
-    BINDINGS: ClassVar[list[BindingType]] = bindings("dialog")
-
     WORKER_GROUP = "bundle-export"
+    ID_PREFIX = "export"
+    TITLE = "Export a trace bundle"
+    PATH_TITLE = "bundle file"
+    PATH_EXPECTED = "a file name"
+    RUN_LABEL = "Export"
+    RUN_DOES = "writes the file"
+    BUSY_TEXT = "Exporting…"
 
-    @dataclass
-    class ExportFinished(Message):
-        """The bundle was written."""
+    class ExportFinished(FileDialog.Finished):
+        """The bundle was written; `result` is the `ExportResult`."""
 
-        request: int
-        result: ExportResult
-
-    @dataclass
-    class ExportFailed(Message):
+    class ExportFailed(FileDialog.Failed):
         """Nothing was written; `problem` is one line."""
 
-        request: int
-        problem: str
+    FINISHED, FAILED = ExportFinished, ExportFailed
 
     def __init__(
         self,
@@ -122,54 +112,37 @@ class ExportDialog(StoreBacked, ModalScreen[None]):
         left_out_running: int = 0,
         all_listed: bool = False,
     ) -> None:
-        super().__init__()
-        self.db_path = db_path
-        self.db_arg = db_arg
+        super().__init__(db_path, db_arg=db_arg)
         self.highlighted = highlighted
         self.listed = listed
         self.listed_is_everything = listed_is_everything
         self.left_out_running = left_out_running
         self.all_listed = all_listed or highlighted is None
-        self.result: ExportResult | None = None
-        self.problem: str | None = None
-        self.exporting = False
-        self.requests = StoreRequests()
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="export-box", classes="bundle-box"):
-            with RadioSet(id="export-scope"):
-                if self.highlighted is not None:
-                    yield RadioButton(
-                        f"execution {self.highlighted}",
-                        value=not self.all_listed,
-                        id="scope-highlighted",
-                    )
-                running = (
-                    f" ({self.left_out_running} running left out)" if self.left_out_running else ""
-                )
+    def compose_fields(self) -> Iterator[Widget]:
+        scope = RadioSet(id="export-scope")
+        scope.border_title = "executions"
+        with scope:
+            if self.highlighted is not None:
                 yield RadioButton(
-                    f"all {_plural(len(self.listed), 'listed execution')}{running}",
-                    value=self.all_listed,
-                    id="scope-listed",
+                    f"execution {self.highlighted}",
+                    value=not self.all_listed,
+                    id="scope-highlighted",
                 )
-            yield Input(value=default_bundle_path(self.execution_ids), id="export-path",
-                        suggester=PathSuggester(suffix=BUNDLE_SUFFIX))  # fmt: skip
-            with Horizontal(classes="bundle-flags"):
-                yield Checkbox("Redact secrets", value=True, id="export-redact")
-                yield Checkbox(OVERWRITE_LABEL, value=False, id="export-overwrite")
-            yield Static(id="export-result", classes="bundle-result")
-            yield Static(id="export-twin", classes="bundle-twin")
-            with Horizontal(classes="bundle-buttons"):
-                yield Button("Export", variant="primary", id="export-run")
-                yield Button("Close", id="export-close")
+            running = (
+                f" ({self.left_out_running} running left out)" if self.left_out_running else ""
+            )
+            yield RadioButton(
+                f"all {_plural(len(self.listed), 'listed execution')}{running}",
+                value=self.all_listed,
+                id="scope-listed",
+            )
+        yield self.path_field(value=self.default_path(),
+                              suggester=PathSuggester(suffix=BUNDLE_SUFFIX))  # fmt: skip
 
-    def on_mount(self) -> None:
-        self.query_one("#export-box").border_title = "Export a trace bundle"
-        self.query_one("#export-scope").border_title = "executions"
-        self.query_one("#export-path", Input).border_title = "bundle file"
-        self._show_result()
-        self._update_twin()
-        self.query_one("#export-path", Input).focus()
+    def compose_flags(self) -> Iterator[Widget]:
+        yield Checkbox("Redact secrets", value=True, id="export-redact")
+        yield Checkbox(OVERWRITE_LABEL, value=False, id="export-overwrite")
 
     @property
     def execution_ids(self) -> tuple[str, ...] | None:
@@ -183,213 +156,77 @@ class ExportDialog(StoreBacked, ModalScreen[None]):
         """The `truva-console export` command that writes the same bundle."""
         ids = self.execution_ids
         args = ["export", *(ids if ids is not None else ["--all"])]
-        args += ["-o", self.query_one("#export-path", Input).value.strip() or "FILE"]
-        if not self.query_one("#export-redact", Checkbox).value:
+        args += ["-o", self.path_input.value.strip() or "FILE"]
+        if not self.checked("redact"):
             args.append("--no-redact")
-        if self.query_one("#export-overwrite", Checkbox).value:
+        if self.checked("overwrite"):
             args.append("--force")
         return twin_command(self.db_arg, *args)
 
-    def _update_twin(self) -> None:
-        self.sub_title = f"CLI: {self.twin_command}"
-        twin = Text.assemble(("CLI ", "bold"), self.twin_command)
-        self.query_one("#export-twin", Static).update(twin)
+    def default_path(self) -> str:
+        return default_bundle_path(self.execution_ids)
 
-    def _show_result(self) -> None:
-        shown = self.query_one("#export-result", Static)
-        if self.exporting:
-            shown.update(Text("Exporting…", style="bold cyan"))
-        elif self.problem is not None:
-            shown.update(Text(self.problem, style="bold red"))
-        elif self.result is not None:
-            shown.update(export_summary(self.result))
-        else:
-            shown.update(Text(f"enter or Export writes the file; {PATH_HINT}; esc closes",
-                              style="dim"))  # fmt: skip
+    def choose(self, pressed_id: str | None) -> None:
+        self.all_listed = pressed_id == "scope-listed"
 
-    @on(RadioSet.Changed, "#export-scope")
-    def _scope_chosen(self, event: RadioSet.Changed) -> None:
-        path = self.query_one("#export-path", Input)
-        was_default = path.value == default_bundle_path(self.execution_ids)
-        self.all_listed = event.pressed.id == "scope-listed"
-        if was_default:
-            path.value = default_bundle_path(self.execution_ids)
-        self._update_twin()
-
-    @on(Input.Changed, "#export-path")
-    @on(Checkbox.Changed)
-    def _option_changed(self) -> None:
-        self._update_twin()
-
-    @on(Input.Submitted, "#export-path")
-    @on(Button.Pressed, "#export-run")
-    def action_export(self) -> None:
-        """Write the bundle in a worker thread."""
-        if self.exporting:
-            return
-        output = self.query_one("#export-path", Input).value.strip()
-        if not output:
-            self.problem = "bundle file: expected a file name, got nothing"
-            self._show_result()
-            return
-        self.exporting, self.problem = True, None
-        self._show_result()
+    def work(self, path: str) -> Callable[[], ExportResult]:
         db_path, execution_ids = self.db_path, self.execution_ids
-        redact = self.query_one("#export-redact", Checkbox).value
-        overwrite = self.query_one("#export-overwrite", Checkbox).value
-        self.run_store_work(
-            lambda: export_bundle(db_path, output, execution_ids, redact=redact,
-                                  overwrite=overwrite),
-            self.ExportFinished,
-            failed=lambda request, error: self.ExportFailed(
-                request, in_dialog_words(one_line(error))),
-            expected=(StoreError, OSError),
-        )  # fmt: skip
+        redact, overwrite = self.checked("redact"), self.checked("overwrite")
+        return lambda: export_bundle(db_path, path, execution_ids, redact=redact,
+                                     overwrite=overwrite)  # fmt: skip
 
-    @on(ExportFinished)
-    def _export_finished(self, message: ExportFinished) -> None:
-        if self.requests.answered(message.request):
-            self.exporting, self.result, self.problem = False, message.result, None
-            self._show_result()
+    def problem_of(self, error: BaseException) -> str:
+        return in_dialog_words(one_line(error))
 
-    @on(ExportFailed)
-    def _export_failed(self, message: ExportFailed) -> None:
-        if self.requests.answered(message.request):
-            self.exporting, self.problem = False, message.problem
-            self._show_result()
-
-    def store_work_crashed(self, problem: str) -> None:
-        """Show the crash as the result."""
-        self.exporting, self.problem = False, problem
-        self._show_result()
-
-    @on(Button.Pressed, "#export-close")
-    def action_close(self) -> None:
-        """Close the dialog."""
-        self.dismiss()
+    def result_text(self, result: ExportResult) -> Text:
+        return export_summary(result)
 
 
-class ImportDialog(StoreBacked, ModalScreen[None]):
+class ImportDialog(FileDialog):
     """Loads a bundle file into the store the console shows."""
 
-    ACTION_SCOPE = "dialog"
-    BINDINGS: ClassVar[list[BindingType]] = bindings("dialog")
-
     WORKER_GROUP = "bundle-import"
+    ID_PREFIX = "import"
+    TITLE = "Import a trace bundle"
+    PATH_TITLE = "bundle file"
+    PATH_EXPECTED = "a path"
+    RUN_LABEL = "Import"
+    RUN_DOES = "loads the file"
+    BUSY_TEXT = "Importing…"
 
-    @dataclass
-    class ImportFinished(Message):
-        """The bundle was loaded (or every execution of it was already there)."""
+    class ImportFinished(FileDialog.Finished):
+        """The bundle was loaded (or every execution of it was already there); `result` is
+        the `ImportResult`."""
 
-        request: int
-        result: ImportResult
-
-    @dataclass
-    class ImportFailed(Message):
+    class ImportFailed(FileDialog.Failed):
         """The bundle was refused and nothing was written; `problem` is one line."""
 
-        request: int
-        problem: str
+    FINISHED, FAILED = ImportFinished, ImportFailed
 
-    def __init__(self, db_path: Path, *, db_arg: str | None) -> None:
-        super().__init__()
-        self.db_path = db_path
-        self.db_arg = db_arg
-        self.result: ImportResult | None = None
-        self.problem: str | None = None
-        self.importing = False
-        self.requests = StoreRequests()
+    def compose_fields(self) -> Iterator[Widget]:
+        yield self.path_field(placeholder=f"path/to/bundle{BUNDLE_SUFFIX}",
+                              suggester=PathSuggester(suffix=BUNDLE_SUFFIX))  # fmt: skip
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="import-box", classes="bundle-box"):
-            yield Input(placeholder=f"path/to/bundle{BUNDLE_SUFFIX}", id="import-path",
-                        suggester=PathSuggester(suffix=BUNDLE_SUFFIX))  # fmt: skip
-            with Horizontal(classes="bundle-flags"):
-                yield Checkbox(REPLACE_LABEL, value=False, id="import-replace")
-            yield Static(id="import-result", classes="bundle-result")
-            yield Static(id="import-twin", classes="bundle-twin")
-            with Horizontal(classes="bundle-buttons"):
-                yield Button("Import", variant="primary", id="import-run")
-                yield Button("Close", id="import-close")
-
-    def on_mount(self) -> None:
-        self.query_one("#import-box").border_title = "Import a trace bundle"
-        self.query_one("#import-path", Input).border_title = "bundle file"
-        self._show_result()
-        self._update_twin()
-        self.query_one("#import-path", Input).focus()
+    def compose_flags(self) -> Iterator[Widget]:
+        yield Checkbox(REPLACE_LABEL, value=False, id="import-replace")
 
     @property
     def twin_command(self) -> str:
         """The `truva-console import` command that loads the same file."""
-        args = ["import", self.query_one("#import-path", Input).value.strip() or "FILE"]
-        if self.query_one("#import-replace", Checkbox).value:
+        args = ["import", self.path_input.value.strip() or "FILE"]
+        if self.checked("replace"):
             args.append("--replace")
         return twin_command(self.db_arg, *args)
 
-    def _update_twin(self) -> None:
-        self.sub_title = f"CLI: {self.twin_command}"
-        twin = Text.assemble(("CLI ", "bold"), self.twin_command)
-        self.query_one("#import-twin", Static).update(twin)
+    def idle_hint(self) -> str:
+        return f"into {self.db_path}  ·  {super().idle_hint()}"
 
-    def _show_result(self) -> None:
-        shown = self.query_one("#import-result", Static)
-        if self.importing:
-            shown.update(Text("Importing…", style="bold cyan"))
-        elif self.problem is not None:
-            shown.update(Text(self.problem, style="bold red"))
-        elif self.result is not None:
-            shown.update(import_summary(self.result))
-        else:
-            hint = (f"into {self.db_path}  ·  enter or Import loads the file; {PATH_HINT}; "
-                    "esc closes")  # fmt: skip
-            shown.update(Text(hint, style="dim"))
+    def work(self, path: str) -> Callable[[], ImportResult]:
+        db_path, replace = self.db_path, self.checked("replace")
+        return lambda: import_bundle(db_path, path, replace=replace)
 
-    @on(Input.Changed, "#import-path")
-    @on(Checkbox.Changed)
-    def _option_changed(self) -> None:
-        self._update_twin()
+    def problem_of(self, error: BaseException) -> str:
+        return in_dialog_words(one_line(error))
 
-    @on(Input.Submitted, "#import-path")
-    @on(Button.Pressed, "#import-run")
-    def action_import(self) -> None:
-        """Validate and load the bundle in a worker thread."""
-        if self.importing:
-            return
-        bundle = self.query_one("#import-path", Input).value.strip()
-        if not bundle:
-            self.problem = "bundle file: expected a path, got nothing"
-            self._show_result()
-            return
-        self.importing, self.problem = True, None
-        self._show_result()
-        db_path, replace = self.db_path, self.query_one("#import-replace", Checkbox).value
-        self.run_store_work(
-            lambda: import_bundle(db_path, bundle, replace=replace),
-            self.ImportFinished,
-            failed=lambda request, error: self.ImportFailed(
-                request, in_dialog_words(one_line(error))),
-            expected=(StoreError, OSError),
-        )  # fmt: skip
-
-    @on(ImportFinished)
-    def _import_finished(self, message: ImportFinished) -> None:
-        if self.requests.answered(message.request):
-            self.importing, self.result, self.problem = False, message.result, None
-            self._show_result()
-
-    @on(ImportFailed)
-    def _import_failed(self, message: ImportFailed) -> None:
-        if self.requests.answered(message.request):
-            self.importing, self.problem = False, message.problem
-            self._show_result()
-
-    def store_work_crashed(self, problem: str) -> None:
-        """Show the crash as the result."""
-        self.importing, self.problem = False, problem
-        self._show_result()
-
-    @on(Button.Pressed, "#import-close")
-    def action_close(self) -> None:
-        """Close the dialog."""
-        self.dismiss()
+    def result_text(self, result: ImportResult) -> Text:
+        return import_summary(result)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -31,6 +31,7 @@ from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.cells import duration_text, status_text, twin_command
 from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.search_bar import SearchBar
+from console.tui.widgets.searchable import SearchableStatic
 from console.tui.widgets.tables import AttemptTable, StepTable
 from console.tui.widgets.text_actions import (
     FocusedText,
@@ -40,7 +41,7 @@ from console.tui.widgets.text_actions import (
 )
 from console.words import counted
 from store.queries import ExecutionDetail, StepRecord
-from store.records import step_calls_without_texts, step_with_texts
+from store.records import detail_with_step, step_calls_without_texts, step_with_texts
 
 # Panes that show a loading indicator, not empty tables, until the first answer from the store.
 _LOADING_PANES = ("#steps", "#attempts", "#attempt-detail")
@@ -392,6 +393,11 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         """A long LLM text prepared in a thread arrived: an open search looks in it again."""
         self.query_one(SearchBar).text_changed()
 
+    @on(SearchableStatic.Rewrapped)
+    def _text_rewrapped(self) -> None:
+        """A highlighted pane was resized: an open search looks in its new lines again."""
+        self.query_one(SearchBar).text_rewrapped()
+
     @on(TabbedContent.TabActivated, "#detail-tabs")
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """The LLM tab shown: read the step's prompts and answers if they are not yet."""
@@ -457,15 +463,9 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         if self.detail is None or step is None:
             return
         if not step_calls_without_texts(step):
-            self.post_message(ReplayRequested(self._detail_with(step), step.step_id))
+            self.post_message(ReplayRequested(detail_with_step(self.detail, step), step.step_id))
             return
         self._replay_with_texts(self.detail, step)
-
-    def _detail_with(self, step: StepRecord) -> ExecutionDetail:
-        """The execution with `step` (its LLM texts read) in place of its recorded self."""
-        assert self.detail is not None
-        steps = tuple(step if s.step_id == step.step_id else s for s in self.detail.steps)
-        return replace(self.detail, steps=steps)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="replay-texts")
     def _replay_with_texts(self, detail: ExecutionDetail, step: StepRecord) -> None:
@@ -477,9 +477,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
             self.app.call_from_thread(self.notify, str(error), title="Cannot read the LLM calls",
                                       severity="error")  # fmt: skip
             return
-        filled = step_with_texts(step, texts)
-        steps = tuple(filled if s.step_id == step.step_id else s for s in detail.steps)
-        self.post_message(ReplayRequested(replace(detail, steps=steps), step.step_id))
+        filled = detail_with_step(detail, step_with_texts(step, texts))
+        self.post_message(ReplayRequested(filled, step.step_id))
 
     def action_rerun_failed(self) -> None:
         """Re-run the failed steps in a worker, then open the new execution."""

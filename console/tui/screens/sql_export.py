@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import ClassVar
 
 from rich.text import Text
-from textual import on
-from textual.app import ComposeResult
-from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical
-from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
+from textual.widget import Widget
+from textual.widgets import Checkbox, RadioButton, RadioSet
 
-from console.tui.actions import bindings
-from console.tui.screens.store_backed import StoreBacked, StoreRequests, one_line
+from console.tui.screens.file_dialog import FileDialog
+from console.tui.screens.store_backed import one_line
 from console.tui.widgets.cells import twin_command
 from console.tui.widgets.path_suggester import PathSuggester
-from store.errors import StoreError
 from store.sql import QueryCancel, SqlSession
 
 FORMATS = {"csv": ".csv", "parquet": ".parquet"}
@@ -46,68 +39,49 @@ def write_result(db_path: Path, query: str, output: Path, file_format: str,
     return session.write_csv(query, output, cancel=cancel)
 
 
-class SqlExportDialog(StoreBacked, ModalScreen[None]):
+class SqlExportDialog(FileDialog):
     """Writes what the query returns, every row of it, to a CSV or Parquet file."""
 
-    ACTION_SCOPE = "dialog"
-    BINDINGS: ClassVar[list[BindingType]] = bindings("dialog")
     CSS_PATH = "../sql.tcss"
     WORKER_GROUP = "sql-export"
+    ID_PREFIX = "sql-export"
+    TITLE = "Export the query's result"
+    PATH_TITLE = "file"
+    PATH_EXPECTED = "a file name"
+    RUN_LABEL = "Export"
+    RUN_DOES = "runs the query again into the file (every row, not only those shown)"
+    BUSY_TEXT = "Exporting…"
 
-    @dataclass
-    class ExportFinished(Message):
-        """The file was written with `rows` rows."""
+    class ExportFinished(FileDialog.Finished):
+        """The file was written; `result` is the path and the number of rows."""
 
-        request: int
-        written: tuple[Path, int]
-
-    @dataclass
-    class ExportFailed(Message):
+    class ExportFailed(FileDialog.Failed):
         """Nothing was written; `problem` is one line."""
 
-        request: int
-        problem: str
+    FINISHED, FAILED = ExportFinished, ExportFailed
 
     def __init__(self, db_path: Path, query: str, *, db_arg: str | None = None) -> None:
-        super().__init__()
-        self.db_path = db_path
+        super().__init__(db_path, db_arg=db_arg)
         self.sql = query
-        self.db_arg = db_arg
         self.file_format = "csv"
-        self.written: tuple[Path, int] | None = None
-        self.problem: str | None = None
-        self.exporting = False
         self.cancel_handle: QueryCancel | None = None
-        self.requests = StoreRequests()
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="sql-export-box", classes="bundle-box"):
-            with RadioSet(id="sql-export-format"):
-                yield RadioButton("CSV (a header row; NULL as an empty field)", value=True,
-                                  id="format-csv")  # fmt: skip
-                yield RadioButton("Parquet (DuckDB's column types)", id="format-parquet")
-            yield Input(value=default_result_path("csv"), id="sql-export-path",
-                        suggester=PathSuggester())  # fmt: skip
-            with Horizontal(classes="bundle-flags"):
-                yield Checkbox(OVERWRITE_LABEL, value=False, id="sql-export-overwrite")
-            yield Static(id="sql-export-result", classes="bundle-result")
-            yield Static(id="sql-export-twin", classes="bundle-twin")
-            with Horizontal(classes="bundle-buttons"):
-                yield Button("Export", variant="primary", id="sql-export-run")
-                yield Button("Close", id="sql-export-close")
+    def compose_fields(self) -> Iterator[Widget]:
+        formats = RadioSet(id="sql-export-format")
+        formats.border_title = "format"
+        with formats:
+            yield RadioButton("CSV (a header row; NULL as an empty field)", value=True,
+                              id="format-csv")  # fmt: skip
+            yield RadioButton("Parquet (DuckDB's column types)", id="format-parquet")
+        yield self.path_field(value=self.default_path(), suggester=PathSuggester())
 
-    def on_mount(self) -> None:
-        self.query_one("#sql-export-box").border_title = "Export the query's result"
-        self.query_one("#sql-export-format").border_title = "format"
-        self.query_one("#sql-export-path", Input).border_title = "file"
-        self._show_result()
-        self._update_twin()
-        self.query_one("#sql-export-path", Input).focus()
+    def compose_flags(self) -> Iterator[Widget]:
+        yield Checkbox(OVERWRITE_LABEL, value=False, id="sql-export-overwrite")
 
     @property
     def output(self) -> str:
         """The path typed in the dialog."""
-        return self.query_one("#sql-export-path", Input).value.strip()
+        return self.path_input.value.strip()
 
     @property
     def twin_command(self) -> str:
@@ -115,86 +89,34 @@ class SqlExportDialog(StoreBacked, ModalScreen[None]):
         return twin_command(self.db_arg, "sql", "--format", self.file_format,
                             "-o", self.output or "FILE", self.sql)  # fmt: skip
 
-    def _update_twin(self) -> None:
-        self.sub_title = f"CLI: {' '.join(self.twin_command.split())}"
-        twin = Text.assemble(("CLI ", "bold"), " ".join(self.twin_command.split()))
-        self.query_one("#sql-export-twin", Static).update(twin)
+    def twin_line(self) -> str:
+        return " ".join(self.twin_command.split())
 
-    def _show_result(self) -> None:
-        shown = self.query_one("#sql-export-result", Static)
-        if self.exporting:
-            shown.update(Text("Exporting…", style="bold cyan"))
-        elif self.problem is not None:
-            shown.update(Text(self.problem, style="bold red"))
-        elif self.written is not None:
-            path, rows = self.written
-            noun = "row" if rows == 1 else "rows"
-            shown.update(Text.assemble(("wrote ", "bold"), f"{rows:,} {noun} to ",
-                                       (str(path), "bold")))  # fmt: skip
-        else:
-            shown.update(Text("enter or Export runs the query again into the file (every row, "
-                              "not only those shown); → completes the path; esc closes",
-                              style="dim"))  # fmt: skip
+    def default_path(self) -> str:
+        return default_result_path(self.file_format)
 
-    @on(RadioSet.Changed, "#sql-export-format")
-    def _format_chosen(self, event: RadioSet.Changed) -> None:
-        path = self.query_one("#sql-export-path", Input)
-        was_default = path.value == default_result_path(self.file_format)
-        self.file_format = "parquet" if event.pressed.id == "format-parquet" else "csv"
-        if was_default:
-            path.value = default_result_path(self.file_format)
-        self._update_twin()
+    def choose(self, pressed_id: str | None) -> None:
+        self.file_format = "parquet" if pressed_id == "format-parquet" else "csv"
 
-    @on(Input.Changed, "#sql-export-path")
-    @on(Checkbox.Changed)
-    def _option_changed(self) -> None:
-        self._update_twin()
-
-    @on(Input.Submitted, "#sql-export-path")
-    @on(Button.Pressed, "#sql-export-run")
-    def action_export(self) -> None:
-        """Write the file in a worker thread."""
-        if self.exporting:
-            return
-        if not self.output:
-            self.problem = "file: expected a file name, got nothing"
-            self._show_result()
-            return
-        self.exporting, self.problem = True, None
-        self._show_result()
+    def work(self, path: str) -> Callable[[], tuple[Path, int]]:
         db_path, query, file_format = self.db_path, self.sql, self.file_format
-        output = Path(self.output).expanduser()
-        overwrite = self.query_one("#sql-export-overwrite", Checkbox).value
+        output = Path(path).expanduser()
+        overwrite = self.checked("overwrite")
         cancel = self.cancel_handle = QueryCancel()
-        self.run_store_work(
-            lambda: (output, write_result(db_path, query, output, file_format,
-                                          overwrite=overwrite, cancel=cancel)),
-            self.ExportFinished,
-            failed=lambda request, error: self.ExportFailed(request, _problem(error)),
-            expected=(StoreError, OSError),
-        )  # fmt: skip
+        return lambda: (output, write_result(db_path, query, output, file_format,
+                                             overwrite=overwrite, cancel=cancel))  # fmt: skip
 
-    @on(ExportFinished)
-    def _export_finished(self, message: ExportFinished) -> None:
-        if self.requests.answered(message.request):
-            self.exporting, self.written, self.problem = False, message.written, None
-            self._show_result()
+    def problem_of(self, error: BaseException) -> str:
+        return _problem(error)
 
-    @on(ExportFailed)
-    def _export_failed(self, message: ExportFailed) -> None:
-        if self.requests.answered(message.request):
-            self.exporting, self.problem = False, message.problem
-            self._show_result()
+    def result_text(self, result: tuple[Path, int]) -> Text:
+        path, rows = result
+        noun = "row" if rows == 1 else "rows"
+        return Text.assemble(("wrote ", "bold"), f"{rows:,} {noun} to ", (str(path), "bold"))
 
-    def store_work_crashed(self, problem: str) -> None:
-        """The worker raised something unexpected: one line in the dialog."""
-        self.exporting, self.problem = False, problem
-        self._show_result()
-
-    @on(Button.Pressed, "#sql-export-close")
     def action_close(self) -> None:
         """Close the dialog; an export still running is interrupted and writes nothing."""
-        if self.exporting and self.cancel_handle is not None:
+        if self.busy and self.cancel_handle is not None:
             self.cancel_handle.cancel()
         self.dismiss()
 

@@ -46,6 +46,7 @@ class SearchBar(Horizontal):
         self.current: int | None = None
         self._return_focus: Widget | None = None
         self._request = 0
+        self._keep: int | None = None  # the match to select when the search comes back
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="search (Enter/↓ next, Shift+Enter/↑ previous, Esc closes)",
@@ -70,6 +71,13 @@ class SearchBar(Horizontal):
         if self.has_class("-open") and self.target is not None:
             self._start(self.query_one(Input).value)
 
+    def text_rewrapped(self) -> None:
+        """A searched pane wraps its text anew (it was resized): search it again, if open,
+        keeping the current match's number."""
+        if self.has_class("-open") and self.target is not None:
+            keep = self.current if self.current is not None else self._keep
+            self._start(self.query_one(Input).value, keep=keep)
+
     def action_close(self) -> None:
         """Hide the bar and give the focus back to the text, with the match still selected."""
         self.remove_class("-open")
@@ -91,9 +99,9 @@ class SearchBar(Horizontal):
         event.stop()
         self.action_jump(False)
 
-    def _start(self, query: str) -> None:
+    def _start(self, query: str, *, keep: int | None = None) -> None:
         self._request += 1
-        self.result, self.current = None, None
+        self.result, self.current, self._keep = None, None, keep
         if self.target is None:
             return
         self.target.show(None, None)
@@ -112,7 +120,10 @@ class SearchBar(Horizontal):
         if message.request != self._request or self.target is None:
             return
         self.result = message.result
-        self._select(next_match(message.result, self.target.origin()))
+        if self._keep is not None and self._keep < len(message.result.matches):
+            self._select(self._keep)
+        else:
+            self._select(next_match(message.result, self.target.origin()))
 
     def action_jump(self, backwards: bool) -> None:
         """Show the next (or previous) match, wrapping around."""

@@ -8,6 +8,7 @@ frame than a short one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from rich.console import RenderableType
@@ -15,6 +16,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static, TextArea
 from textual.widgets.text_area import Selection
@@ -103,24 +105,43 @@ def _content_width(widget: Widget) -> int:
 
 class SearchableStatic(Static):
     """A Static whose text can be searched: what it shows is rendered to lines at its width,
-    and while there are matches those lines are shown with the matches highlighted."""
+    and while there are matches those lines are shown with the matches highlighted.
+
+    Resized to another width while highlighted, it posts `Rewrapped`: its lines wrap anew, so
+    the search must run again over them.
+    """
+
+    @dataclass
+    class Rewrapped(Message):
+        """The static shows highlights rendered at another width than it now has."""
+
+        static: SearchableStatic
 
     def __init__(self, content: RenderableType = "", **kwargs) -> None:
         super().__init__(content, **kwargs)
         self._source: RenderableType = content
         self._lines: list[Text] | None = None
+        self._lines_width: int | None = None
+        self._highlighted = False
 
     def update(self, content: RenderableType = "", *, layout: bool = True) -> None:
         """Show `content`; any highlights are dropped."""
-        self._source, self._lines = content, None
+        self._source, self._lines, self._highlighted = content, None, False
         super().update(content, layout=layout)
 
     def rendered_lines(self) -> list[Text]:
         """What the widget shows, as one Text per line at its current width."""
         console = self.app.console
-        options = console.options.update_width(_content_width(self))
+        self._lines_width = _content_width(self)
+        options = console.options.update_width(self._lines_width)
         lines = console.render_lines(self._source, options, pad=False, new_lines=False)
         return [_line_text(line) for line in lines]
+
+    def on_resize(self) -> None:
+        """Highlights drawn at the old width ask for the search again (a height change alone,
+        such as showing them, does not)."""
+        if self._highlighted and _content_width(self) != self._lines_width:
+            self.post_message(self.Rewrapped(self))
 
     def searchable_text(self) -> str:
         """What the widget shows, as plain text."""
@@ -129,7 +150,8 @@ class SearchableStatic(Static):
 
     def show_matches(self, matches: list[Match], current: Match | None) -> None:
         """Show the rendered lines with `matches` highlighted, or the content again."""
-        if not matches and current is None:
+        self._highlighted = bool(matches) or current is not None
+        if not self._highlighted:
             super().update(self._source)
             return
         lines = self._lines if self._lines is not None else self.rendered_lines()
