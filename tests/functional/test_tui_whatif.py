@@ -131,8 +131,9 @@ async def test_the_cli_twin_is_in_the_header_the_help_and_y(demo_db: Path) -> No
 
 @pytest.mark.parametrize(
     "config",
-    ["max_attempts=x", "nope=1", "max_attempts", "max_attempts=5 max_delay_ms=-3"],
-    ids=["not-an-integer", "unknown-key", "no-value", "second-word-bad"],
+    ["max_attempts=x", "nope=1", "max_attempts", "max_attempts=5 max_delay_ms=-3",
+     "max_attempts=3 max_attempts=5"],
+    ids=["not-an-integer", "unknown-key", "no-value", "second-word-bad", "repeated-key"],
 )
 async def test_a_bad_override_is_the_cli_line_in_the_screen_and_nothing_runs(
     demo_db: Path, capsys, config: str

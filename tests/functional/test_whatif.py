@@ -119,9 +119,10 @@ def test_decisions_recorded_without_every_input_are_counted_not_redecided(tmp_pa
 @pytest.mark.parametrize(
     ("option", "expected"),
     [
-        ("timeout_s=3", "config key 'timeout_s' does not change a decision"),
+        ("timeout_s=3", "--config timeout_s=3: config key 'timeout_s' does not change a decision"),
         ("max_attempts=-1", "--config max_attempts=-1: expected an integer >= 1, got -1"),
-        ("no_such_key=1", "--config no_such_key=1: expected one of"),
+        ("no_such_key=1", "--config no_such_key=1: unknown config key 'no_such_key' (whatif "
+         "accepts: max_attempts, "),
         ("max_attempts", "--config max_attempts: expected KEY=VALUE"),
     ],
     ids=["unused-key", "bad-value", "unknown-key", "no-equals"],
@@ -130,6 +131,16 @@ def test_bad_overrides_are_one_line_and_exit_2(demo_db, capsys, option, expected
     assert main(["whatif", "--db", str(demo_db), "--config", option]) == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1
+
+
+def test_a_repeated_override_key_is_refused(demo_db, capsys):
+    argv = ["whatif", "--db", str(demo_db), "--config", "max_attempts=3", "--config",
+            "max_attempts=5"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "truva-console: --config max_attempts=5: max_attempts is already given by --config "
+        "max_attempts=3\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from console.render.whatif_view import (
     replay_arguments,
     whatif_view,
 )
-from console.replay.edits import ReplayError, parse_config_override
+from console.replay.edits import ReplayError
 from console.tui.actions import bindings
 from console.tui.messages import ExecutionRequested
 from console.tui.screens.palette import PaletteCommand
@@ -42,6 +42,7 @@ from console.tui.widgets.filter_bar import FilterBar, FilterSyntaxError, ParsedF
 from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.tables import NavigableTable
 from console.whatif import Change, WhatIfReport, what_if
+from console.whatif import parse_overrides as parse_whatif_overrides
 from console.words import counted
 from executor.config import ConfigError
 from store.errors import StoreError
@@ -77,8 +78,8 @@ def config_words(text: str) -> list[str]:
 
 
 def parse_overrides(text: str) -> dict[str, Any]:
-    """The overrides field read with `--config`'s parser; ReplayError names the bad word."""
-    return dict(parse_config_override(word) for word in config_words(text))
+    """The overrides field read with whatif's `--config` parser; ReplayError names the bad word."""
+    return parse_whatif_overrides(config_words(text))
 
 
 class TransitionTable(NavigableTable):
