@@ -72,6 +72,39 @@ _ASKS = {
 }
 
 
+# The budgets counted across the steps of an execution (the executor keeps their counters for
+# the whole task), with the recorded input that counts each.
+CROSS_STEP_BUDGETS = {
+    "max_retries_per_tool": "tool_retries_used",
+    "max_total_tokens": "llm_tokens_used",
+    "max_llm_calls": "llm_calls_used",
+    "max_wall_clock_s": "elapsed_s",
+    "max_repeated_errors": "repeated_error_count",
+}
+CANNOT_KNOW = (
+    "What this cannot know: the tool's answer to an attempt that was never made, an LLM "
+    "layer's answer to a question never asked, and what follows a changed decision in the "
+    "same step (later recorded attempts were made under the old decision)."
+)
+
+
+def cannot_know(overrides: Mapping[str, Any]) -> str:
+    """What a what-if under `overrides` cannot know, as sentences; it names each overridden
+    budget that is counted across steps, whose recorded counters a change would have moved."""
+    budgets = [key for key in CROSS_STEP_BUDGETS if key in overrides]
+    if not budgets:
+        return CANNOT_KNOW
+    names = " and ".join(", ".join(budgets).rsplit(", ", 1))
+    counters = ", ".join(CROSS_STEP_BUDGETS[key] for key in budgets)
+    kind = "budgets" if len(budgets) > 1 else "a budget"
+    return (
+        f"{CANNOT_KNOW} {names} {'are' if len(budgets) > 1 else 'is'} {kind} counted across "
+        f"the steps of an execution: each decision is re-decided from the counters recorded "
+        f"under the old config ({counters}), but a change in one step would have moved the "
+        "counters the later steps saw."
+    )
+
+
 def parse_overrides(words: Sequence[str]) -> dict[str, Any]:
     """`--config KEY=VALUE` words → the overrides `what_if` re-decides under (CLI and TUI).
 
@@ -195,6 +228,7 @@ class WhatIfReport:
                 "unreadable": self.unreadable,
             },
             "not_rerun": self.not_rerun,
+            "cannot_know": cannot_know(self.overrides),
         }
 
     def transitions(self) -> list[tuple[tuple[Verdict, Verdict], int]]:

@@ -181,6 +181,21 @@ async def test_the_list_filter_selects_the_executions_as_ls_does(demo_db: Path, 
                                     "max_attempts=5 --rule budget.attempts")  # fmt: skip
 
 
+async def test_a_task_wide_budget_override_says_what_its_counters_cannot_know(
+    demo_db: Path,
+) -> None:
+    app = tui_app(demo_db, db_arg=str(demo_db), live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_whatif(pilot)
+        await run_with(pilot, screen, "max_retries_per_tool=1")
+        assert screen.view is not None
+        shown = " ".join(detail(screen).split())
+        assert ("max_retries_per_tool is a budget counted across the steps of an execution"
+                in shown)  # fmt: skip
+        await run_with(pilot, screen, "max_attempts=5")
+        assert "counted across the steps" not in " ".join(detail(screen).split())
+
+
 async def test_no_overrides_is_the_policy_regression_check(demo_db: Path, capsys) -> None:
     expected = cli_json(demo_db, capsys)
     app = tui_app(demo_db, db_arg=str(demo_db), live_refresh=False)

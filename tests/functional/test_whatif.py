@@ -91,6 +91,25 @@ def test_filters_select_executions_as_ls_does(demo_db, capsys):
     assert scenario_d in {c["execution_id"] for c in report["changes"]}
 
 
+@pytest.mark.parametrize(
+    ("option", "sentence"),
+    [("max_attempts=5", False), ("max_retries_per_tool=1", True)],
+    ids=["per-step-key", "task-wide-budget"],
+)
+def test_a_task_wide_budget_says_its_counters_were_recorded_under_the_old_config(
+    demo_db, capsys, option, sentence
+):
+    key = option.partition("=")[0]
+    cross_step = (f"{key} is a budget counted across the steps of an execution: each decision "
+                  "is re-decided from the counters recorded under the old config")  # fmt: skip
+    assert main(["whatif", "--db", str(demo_db), "--config", option]) == 0
+    text = capsys.readouterr().out
+    document = _whatif_json(demo_db, capsys, "--config", option)
+    assert (cross_step in " ".join(text.split())) is sentence
+    assert (cross_step in document["cannot_know"]) is sentence
+    assert document["cannot_know"].startswith("What this cannot know: ")
+
+
 def test_text_output_names_the_change_and_what_it_cannot_know(demo_db, capsys):
     assert main(["whatif", "--db", str(demo_db), "--config", "max_attempts=5"]) == 0
     out = capsys.readouterr().out

@@ -432,7 +432,8 @@ class WhatIfScreen(PaneScreen, Screen):
             hint = ""
             if self.view is not None and not self.view.changes:
                 hint = "No decision changes under these overrides.\n"
-            detail.update(Text.assemble(hint, (CANNOT_KNOW, "dim")))
+            known = self.view.cannot_know if self.view is not None else CANNOT_KNOW
+            detail.update(Text.assemble(hint, (known, "dim")))
             return
         replay = twin_command(self.db_arg, *replay_arguments(change, self.view.overrides))
         detail.update(Text.assemble(
@@ -441,7 +442,7 @@ class WhatIfScreen(PaneScreen, Screen):
             printable(change.consequence), "\n",
             ("Find out: ", "bold"), (printable(replay), "cyan"), "  (R copies it; Enter opens "
             "the attempt)\n",
-            (CANNOT_KNOW, "dim"),
+            (self.view.cannot_know, "dim"),
         ))  # fmt: skip
 
     # ------------------------------------------------------------------ events
