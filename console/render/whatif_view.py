@@ -121,8 +121,8 @@ def whatif_text(view: WhatIfView) -> str:
             lines.append(f"        {on_one_line(change.reason)}")
             lines.append(f"        {change.consequence}")
         if len(view.changes) > SHOWN_CHANGES:
-            lines.append(f"    … and {len(view.changes) - SHOWN_CHANGES} more steps (--json "
-                         "lists all)")  # fmt: skip
+            more = counted(len(view.changes) - SHOWN_CHANGES, "more step")
+            lines.append(f"    … and {more} (--json lists all)")
     if view.not_rerun_note:
         lines += ["", f"  {view.not_rerun_note}"]
     if view.incomplete_note:
