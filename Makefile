@@ -26,7 +26,8 @@ lint: $(STAMP)
 # and times (tests/snapshots/test_screens_replay.py); read `git diff` of both before committing.
 samples: $(STAMP)
 	$(BIN)/python -m console.demo.rerecord
-	$(BIN)/python -m pytest -q tests/snapshots/test_screens_replay.py --snapshot-update
+	$(BIN)/python -m pytest -q tests/snapshots/test_screens_replay.py "tests/snapshots/test_screens_sizes.py::test_replay_screen_side_by_side_at" --snapshot-update
+	$(BIN)/python docs/screenshots/redraw.py
 	$(BIN)/python -m pytest -q tests/functional/test_samples.py tests/functional/test_tui_replay.py tests/functional/test_tui_bundles.py
 
 # Redraw the README screenshot (docs/screenshots/execution-failing-step.svg) from the samples.

@@ -104,10 +104,12 @@ def write_segment(paths: StorePaths, name: str, table: pa.Table) -> Path:
     return final_path
 
 
-def read_segment(path: Path) -> pa.Table:
+def read_segment(path: Path, *, dictionary_bodies: bool = False) -> pa.Table:
     """The table stored in a segment or journal file (its frames' rows, in order).
 
-    Raises pa.ArrowException when the bytes are neither an Arrow IPC file nor a journal.
+    With `dictionary_bodies`, a journal's body columns are dictionary arrays over the mapped
+    file, copied only when taken and decoded (the ingest's way). Raises pa.ArrowException when
+    the bytes are neither an Arrow IPC file nor a journal.
     """
     with path.open("rb") as handle:
         if os.fstat(handle.fileno()).st_size == 0:
@@ -116,7 +118,7 @@ def read_segment(path: Path) -> pa.Table:
             data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         if data[: len(JOURNAL_MAGIC)] == JOURNAL_MAGIC:
-            return read_journal_bytes(data, name=path.name)
+            return read_journal_bytes(data, name=path.name, dictionary_bodies=dictionary_bodies)
         return ipc.open_file(pa.py_buffer(data)).read_all()
     finally:
         if isinstance(data, mmap.mmap):
@@ -163,18 +165,42 @@ def journal_meta_frame(writer: WriterIdentity) -> bytes:
 
 def journal_frame(records: Iterable[tuple]) -> bytes:
     """One frame of segment records (seq, kind, execution id, payload, request, response body)."""
-    parts = [_EVENTS]
-    append, pack_seq, pack_length = parts.append, _SEQ.pack, _LENGTH.pack
+    return b"".join(journal_frame_parts(records))
+
+
+# A value at least this long is written from its own buffer (one `writev` entry) rather than
+# copied into the frame: a 20 KB body is never copied by the journal, only by the kernel.
+_OWN_BUFFER_BYTES = 4096
+
+
+def journal_frame_parts(records: Iterable[tuple]) -> list[bytes]:
+    """The frame of `records` as consecutive buffers (the header first): their concatenation
+    is `journal_frame(records)`; long values are the caller's own objects, not copies."""
+    out: list[bytes] = []
+    small = [_EVENTS]
+    append, pack_seq, pack_length = small.append, _SEQ.pack, _LENGTH.pack
     for seq, *fields in records:
         append(pack_seq(seq))
         for value in fields:
             if value is None:
                 append(_NO_VALUE)
                 continue
-            data = value.encode("utf-8", "replace") if isinstance(value, str) else bytes(value)
+            data = value.encode("utf-8", "replace") if isinstance(value, str) else value
             append(pack_length(len(data)))
-            append(data)
-    return _frame(b"".join(parts))
+            if len(data) >= _OWN_BUFFER_BYTES:
+                out.append(b"".join(small))
+                out.append(data)
+                small = []
+                append = small.append
+            else:
+                append(bytes(data))
+    if small:
+        out.append(b"".join(small))
+    length, checksum = 0, 0
+    for part in out:
+        length += len(part)
+        checksum = zlib.crc32(part, checksum)
+    return [_FRAME_HEADER.pack(length, checksum), *out]
 
 
 _NO_VALUE = _LENGTH.pack(-1)
@@ -219,8 +245,15 @@ class _JournalPieces:
         if offset != end:
             raise ValueError("a record runs past its frame")
 
-    def arrays(self, data: bytes | mmap.mmap, schema: pa.Schema) -> list[pa.Array]:
-        """The columns of `schema` (seq first): texts checked as UTF-8 by Arrow."""
+    def arrays(
+        self, data: bytes | mmap.mmap, schema: pa.Schema, *, dictionary_bodies: bool = False
+    ) -> list[pa.Array]:
+        """The columns of `schema` (seq first): texts checked as UTF-8 by Arrow.
+
+        With `dictionary_bodies`, each binary column is a dictionary array whose dictionary is
+        the journal's pieces (over `data` itself) and whose indices are the column's piece
+        numbers: nothing is copied until a reader takes the rows it needs and decodes them.
+        """
         pieces = pa.LargeBinaryArray.from_buffers(
             pa.large_binary(),
             len(self.bounds) - 1,
@@ -228,15 +261,22 @@ class _JournalPieces:
         )
         arrays: list[pa.Array] = [pa.array(self.seqs, type=schema.field(0).type)]
         for column, item in zip(self.columns, list(schema)[1:], strict=True):
-            values = pieces.take(pa.array(column, pa.int64()))
+            indices = pa.array(column, pa.int64())
+            if dictionary_bodies and pa.types.is_large_binary(item.type):
+                arrays.append(pa.DictionaryArray.from_arrays(indices, pieces))
+                continue
+            values = pieces.take(indices)
             arrays.append(values if values.type == item.type else values.cast(item.type))
         return arrays
 
 
-def read_journal_bytes(data: bytes | mmap.mmap, *, name: str = "journal") -> pa.Table:
+def read_journal_bytes(
+    data: bytes | mmap.mmap, *, name: str = "journal", dictionary_bodies: bool = False
+) -> pa.Table:
     """The records of every whole frame of a journal, in order; a torn or damaged tail is skipped.
 
-    Raises pa.ArrowInvalid when the bytes are not a journal.
+    With `dictionary_bodies` the body columns are dictionary arrays over `data` (see
+    `_JournalPieces.arrays`). Raises pa.ArrowInvalid when the bytes are not a journal.
     """
     from store.ingest import SEGMENT_SCHEMA  # the segment columns are the ingest's
 
@@ -267,19 +307,29 @@ def read_journal_bytes(data: bytes | mmap.mmap, *, name: str = "journal") -> pa.
     if offset < len(data):
         log.info("%s: skipped a torn frame at byte %d of %d", name, offset, len(data))
     try:
-        arrays = pieces.arrays(data, SEGMENT_SCHEMA)
+        arrays = pieces.arrays(data, SEGMENT_SCHEMA, dictionary_bodies=dictionary_bodies)
     except pa.ArrowInvalid as error:  # a text that is not UTF-8
         raise pa.ArrowInvalid(f"{name}: a damaged frame ({error})") from error
-    table = pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)
+    table = pa.Table.from_arrays(arrays, names=SEGMENT_SCHEMA.names)
     return table.replace_schema_metadata(metadata) if metadata else table
 
 
-def _write_all(descriptor: int, data: bytes) -> None:
-    """Write all of `data` at the end of the file (O_APPEND); a short write is continued."""
-    view = memoryview(data)
-    while view:
-        written = os.write(descriptor, view)
-        view = view[written:]
+_IOV_MAX = 1024  # Linux's limit of buffers per writev
+
+
+def _writev_all(descriptor: int, parts: list[bytes]) -> None:
+    """Write the concatenation of `parts` at the end of the file, without joining them; a
+    short write is continued where it stopped."""
+    pending: list[bytes | memoryview] = [part for part in parts if len(part)]
+    while pending:
+        written = os.writev(descriptor, pending[:_IOV_MAX])
+        done = 0
+        while done < len(pending) and written >= len(pending[done]):
+            written -= len(pending[done])
+            done += 1
+        pending = pending[done:]
+        if written:
+            pending[0] = memoryview(pending[0])[written:]
 
 
 class Journal:
@@ -302,16 +352,19 @@ class Journal:
 
     def append(self, records: Iterable[tuple]) -> None:
         """Append `records` as one frame; on failure the file is cut back and the error raised."""
-        self._append(journal_frame(records))
+        self._append_parts(journal_frame_parts(records))
 
     def _append(self, data: bytes) -> None:
+        self._append_parts([data])
+
+    def _append_parts(self, parts: list[bytes]) -> None:
         try:
-            _write_all(self._descriptor, data)
+            _writev_all(self._descriptor, parts)
         except OSError:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._descriptor, self.size)
             raise
-        self.size += len(data)
+        self.size += sum(len(part) for part in parts)
 
     @property
     def has_frames(self) -> bool:

@@ -6,8 +6,9 @@ win column by column, so rows fold the same way whichever batch an event arrives
 
 from __future__ import annotations
 
+import bisect
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +52,7 @@ class FoldedRows:
     llm_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     # Every folded event's request and response body, by row (what a `BodyRef` points at).
-    bodies: dict[str, pa.ChunkedArray] = field(default_factory=dict)
+    bodies: dict[str, list[pa.Array]] = field(default_factory=dict)
 
     def execution(self, execution_id: str) -> dict[str, Any]:
         return self.executions.setdefault(execution_id, {"execution_id": execution_id})
@@ -450,18 +451,64 @@ def fold_segments(tables: Iterable[pa.Table]) -> FoldedRows:
             rows.add(kind, seq, data, writer)
         first_row += table.num_rows
     rows.bodies = {
-        name: pa.chunked_array(
-            [
-                chunk if chunk.type == pa.large_binary() else chunk.cast(pa.large_binary())
-                for table in table_list
-                for chunk in table.column(name).chunks
-            ],
-            type=pa.large_binary(),
-        )
+        name: [
+            chunk
+            if chunk.type == pa.large_binary() or pa.types.is_dictionary(chunk.type)
+            else chunk.cast(pa.large_binary())
+            for table in table_list
+            for chunk in table.column(name).chunks
+        ]
         for name in BYTES_FIELDS
     }
     return rows
 
 
 def _lengths(column: pa.ChunkedArray) -> list[int | None]:
-    return pc.binary_length(column).to_pylist()
+    sizes: list[int | None] = []
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):  # a journal's pieces: lengths of those taken
+            sizes.extend(pc.binary_length(chunk.dictionary).take(chunk.indices).to_pylist())
+        else:
+            sizes.extend(pc.binary_length(chunk).to_pylist())
+    return sizes
+
+
+def take_bodies(chunks: Sequence[pa.Array], rows: Sequence[int | None]) -> pa.ChunkedArray:
+    """The bodies at `rows` (None: null) among the consecutive `chunks` of `FoldedRows.bodies`,
+    as large binary. A journal's dictionary chunk is decoded only at the rows taken, so each
+    body is copied once, here, by Arrow; runs of rows from one chunk are taken together."""
+    starts = [0]
+    for chunk in chunks:
+        starts.append(starts[-1] + len(chunk))
+    pieces: list[pa.Array] = []
+    run: list[int | None] = []
+    run_chunk = 0
+
+    def flush() -> None:
+        if run:
+            pieces.append(_take_from(chunks[run_chunk], run))
+            run.clear()
+
+    for row in rows:
+        if row is None:
+            run.append(None)
+            continue
+        index = bisect.bisect_right(starts, row) - 1
+        if index != run_chunk and any(item is not None for item in run):
+            flush()
+        if index != run_chunk:
+            # Leading nulls of a run belong to whichever chunk the run takes from.
+            run_chunk = index
+        run.append(row - starts[index])
+    if run:
+        if not chunks:
+            return pa.chunked_array([pa.nulls(len(run), pa.large_binary())], pa.large_binary())
+        flush()
+    return pa.chunked_array(pieces, type=pa.large_binary())
+
+
+def _take_from(chunk: pa.Array, rows: list[int | None]) -> pa.Array:
+    indices = pa.array(rows, pa.int64())
+    if pa.types.is_dictionary(chunk.type):
+        return chunk.dictionary.take(chunk.indices.take(indices))
+    return chunk.take(indices)

@@ -110,7 +110,7 @@ def _load_segments(paths: Sequence[Path]) -> list[tuple[Path, pa.Table]]:
     loaded = []
     for path in paths:
         try:
-            loaded.append((path, read_segment(path)))
+            loaded.append((path, read_segment(path, dictionary_bodies=True)))
         except FileNotFoundError:
             continue  # another thread of this process already ingested it
         except pa.ArrowException as error:

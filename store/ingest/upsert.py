@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from store.ingest.fold import BodyRef, FoldedRows, fold_segments
+from store.ingest.fold import BodyRef, FoldedRows, fold_segments, take_bodies
 from store.ingest.segments import json_text
 from store.schema import DERIVED_COLUMNS, attempt_search_text_sql, decoded_text_sql
 
@@ -198,14 +198,27 @@ def _with_lowered_parts(table_name: str, staging: pa.Table) -> pa.Table:
         values = staging.column(column)
         # A BLOB's bytes seen as text without a UTF-8 check: only its ASCII rows are used.
         text_type = pa.large_string() if _is_large(values.type) else pa.string()
-        text = pa.chunked_array([chunk.view(text_type) for chunk in values.chunks], text_type)
-        lowered = pc.if_else(pc.string_is_ascii(text), pc.ascii_lower(text), None)
+        lowered = pa.chunked_array(
+            [_ascii_lowered(chunk.view(text_type)) for chunk in values.chunks], text_type
+        )
         staging = staging.append_column(_LOWERED_PREFIX + column, lowered)
     return staging
 
 
+def _ascii_lowered(text: pa.Array) -> pa.Array:
+    """`text` lower-cased where it is ASCII, null elsewhere: Arrow's lower-casing, with the
+    non-ASCII rows masked by a validity bitmap rather than copied out by `if_else`."""
+    lowered = pc.ascii_lower(text)
+    ascii_rows = pc.fill_null(pc.string_is_ascii(text), False)
+    if lowered.offset or ascii_rows.offset or not len(lowered):
+        return pc.if_else(ascii_rows, lowered, None)
+    return pa.Array.from_buffers(
+        lowered.type, len(lowered), [ascii_rows.buffers()[1], *lowered.buffers()[1:]]
+    )
+
+
 def _staging_table(
-    schema: pa.Schema, rows: list[dict[str, Any]], bodies: dict[str, pa.ChunkedArray] | None
+    schema: pa.Schema, rows: list[dict[str, Any]], bodies: dict[str, list[pa.Array]] | None
 ) -> pa.Table:
     """The rows as an Arrow table of `schema`; a body column whose rows hold `BodyRef`s is
     taken from the segments' column (`bodies`) by Arrow, not rebuilt from Python bytes."""
@@ -215,8 +228,8 @@ def _staging_table(
             continue
         values = [row.get(name) for row in rows]
         if all(value is None or isinstance(value, BodyRef) for value in values):
-            refs = pa.array([None if value is None else value.row for value in values], pa.int64())
-            taken[name] = bodies[name].take(refs)
+            refs = [None if value is None else value.row for value in values]
+            taken[name] = take_bodies(bodies[name], refs)
     if not taken:
         return pa.Table.from_pylist(rows, schema=schema)
     rest = pa.schema([item for item in schema if item.name not in taken])
@@ -246,7 +259,7 @@ def _stage_table(
     key: tuple[str, ...] = (),
     on_conflict: str = "",
     overrides: dict[str, str] | None = None,
-    bodies: dict[str, pa.ChunkedArray] | None = None,
+    bodies: dict[str, list[pa.Array]] | None = None,
 ) -> _StagedInsert | None:
     """The statements writing `rows` into `table_name`; None for no rows.
 
@@ -479,6 +492,10 @@ def decode_segments(tables: Sequence[pa.Table]) -> StagedRows:
         raise SegmentDecodeError(f"{type(error).__name__}: {error}") from error
 
 
+# DuckDB's WAL size past which a commit checkpoints (default 16 MiB), during an ingest batch.
+INGEST_CHECKPOINT_THRESHOLD = "1MB"
+
+
 def apply_segments(
     conn: duckdb.DuckDBPyConnection,
     tables: Sequence[pa.Table],
@@ -491,18 +508,27 @@ def apply_segments(
     the DuckDB error when the write fails (the transaction is then rolled back).
     """
     staged = decode_segments(tables)
-    conn.execute("BEGIN TRANSACTION")
+    # A batch past INGEST_CHECKPOINT_THRESHOLD is checkpointed by its COMMIT, which then skips
+    # the WAL: the bodies are written once, compressed, into the file, instead of into the WAL
+    # (uncompressed) and then the file. A kill before COMMIT returns loses the batch, whose
+    # segments are still in the spool: the next session ingests them again.
+    conn.execute(f"SET checkpoint_threshold = '{INGEST_CHECKPOINT_THRESHOLD}'")
     try:
-        write_staged(conn, staged)
-        if segment_names:
-            conn.execute(
-                "INSERT INTO ingested_segments "
-                "SELECT unnest($names), make_timestamptz(CAST($now * 1000000 AS BIGINT))",
-                {"names": list(segment_names), "now": time.time()},
-            )
-        conn.execute("COMMIT")
-    except BaseException:
-        # A failed COMMIT has already rolled back; the original error is the one to report.
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            write_staged(conn, staged)
+            if segment_names:
+                conn.execute(
+                    "INSERT INTO ingested_segments "
+                    "SELECT unnest($names), make_timestamptz(CAST($now * 1000000 AS BIGINT))",
+                    {"names": list(segment_names), "now": time.time()},
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            # A failed COMMIT has already rolled back; the original error is the one to report.
+            with contextlib.suppress(duckdb.Error):
+                conn.execute("ROLLBACK")
+            raise
+    finally:
         with contextlib.suppress(duckdb.Error):
-            conn.execute("ROLLBACK")
-        raise
+            conn.execute("RESET checkpoint_threshold")

@@ -51,6 +51,7 @@ async def test_explain_and_the_attempt_detail_show_every_field_of_the_view(
         screen = await open_execution(app, pilot, TRIP)
         screen.select_step(step_id)
         screen.select_attempt(n)
+        await pilot.press(*"234567")  # each tab is built the first time it is shown
         await app.workers.wait_for_complete()  # the step's LLM texts are read in a worker
         await pilot.pause()
         parts = [shown_text(screen.query_one(s, Static).content, 2000) for s in PANES]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input, Static
 
 from console import samples
 from console.demo.runner import (
@@ -20,12 +22,17 @@ from console.demo.runner import (
 from console.samples import (
     SampleStoreError,
     prepare_sample_store,
+    sample_execution_ids,
     sample_trace_files,
     sample_traces_dir,
 )
+from console.tui.screens.whatif import ChangeTable, WhatIfScreen
+from console.tui.widgets.cells import SAMPLES_DB_ARG
 from executor.eventlog import read_event_log
 from store.queries import ExecutionFilter, open_store
 from tests.support.demo_outcomes import EVERY_FINAL_ACTION, EXPECTED
+from tests.support.plans import run_subprocess
+from tests.support.tui import screen_loaded, settle_until, shown_text, table_cell, tui_app
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -164,3 +171,79 @@ def test_no_samples_is_a_clear_error(tmp_path, monkeypatch):
     assert sample_trace_files() == []
     with pytest.raises(SampleStoreError, match="no sample traces"):
         prepare_sample_store()
+
+
+# ------------------------------------------------- what the console shows on the samples (issue 13)
+
+DEMO_TOOLS = ["currency", "payments", "stocks", "travel", "weather"]
+
+
+def _cli_json(*argv: str) -> dict:
+    result = run_subprocess("--samples", *argv, timeout=120)
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def _recorded_decisions() -> int:
+    return sum(1 for path in sample_trace_files() for event in read_event_log(path)
+               if event.kind == "attempt_decided")  # fmt: skip
+
+
+def test_samples_whatif_re_decides_every_recorded_decision():
+    """No overrides: the policy code re-decides all of them, none "recorded by an older version"."""
+    report = _cli_json("whatif", "--json")
+    assert report["decisions"] == _recorded_decisions() == 41
+    assert report["executions"] == len(DEMO_PLAN_NAMES)
+    assert report["not_redecided"] == {"incomplete_inputs": 0, "missing_inputs": [],
+                                       "unreadable": 0}  # fmt: skip
+    assert (report["changed"], report["changes"]) == (0, []), (
+        "the installed policy code decides a sample differently: run `make samples`"
+    )
+
+
+def test_samples_whatif_max_attempts_5_resends_scenario_d():
+    report = _cli_json("whatif", "--config", "max_attempts=5", "--json")
+    scenario_d = sample_execution_ids()["scenario-d-misclassified-503"]
+    changes = [c for c in report["changes"] if c["execution_id"] == scenario_d]
+    assert [(c["step_id"], c["n"], c["before"], c["after"]) for c in changes] == [
+        ("step-1", 3, {"action": "stop_budget", "rule_id": "budget.attempts"},
+         {"action": "retry_same", "rule_id": "transient.retry_same"})]  # fmt: skip
+    assert "attempt 4 of 5" in changes[0]["reason"]
+    assert "attempt #4 is not recorded" in changes[0]["consequence"]
+    assert report["not_redecided"]["incomplete_inputs"] == 0
+
+
+def test_samples_lint_grades_every_demo_tool_and_fails_scenario_d():
+    cards = {card["tool"]: card for card in _cli_json("lint", "--json")["tools"]}
+    assert sorted(cards) == DEMO_TOOLS
+    checks = {check["check"]: check for check in cards["weather"]["checks"]}
+    assert cards["weather"]["grade"] == checks["input_error_status"]["grade"] == "fail"
+    example = checks["input_error_status"]["example"]
+    assert (example["execution_id"], example["http_status"]) == (
+        sample_execution_ids()["scenario-d-misclassified-503"], 503)  # fmt: skip
+
+
+async def test_sample_console_whatif_screen_shows_scenario_d_resent_under_max_attempts_5(tmp_path):
+    """`truva-console --samples`, `w`, `max_attempts=5`: every decision re-decided, D resent."""
+    db = prepare_sample_store(tmp_path / "samples.duckdb")
+    scenario_d = sample_execution_ids()["scenario-d-misclassified-503"]
+    app = tui_app(db, db_arg=SAMPLES_DB_ARG, live_refresh=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await screen_loaded(pilot)
+        await pilot.press("w")
+        await settle_until(pilot, lambda: isinstance(app.screen, WhatIfScreen), "what-if")
+        screen = app.screen
+        assert app.focused is screen.query_one("#whatif-config", Input)
+        await pilot.press(*"max_attempts=5", "enter")
+        await settle_until(pilot, lambda: screen.view is not None, "the what-if result")
+        shown = shown_text(screen.query_one("#whatif-status", Static).content, 1000)
+        assert "41 decisions in 14 executions re-decided" in shown
+        assert "6 decisions would change, in 2 steps" in shown
+        assert "older version" not in shown and "not re-decided" not in shown
+        changes = screen.query_one(ChangeTable)
+        rows = {
+            tuple(table_cell(changes, str(i), column) for column in ("execution", "n", "after"))
+            for i in range(changes.row_count)
+        }
+        assert (scenario_d, "3", "retry_same transient.retry_same") in rows
+        assert screen.twin_command == "truva-console --samples whatif --config max_attempts=5"

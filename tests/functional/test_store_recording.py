@@ -107,15 +107,15 @@ class FullDisk:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, full: bool = True) -> None:
         self.full = full
         self.refused = 0
-        real_write_all = store.spool._write_all
+        real_writev_all = store.spool._writev_all
 
-        def write_all(descriptor: int, data: bytes) -> None:
+        def writev_all(descriptor: int, parts: list[bytes]) -> None:
             if self.full:
                 self.refused += 1
                 raise OSError(errno.ENOSPC, "No space left on device")
-            real_write_all(descriptor, data)
+            real_writev_all(descriptor, parts)
 
-        monkeypatch.setattr(store.spool, "_write_all", write_all)
+        monkeypatch.setattr(store.spool, "_writev_all", writev_all)
 
 
 def stored_counts(db: Path) -> tuple[int, int, int]:

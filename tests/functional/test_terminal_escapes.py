@@ -94,6 +94,7 @@ async def test_tui_cells_and_panes_show_escapes(hostile_store: tuple[Path, str])
         assert isinstance(app.screen, ExecutionScreen)
         summary = shown_text(app.screen.query_one("#execution-summary").content, 136)
         assert "query find hotels \\x1b]0;pwned\\x07now" in summary
+        await pilot.press("3")  # the Response tab, built when first shown
         detail = app.screen.query_one(AttemptDetail)
         response_head = shown_text(detail.query_one("#response-head").content, 136)
         assert "x-debug: a\\x1b[31mred" in response_head.lower()

@@ -17,11 +17,11 @@ import store.spool
 from executor.events import LLMCall
 from store.connection import StorePaths, session, store_paths
 from store.ingest import apply_segments, encode_events, encode_records, records_table
-from store.ingest.fold import BodyRef, fold_segments
-from store.ingest.upsert import stage_rows
+from store.ingest.fold import BodyRef, fold_segments, take_bodies
+from store.ingest.upsert import _ascii_lowered, stage_rows
 from store.schema import DERIVED_COLUMNS
 from store.spool import WriterIdentity
-from tests.support.events_factory import START_AT, small_execution
+from tests.support.events_factory import START_AT, ExecutionScript, decision, small_execution
 
 WRITER = WriterIdentity(token="feedbeef0000b001", pid=4242, host="test-host")
 MESSAGES = (
@@ -221,3 +221,108 @@ def test_a_record_running_past_its_frame_is_a_damaged_frame() -> None:
 
     with pytest.raises(pa.ArrowInvalid, match=r"past\.journal: a damaged frame at byte"):
         store.spool.read_journal_bytes(data, name="past.journal")
+
+
+def test_a_journal_frame_hands_long_values_to_the_kernel_from_their_own_buffers() -> None:
+    body = b"x" * 20_000
+    records = [(1, "attempt_responded", "exec-j", "{}", None, body), *RECORDS[1:]]
+
+    parts = store.spool.journal_frame_parts(records)
+
+    assert b"".join(parts) == store.spool.journal_frame(records)
+    assert any(part is body for part in parts)  # not copied into the frame
+    assert len(parts) <= 8  # the short values are joined, not one buffer each
+
+
+def test_a_journal_read_for_ingest_keeps_its_bodies_in_the_file_until_taken(paths) -> None:
+    journal = store.spool.Journal(paths, "feedbeef0000b001-0000000002.journal", WRITER)
+    journal.append(RECORDS)
+    journal.close()
+
+    copied = store.spool.read_segment(journal.path)
+    mapped = store.spool.read_segment(journal.path, dictionary_bodies=True)
+
+    body_column = mapped.column("response_body")
+    assert pa.types.is_dictionary(body_column.type)
+    # The dictionary's bytes are the journal file itself: nothing was copied out of it.
+    assert body_column.chunk(0).dictionary.buffers()[2].size == journal.path.stat().st_size
+    assert mapped.column("response_body").to_pylist() == copied.column("response_body").to_pylist()
+    assert mapped.column("payload").to_pylist() == copied.column("payload").to_pylist()
+
+
+def test_bodies_are_taken_in_row_order_across_journal_and_arrow_segments(paths) -> None:
+    journal = store.spool.Journal(paths, "feedbeef0000b001-0000000003.journal", WRITER)
+    journal.append(RECORDS)
+    journal.close()
+    mapped = store.spool.read_segment(journal.path, dictionary_bodies=True)
+    plain = records_table([(5, "notice", "exec-j", "{}", None, b"from an arrow segment")], WRITER)
+
+    chunks = [
+        mapped.column("response_body").chunk(0),
+        plain.column("response_body").chunk(0),
+        mapped.column("response_body").chunk(0),
+    ]
+    taken = take_bodies(chunks, [5, None, 2, 4, 0, 3, None, 8])
+
+    assert [pa.types.is_dictionary(chunk.type) for chunk in chunks] == [True, False, True]
+    assert taken.type == pa.large_binary()
+    assert taken.to_pylist() == [
+        None, None, b"\x00\xff" * 10_000, b"from an arrow segment", None, b"twelve bytes",
+        None, b"twelve bytes",
+    ]  # fmt: skip
+    assert take_bodies(chunks, [None, None]).to_pylist() == [None, None]
+    assert take_bodies([], [None]).to_pylist() == [None]
+
+
+def test_non_ascii_rows_of_a_lowered_part_are_null_without_a_copy() -> None:
+    text = pa.array(["MiXeD ASCII", "Ünïcode", None, "", "X" * 5000], pa.large_string())
+
+    lowered = _ascii_lowered(text)
+
+    assert lowered.to_pylist() == ["mixed ascii", None, None, "", "x" * 5000]
+
+
+def bulky_execution(execution_id: str, steps: int, body_bytes: int) -> list[Any]:
+    """An execution of `steps` one-attempt steps whose responses carry `body_bytes` each."""
+    plan_steps = [{"id": f"step-{s}", "tool": "crm", "capability": "lookup",
+                   "parameters": {"n": s}, "depends_on": []} for s in range(steps)]  # fmt: skip
+    script = ExecutionScript(execution_id)
+    script.start({"query": "bulky", "tools": {"crm": {"base_url": "http://127.0.0.1:8102"}},
+                  "steps": plan_steps})  # fmt: skip
+    for s, step in enumerate(plan_steps):
+        body = b'{"text":"' + (b"Body %d " % s) * (body_bytes // 8) + b'"}'
+        script.step_started(step)
+        script.attempt(
+            step,
+            1,
+            parameters=step["parameters"],
+            status=200,
+            response_body=body,
+            decided=decision("success", "success.2xx", "HTTP 200 is a success"),
+        )
+        script.step_finished(step["id"], "succeeded", dispatch_count=1, attempts=1,
+                             final_action="success", final_rule_id="success.2xx")  # fmt: skip
+    script.finish("succeeded")
+    return script.events
+
+
+def test_a_bulky_ingest_batch_is_checkpointed_by_its_commit_without_a_wal(paths, conn) -> None:
+    events = bulky_execution("exec-bulky", 40, 100_000)  # 4 MB of bodies, 8 MB with search text
+
+    apply_segments(conn, [encode_events(events, 1, WRITER)], segment_names=["bulky.segment"])
+
+    wal = paths.db.with_name(paths.db.name + ".wal")
+    assert not wal.exists() or wal.stat().st_size < 1_000_000  # the bodies went to the file
+    assert conn.execute("SELECT current_setting('checkpoint_threshold')").fetchone() == (
+        "16.0 MiB",
+    )  # the session's own setting is back
+    assert conn.execute(
+        "SELECT count(*), sum(response_size), "
+        "count(*) FILTER (contains(search_text, 'body ' || split_part(step_id, '-', 2) || ' ')) "
+        "FROM attempts"
+    ).fetchone() == (
+        40,
+        sum(len(e.response_body) for e in events if e.kind == "attempt_responded"),
+        40,
+    )
+    assert conn.execute("SELECT segment FROM ingested_segments").fetchall() == [("bulky.segment",)]

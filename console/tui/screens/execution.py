@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -110,12 +111,15 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.requests = StoreRequests()
         self.rerunning = False
         # The LLM calls' texts read so far, by call id: the execution is read without them
-        # (they are most of its bytes) and each step's are read when the step is shown.
+        # (they are most of its bytes) and each step's are read when the step is shown with
+        # the LLM tab built (once the tab has been shown).
         self.llm_texts: dict[str, dict[str, Any]] = {}
         self._texts_requested: set[str] = set()
         self.texts_reads_running = 0
+        self.gc_paused = False
 
     def compose(self) -> ComposeResult:
+        self._pause_gc()
         yield Header()
         yield Static(f"Loading execution {printable(self.execution_id)}…", id="execution-summary")
         yield StepTable(id="steps")
@@ -133,6 +137,22 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self._show_loading(True)
         self.load_execution()
         self.start_polling()
+
+    def on_unmount(self) -> None:
+        self._resume_gc()
+
+    def _pause_gc(self) -> None:
+        """Pause the cyclic GC until the first answer from the store is shown, as Textual does
+        while it scrolls: the ~100k objects that opening a big execution allocates set off
+        a hundred collections, one over every object of the process (a fifth of its CPU)."""
+        if gc.isenabled():
+            gc.disable()
+            self.gc_paused = True
+
+    def _resume_gc(self) -> None:
+        if self.gc_paused:
+            self.gc_paused = False
+            gc.enable()
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.height < SHORT_SCREEN_ROWS, "-short")
@@ -193,6 +213,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         if not self.requests.answered(message.request):
             return
         self._show_loading(False)
+        self.call_after_refresh(self._resume_gc)
         if message.detail == self.detail:
             return
         self.detail, self.problem = message.detail, None
@@ -204,6 +225,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         if not self.requests.answered(message.request):
             return
         self._show_loading(False)
+        self._resume_gc()
         if message.problem != self.problem:
             self.notify(message.problem, title="Cannot read the execution", severity="error")
         self.problem = message.problem
@@ -222,6 +244,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
     def store_work_crashed(self, problem: str) -> None:
         """Say so in a notification; the screen keeps what it shows."""
         self._show_loading(False)
+        self._resume_gc()
         self.notify(problem, severity="error")
 
     # ---------------------------------------------------------------- rendering
@@ -332,7 +355,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         attempt = None if step is None else next((a for a in step.attempts if a.n == n), None)
         if step is None or self.detail is None:
             return
-        self._read_llm_texts(step)
+        if "tab-llm" in detail_pane.built_tabs:
+            self._read_llm_texts(step)
         if attempt is None:
             reused = [e.message for e in step.events if e.name == "rerun.result_reused"]
             if step.skip_reason:
@@ -367,6 +391,13 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
     def _llm_text_loaded(self) -> None:
         """A long LLM text prepared in a thread arrived: an open search looks in it again."""
         self.query_one(SearchBar).text_changed()
+
+    @on(TabbedContent.TabActivated, "#detail-tabs")
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """The LLM tab shown: read the step's prompts and answers if they are not yet."""
+        step = self.shown_step(self.step_id)
+        if event.pane.id == "tab-llm" and step is not None:
+            self._read_llm_texts(step)
 
     @on(AttemptTable.AttemptHighlighted)
     def _attempt_highlighted(self, message: AttemptTable.AttemptHighlighted) -> None:

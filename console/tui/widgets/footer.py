@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 
 class KeysFooter(Footer):
@@ -14,7 +16,10 @@ class KeysFooter(Footer):
     Textual's footer recomposes after every bindings update of its screen (each focus move,
     each `refresh_bindings`), mounting every key widget again with its styles. Opening a large
     execution did that a dozen times, most with the same keys. Here the updates of one refresh
-    are coalesced, and the keys are compared with those shown before recomposing.
+    are coalesced, and the keys are compared with those shown before recomposing. Each key is
+    given the footer's `compact` before it mounts: its own default (True) made every new key
+    restyle itself twice, once for the class its default adds and once when the binding took it
+    away (the command palette's key is not bound to the footer's and keeps its default).
     """
 
     _recompose_pending = False
@@ -27,6 +32,12 @@ class KeysFooter(Footer):
         if self.is_attached and screen is self.screen and not self._recompose_pending:
             self._recompose_pending = True
             self.call_after_refresh(self._recompose_if_changed)
+
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():
+            if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):
+                widget.set_reactive(FooterKey.compact, self.compact)
+            yield widget
 
     async def _recompose_if_changed(self) -> None:
         self._recompose_pending = False

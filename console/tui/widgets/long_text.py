@@ -88,6 +88,11 @@ class LongTextArea(SearchableTextArea, ReadOnlyTextArea):
     """A TextArea whose frames cost the same for a 5 MB text as for a 5 KB one (and which, while
     read-only, offers no editing keys; ctrl+f highlights its matches)."""
 
+    def on_mount(self) -> None:
+        # A text loaded before the area was mounted (a detail tab built and filled at once)
+        # gets what Textual computes when the cursor moves, once mounted: its bracket match.
+        self.call_after_refresh(lambda: self._watch_selection(self.selection, self.selection))
+
     def _set_document(self, text: str, language: str | None) -> None:
         if language:  # syntax-aware: Textual's own documents, only the height made O(1)
             super()._set_document(text, language)

@@ -1,0 +1,184 @@
+"""The work the execution screen does when it opens: counted, so that a regression fails.
+
+Only the Decision tab is built at open; each other tab is built (and its data read) the first
+time it is shown; the footer's keys do not restyle themselves while mounting.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.dom import DOMNode
+from textual.widgets import TextArea
+from textual.widgets._footer import FooterKey
+
+from console.tui.screens.execution import ExecutionScreen
+from console.tui.screens.store_source import StoreSource, StoreUnavailable
+from console.tui.widgets.attempt_detail import AttemptDetail
+from tests.support.tui import TRIP, open_execution, screen_loaded, static_text, tui_app
+
+SIZE = (120, 36)
+
+# tab key, the tab, a widget it builds
+TABS = {
+    "request": ("2", "tab-request", "#request-body"),
+    "response": ("3", "tab-response", "#response-body"),
+    "llm": ("4", "tab-llm", "#llm-text"),
+    "events": ("5", "tab-events", "#events-body"),
+    "timeline": ("6", "tab-timeline", "#timeline-body"),
+    "diff": ("7", "tab-diff", "#diff-body"),
+}
+
+
+class CountingSource(StoreSource):
+    """The store source, counting the reads of LLM texts."""
+
+    def __init__(self, db_path: Path) -> None:
+        super().__init__(db_path)
+        self.text_reads: list[list[str]] = []
+
+    def llm_call_texts(self, execution_id: str, call_ids: list[str]) -> dict[str, Any]:
+        self.text_reads.append(list(call_ids))
+        return super().llm_call_texts(execution_id, call_ids)
+
+
+class GatedSource(StoreSource):
+    """The store source, whose execution reads wait for the test (or fail when told to)."""
+
+    def __init__(self, db_path: Path, *, fail: bool = False) -> None:
+        super().__init__(db_path)
+        self.gate = threading.Event()
+        self.fail = fail
+
+    def get_execution(self, execution_id: str, **options: Any) -> Any:
+        assert self.gate.wait(timeout=60), "the test never opened the gate"
+        if self.fail:
+            raise StoreUnavailable("the store is held by another process", held=True)
+        return super().get_execution(execution_id, **options)
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["loaded", "load-failed"])
+async def test_the_gc_is_paused_while_an_execution_opens(synthetic_db: Path, fail: bool) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    app.source = source = GatedSource(synthetic_db, fail=fail)
+    async with app.run_test(size=SIZE) as pilot:
+        await screen_loaded(pilot)
+        app.open_execution(TRIP)
+        await pilot.pause()
+        assert isinstance(app.screen, ExecutionScreen)
+        while_loading = gc.isenabled()
+        source.gate.set()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        shown = (app.screen.detail is not None, app.screen.problem is not None)
+        after = gc.isenabled()
+    assert while_loading is False
+    assert shown == ((False, True) if fail else (True, False))
+    assert after is True
+
+
+async def test_opening_an_execution_builds_only_the_decision_tab(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        detail = screen.query_one(AttemptDetail)
+        built = set(detail.built_tabs)
+        unbuilt = [selector for _key, _tab, selector in TABS.values() if screen.query(selector)]
+        decision = static_text(screen, "#decision-body")
+        widgets = len(list(screen.walk_children()))
+    assert built == {"tab-decision"}
+    assert unbuilt == []
+    assert decision.strip()  # the decision of the opening attempt is shown
+    assert widgets <= 60  # 67 when all seven tabs were built at open
+
+
+@pytest.mark.parametrize("name", list(TABS), ids=list(TABS))
+async def test_a_tab_is_built_and_filled_when_first_shown(synthetic_db: Path, name: str) -> None:
+    key, tab_id, selector = TABS[name]
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-2")
+        screen.select_attempt(1)
+        await pilot.press(key)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        detail = screen.query_one(AttemptDetail)
+        widget = screen.query_one(selector)
+        shown = widget.text if isinstance(widget, TextArea) else str(widget.render())
+        built = set(detail.built_tabs)
+    assert built == {"tab-decision", tab_id}
+    assert shown.strip() and "Reading the prompts" not in shown
+
+
+async def test_a_built_tab_follows_the_selected_attempt(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-2")
+        screen.select_attempt(1)
+        await pilot.press("2")
+        first = screen.query_one("#request-body", TextArea).text
+        screen.select_attempt(2)
+        await pilot.pause()
+        second = screen.query_one("#request-body", TextArea).text
+    assert first != second  # the corrected attempt sent other parameters
+
+
+async def test_llm_texts_are_read_when_the_llm_tab_is_shown(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    app.source = source = CountingSource(synthetic_db)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        screen.select_step("step-2")  # its first attempt made an LLM call
+        screen.select_attempt(1)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        reads_before = len(source.text_reads)
+        await pilot.press("4")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        reads_after = len(source.text_reads)
+        shown = screen.query_one("#llm-text", TextArea).text
+        screen.select_attempt(2)  # the tab is built now: the step's texts are kept
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        reads_later = len(source.text_reads)
+    assert (reads_before, reads_after, reads_later) == (0, 1, 1)
+    assert "── raw response ──" in shown
+
+
+async def test_footer_keys_do_not_restyle_themselves_when_mounted(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    restyled: list[DOMNode] = []
+    async with app.run_test(size=SIZE) as pilot:
+        update_styles = app.update_styles
+
+        def counting(node: DOMNode, animate: bool = True) -> None:
+            restyled.append(node)
+            update_styles(node, animate=animate)
+
+        app.update_styles = counting  # type: ignore[method-assign]
+        await open_execution(app, pilot, TRIP)
+        keys = [node for node in restyled if isinstance(node, FooterKey)]
+        bound = [key for key in keys if not key.has_class("-command-palette")]
+        mounted = len(app.screen.query(FooterKey))
+    assert mounted > 10
+    assert bound == []  # each used to restyle twice: its own compact default, then the footer's
+
+
+async def test_a_palette_tab_command_builds_the_tab(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        commands = {command.title: command for command in screen.palette_commands()}
+        commands["tab: Diff"].run()
+        await pilot.pause()
+        active = screen.query_one("#detail-tabs").active
+        diff = static_text(screen, "#diff-body")
+    assert active == "tab-diff"
+    assert diff.strip()
