@@ -163,7 +163,7 @@ class SqlExportDialog(StoreBacked, ModalScreen[None]):
         self.exporting, self.problem = True, None
         self._show_result()
         db_path, query, file_format = self.db_path, self.sql, self.file_format
-        output = Path(self.output).expanduser()
+        output = Path(self.output).expanduser().absolute()  # the result line names where it went
         overwrite = self.query_one("#sql-export-overwrite", Checkbox).value
         cancel = self.cancel_handle = QueryCancel()
         self.run_store_work(
