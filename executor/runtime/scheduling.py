@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from collections import deque
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +49,49 @@ class _ScheduleGraph:
             unmet={step.id: len(plan.dependencies_of(step.id)) for step in plan.steps},
             blocked_by={name: tuple(ids) for name, ids in blocked_by.items()},
         )
+
+
+class _Slots:
+    """At most `limit` step tasks at once; the steps beyond wait in a queue, not as tasks.
+
+    Steps start in the order `put` is called, as a FIFO `asyncio.Semaphore` acquired by one task
+    per ready step would let them, but a queued step holds no task, coroutine or future until
+    a slot is free: 10,000 ready steps were 10,000 waiting tasks (~14 objects each that every
+    full collection walked). `release()` (a step task ending) starts the next queued step at
+    once, where the semaphore's release woke the next waiter. `running`: task → step id.
+    """
+
+    __slots__ = ("_on_done", "_run", "free", "queued", "running")
+
+    def __init__(
+        self,
+        limit: int,
+        run: Callable[[StepSpec, _Slots], Coroutine[Any, Any, StepOutcome]],
+        on_done: Callable[[asyncio.Task[StepOutcome]], object],
+    ) -> None:
+        self.free = limit
+        self.queued: deque[StepSpec] = deque()
+        self.running: dict[asyncio.Task[StepOutcome], str] = {}
+        self._run = run
+        self._on_done = on_done
+
+    def put(self, step: StepSpec) -> None:
+        if self.free > 0:
+            self.free -= 1
+            self._start(step)
+        else:
+            self.queued.append(step)
+
+    def release(self) -> None:
+        if self.queued:
+            self._start(self.queued.popleft())
+        else:
+            self.free += 1
+
+    def _start(self, step: StepSpec) -> None:
+        task = asyncio.create_task(self._run(step, self))
+        task.add_done_callback(self._on_done)
+        self.running[task] = step.id
 
 
 class StepScheduling:
@@ -111,20 +156,18 @@ class StepScheduling:
             elif seeded is not None:
                 ended_unsucceeded.append(step.id)
         ready = [step_id for step_id in pending if unmet[step_id] == 0]
-        running: dict[asyncio.Task[StepOutcome], str] = {}
         # Tasks put themselves here when done: waiting on all running tasks at each completion
         # (asyncio.wait) costs O(running), which made 10,000 ready steps quadratic.
         finished: asyncio.Queue[asyncio.Task[StepOutcome]] = asyncio.Queue()
-        limiter = asyncio.Semaphore(self.config.max_concurrency)
+        slots = _Slots(self.config.max_concurrency, self._run_limited, finished.put_nowait)
+        running = slots.running
         while pending or running:
             self._skip_blocked(pending, graph, ended_unsucceeded)
             ended_unsucceeded = []
             for step_id in sorted(ready, key=graph.position.__getitem__):
                 step = pending.pop(step_id, None)
                 if step is not None:
-                    task = asyncio.create_task(self._run_limited(step, limiter))
-                    task.add_done_callback(finished.put_nowait)
-                    running[task] = step_id
+                    slots.put(step)
             ready = []
             if not running:
                 if pending:
@@ -143,16 +186,20 @@ class StepScheduling:
                 else:
                     ended_unsucceeded.append(step_id)
 
-    async def _run_limited(self, step: StepSpec, limiter: asyncio.Semaphore) -> StepOutcome:
-        async with limiter:
-            if self.cancelled:
-                return self._skip_outcome(step, "run cancelled before the step started")
-            if self._task_stop is not None:
-                return self._skip_outcome(step, f"task stopped: {self._task_stop}")
+    async def _run_limited(self, step: StepSpec, slots: _Slots) -> StepOutcome:
+        """Run a started step; its slot goes to the next queued step as it ends (not when the
+        run is torn down by a cancellation from outside)."""
+        if self.cancelled:
+            outcome = self._skip_outcome(step, "run cancelled before the step started")
+        elif self._task_stop is not None:
+            outcome = self._skip_outcome(step, f"task stopped: {self._task_stop}")
+        else:
             try:
-                return await self._run_step(step)
+                outcome = await self._run_step(step)
             except Exception as exc:  # a bug in one step must not lose its siblings' results
-                return self._panic_outcome(step, exc)
+                outcome = self._panic_outcome(step, exc)
+        slots.release()
+        return outcome
 
     def _panic_outcome(self, step: StepSpec, exc: Exception) -> StepOutcome:
         error = f"step {step.id} execution panic: {type(exc).__name__}: {exc}"

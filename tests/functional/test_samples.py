@@ -247,3 +247,24 @@ async def test_sample_console_whatif_screen_shows_scenario_d_resent_under_max_at
         }
         assert (scenario_d, "3", "retry_same transient.retry_same") in rows
         assert screen.twin_command == "truva-console --samples whatif --config max_attempts=5"
+
+
+async def test_sample_whatif_summary_is_shown_whole_at_140_columns(tmp_path):
+    """The what-if summary's lines (the 'not re-run' sentence included) are not cut at 140×40."""
+    db = prepare_sample_store(tmp_path / "samples.duckdb")
+    app = tui_app(db, db_arg=SAMPLES_DB_ARG, live_refresh=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await screen_loaded(pilot)
+        await pilot.press("w")
+        await settle_until(pilot, lambda: isinstance(app.screen, WhatIfScreen), "what-if")
+        screen = app.screen
+        await pilot.press(*"max_attempts=5", "enter")
+        await settle_until(pilot, lambda: screen.view is not None, "the what-if result")
+        await pilot.pause()
+        status = screen.query_one("#whatif-status", Static)
+        shown = shown_text(status.content, 1000)
+        assert "to check the policy code itself)" in shown
+        width = status.content_size.width
+        needed = status.get_content_height(status.container_size, app.size, width)
+        assert needed > 4
+        assert status.content_size.height >= needed

@@ -253,3 +253,70 @@ async def test_many_ready_steps_are_not_all_watched_at_each_completion(tool_serv
         loop.set_task_factory(previous)
     assert outcome.status == "succeeded"
     assert callbacks["registered"] <= 2 * size
+
+
+async def _peak_step_tasks(document: dict[str, Any]) -> tuple[Any, int, int, list[str]]:
+    """Run `document`; its outcome, the step tasks created, the most alive at once, and the
+    order the steps started in."""
+    counts = {"created": 0, "alive": 0, "peak": 0}
+
+    def ended(_task: asyncio.Task) -> None:
+        counts["alive"] -= 1
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        if coro.__name__ == "_run_limited":
+            counts["created"] += 1
+            counts["alive"] += 1
+            counts["peak"] = max(counts["peak"], counts["alive"])
+            task.add_done_callback(ended)
+        return task
+
+    loop = asyncio.get_running_loop()
+    previous = loop.get_task_factory()
+    loop.set_task_factory(factory)
+    recorder = ListRecorder()
+    try:
+        outcome = await PlanExecutor(parse_plan(document), recorder=recorder, env={}).run()
+    finally:
+        loop.set_task_factory(previous)
+    started = [e.step_id for e in recorder.of_kind("step_started")]
+    return outcome, counts["created"], counts["peak"], started
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+async def test_ready_steps_wait_in_a_queue_not_as_tasks(tool_server, concurrency: int) -> None:
+    """Every ready step was a task at once, waiting on a semaphore: 1,000 independent steps
+    were 1,000 live tasks (~14 objects each that every full GC pass walked) before the first
+    request. Now the live step tasks are bounded by max_concurrency whatever the plan's size,
+    one task per step, and the steps still start in plan order."""
+    _script(tool_server)
+    for size in (50, 1000):
+        steps = [step(f"step-{i}", OK, {"i": i}) for i in range(size)]
+        document = plan(tool_server.base_url, {OK: capability(OK)}, steps,
+                        config={"max_concurrency": concurrency})
+        outcome, created, peak, started = await _peak_step_tasks(document)
+        assert outcome.status == "succeeded"
+        assert created == size
+        # A step task ending starts the next queued one just before it is done itself, and
+        # its done callback runs an iteration later: at most twice max_concurrency counted.
+        assert peak <= 2 * concurrency, (size, peak)
+        assert started == [f"step-{i}" for i in range(size)]
+
+
+async def test_a_cancelled_run_skips_the_queued_steps_in_order(tool_server) -> None:
+    """Queued steps not yet started when `cancel()` comes are reported skipped, in plan order,
+    with the reason the semaphore's waiters gave."""
+    tool_server.script(f"/capabilities/{OK}", ToolReply.ok({"n": 1}, delay_s=5.0))
+    steps = [step(f"step-{i}", OK, {"i": i}) for i in range(20)]
+    recorder = ListRecorder()
+    executor = PlanExecutor(parse_plan(_document(tool_server, steps)), recorder=recorder, env={})
+    run = asyncio.ensure_future(executor.run())
+    await asyncio.to_thread(tool_server.wait_for_requests, 1)
+    executor.cancel()
+    outcome = await asyncio.wait_for(run, timeout=4.0)
+    assert outcome.status == "cancelled"
+    finished = [(e.step_id, e.skip_reason) for e in recorder.of_kind("step_finished")]
+    assert finished[0] == ("step-0", None)
+    assert finished[1:] == [(f"step-{i}", "run cancelled before the step started")
+                            for i in range(1, 20)]
