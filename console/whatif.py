@@ -22,10 +22,11 @@ Headless: no Textual.
 
 from __future__ import annotations
 
+import difflib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -33,6 +34,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from console.replay.edits import ReplayError, parse_config_override
+from executor.config import CONFIG_FIELDS, ConfigError
 from executor.policy import (
     INTERMEDIATE_ACTIONS,
     PREDISPATCH_RULES,
@@ -42,7 +45,7 @@ from executor.policy import (
     DecisionInputs,
     redecider,
 )
-from executor.policy.redecide import REDECIDE_BACKOFF_KEYS
+from executor.policy.redecide import REDECIDE_BACKOFF_KEYS, REDECIDE_KEYS
 from executor.policy.redecide_key import redecide_key
 from executor.rule_reads import RULE_READS
 from store.decision_keys import KeyScan, stored_key_serves
@@ -67,6 +70,79 @@ _ASKS = {
     Action.ASK_RESOLVER: "the re-resolver (layer 4)",
     Action.ASK_LEGACY: "the legacy correction callback",
 }
+
+
+# The budgets counted across the steps of an execution (the executor keeps their counters for
+# the whole task), with the recorded input that counts each.
+CROSS_STEP_BUDGETS = {
+    "max_retries_per_tool": "tool_retries_used",
+    "max_total_tokens": "llm_tokens_used",
+    "max_llm_calls": "llm_calls_used",
+    "max_wall_clock_s": "elapsed_s",
+    "max_repeated_errors": "repeated_error_count",
+}
+CANNOT_KNOW = (
+    "What this cannot know: the tool's answer to an attempt that was never made, an LLM "
+    "layer's answer to a question never asked, and what follows a changed decision in the "
+    "same step (later recorded attempts were made under the old decision)."
+)
+
+
+def cannot_know(overrides: Mapping[str, Any]) -> str:
+    """What a what-if under `overrides` cannot know, as sentences; it names each overridden
+    budget that is counted across steps, whose recorded counters a change would have moved."""
+    budgets = [key for key in CROSS_STEP_BUDGETS if key in overrides]
+    if not budgets:
+        return CANNOT_KNOW
+    names = " and ".join(", ".join(budgets).rsplit(", ", 1))
+    counters = ", ".join(CROSS_STEP_BUDGETS[key] for key in budgets)
+    kind = "budgets" if len(budgets) > 1 else "a budget"
+    return (
+        f"{CANNOT_KNOW} {names} {'are' if len(budgets) > 1 else 'is'} {kind} counted across "
+        f"the steps of an execution: each decision is re-decided from the counters recorded "
+        f"under the old config ({counters}), but a change in one step would have moved the "
+        "counters the later steps saw."
+    )
+
+
+def parse_overrides(words: Sequence[str]) -> dict[str, Any]:
+    """`--config KEY=VALUE` words → the overrides `what_if` re-decides under (CLI and TUI).
+
+    Only the keys `decide()` reads (`executor.policy.redecide.REDECIDE_KEYS`) are accepted; an
+    unknown or unused key, a bad value, or a key given twice raises ReplayError, one line naming
+    the word as typed.
+    """
+    overrides: dict[str, Any] = {}
+    typed: dict[str, str] = {}
+    for word in words:
+        key, separator, _ = word.partition("=")
+        key = key.strip()
+        if separator and key and key not in REDECIDE_KEYS:
+            raise ReplayError(f"--config {word}: {_refused_key(key)}")
+        key, value = parse_config_override(word)
+        if key in typed:
+            raise ReplayError(f"--config {word}: {key} is already given by --config {typed[key]}")
+        overrides[key] = value
+        typed[key] = word
+    try:
+        redecider(overrides, explain=False)
+    except ConfigError as error:
+        word = typed.get(error.field, " ".join(words))
+        raise ReplayError(
+            f"--config {word}: expected {error.expected}, got {error.received}"
+        ) from error
+    except ValueError as error:
+        raise ReplayError(f"--config {' '.join(words)}: {error}") from error
+    return overrides
+
+
+def _refused_key(key: str) -> str:
+    accepted = ", ".join(REDECIDE_KEYS)
+    if key in CONFIG_FIELDS:
+        return f"config key {key!r} does not change a decision (whatif accepts: {accepted})"
+    close = difflib.get_close_matches(key, REDECIDE_KEYS, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown config key {key!r} ({guess}whatif accepts: {accepted})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +228,7 @@ class WhatIfReport:
                 "unreadable": self.unreadable,
             },
             "not_rerun": self.not_rerun,
+            "cannot_know": cannot_know(self.overrides),
         }
 
     def transitions(self) -> list[tuple[tuple[Verdict, Verdict], int]]:

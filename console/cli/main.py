@@ -9,12 +9,15 @@ import argparse
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from console.exits import fail
+from console.exits import EXIT_BAD_INPUT, fail
+from console.printable import printable_line
 
 PACKAGES = ("console", "executor", "store")
 Handler = Callable[[argparse.Namespace], int]
@@ -50,10 +53,46 @@ def check_package_origins() -> None:
 
 # ---------------------------------------------------------------------- main
 
+# argparse's "argument --status: invalid choice: 'nope' (choose from 'ok', 'failed')".
+_INVALID_CHOICE = re.compile(r"invalid choice: (?P<value>'.*?') \(choose from (?P<choices>.*)\)$")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line naming the command, option and value (exit
+    2), not the usage; `--help` is argparse's. Subparsers are made with this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        message = message.removeprefix("argument ")
+        choice = _INVALID_CHOICE.search(message)
+        if choice:
+            choices = ", ".join(word.strip("'") for word in choice["choices"].split(", "))
+            message = (f"{message[: choice.start()]}invalid choice {choice['value']} "
+                       f"(choose from {choices})")  # fmt: skip
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: {printable_line(message)}\n")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._command_parser(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _command_parser(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The (sub)parser of the command `parsed` runs, so its error names that command."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for subparser in action.choices.values():
+                    if isinstance(subparser, OneLineParser):
+                        found = subparser._command_parser(parsed)
+                        if found is not subparser or subparser.get_default("handler") is \
+                                getattr(parsed, "handler", None):
+                            return found
+        return self
+
 
 def build_parser(default_handler: Handler) -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered; no command runs `default_handler`."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="truva-console",
         description="Debugging console for AI-agent tool calls: see why each error was retried, "
                     "corrected or stopped.",

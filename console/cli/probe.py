@@ -182,12 +182,12 @@ def render_probe(outcome: Any, card: Any, stored: bool) -> str:
     """Each probe with its answer, grade and the findings that did not pass; what was skipped;
     then the report card as `lint` prints it."""
     from console.cli.lint import render_cards
-    from console.words import received_text
+    from console.words import counted, received_text
 
     target = outcome.target
     where = f"recorded as execution {outcome.execution_id}" if stored else "not recorded"
     lines = [f"probe {target.capability.key} at {target.url}: "
-             f"{len(outcome.results)} bad requests, {where}"]  # fmt: skip
+             f"{counted(len(outcome.results), 'bad request')}, {where}"]  # fmt: skip
     for result in outcome.results:
         answer = received_text(True, result.outcome.status or None,
                                result.outcome.transport_error)

@@ -12,8 +12,8 @@ from console.exits import fail
 from console.printable import printable
 from console.render.formats import ArgumentProblem
 from console.render.whatif_view import whatif_text, whatif_view
-from console.replay.edits import ReplayError, parse_config_override
-from console.whatif import WhatIfReport, what_if
+from console.replay.edits import ReplayError
+from console.whatif import WhatIfReport, parse_overrides, what_if
 from executor.config import ConfigError
 from store.connection import resolve_db_path
 from store.errors import StoreError
@@ -42,7 +42,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Re-decide and report; 0 on success, 2 with one line on stderr for bad input."""
     try:
-        overrides = dict(parse_config_override(text) for text in args.config)
+        overrides = parse_overrides(args.config)
         filters = filters_from_args(args)
         store = open_store(resolve_db_path(getattr(args, "db", None)))
         report = what_if(store, filters, overrides)

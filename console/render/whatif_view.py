@@ -11,17 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from console.whatif import Change, Verdict, WhatIfReport
+from console.whatif import CANNOT_KNOW, Change, Verdict, WhatIfReport, cannot_know
 from console.words import counted, on_one_line
 
 # Changed steps listed in the text output; --json (and the TUI) list all of them.
 SHOWN_CHANGES = 50
 
-CANNOT_KNOW = (
-    "What this cannot know: the tool's answer to an attempt that was never made, an LLM "
-    "layer's answer to a question never asked, and what follows a changed decision in the "
-    "same step (later recorded attempts were made under the old decision)."
-)
 REPLAY_HINT = "Replay a step to find out: truva-console replay EXECUTION STEP --config KEY=VALUE."
 
 
@@ -47,6 +42,7 @@ class WhatIfView:
     not_rerun_note: str | None
     incomplete_note: str | None
     unreadable_note: str | None
+    cannot_know: str = CANNOT_KNOW
 
 
 def config_arguments(overrides: Mapping[str, Any]) -> list[str]:
@@ -95,6 +91,7 @@ def whatif_view(report: WhatIfReport, *, filtered: bool = False) -> WhatIfView:
         not_rerun_note=not_rerun,
         incomplete_note=incomplete,
         unreadable_note=unreadable,
+        cannot_know=cannot_know(report.overrides),
     )
 
 
@@ -124,13 +121,13 @@ def whatif_text(view: WhatIfView) -> str:
             lines.append(f"        {on_one_line(change.reason)}")
             lines.append(f"        {change.consequence}")
         if len(view.changes) > SHOWN_CHANGES:
-            lines.append(f"    … and {len(view.changes) - SHOWN_CHANGES} more steps (--json "
-                         "lists all)")  # fmt: skip
+            more = counted(len(view.changes) - SHOWN_CHANGES, "more step")
+            lines.append(f"    … and {more} (--json lists all)")
     if view.not_rerun_note:
         lines += ["", f"  {view.not_rerun_note}"]
     if view.incomplete_note:
         lines += ["", f"  {view.incomplete_note}"]
     if view.unreadable_note:
         lines.append(f"  {view.unreadable_note}")
-    lines += ["", f"  {CANNOT_KNOW} {REPLAY_HINT}"]
+    lines += ["", f"  {view.cannot_know} {REPLAY_HINT}"]
     return "\n".join(lines)

@@ -122,7 +122,8 @@ def _check_repeated(inputs: DecisionInputs) -> Outcome:
         return miss("no repeated-error budget set")
     if inputs.repeated_error_count >= limit:
         return hit(
-            f"the same error was seen {inputs.repeated_error_count} times (limit {limit})"
+            f"the same error was seen {counted(inputs.repeated_error_count, 'time')} "
+            f"(limit {limit})"
         )
     return miss(f"this error was seen {counted(inputs.repeated_error_count, 'time')}, "
                 f"limit {limit}")

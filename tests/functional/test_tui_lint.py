@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
+import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 from textual.widgets import Static
 
@@ -142,3 +146,38 @@ async def test_a_missing_store_is_the_cli_line_in_the_screen(tmp_path: Path, cap
         screen = await open_lint(pilot)
         assert screen.views is None
         assert shown(screen, "#lint-summary").strip() == cli_line
+
+
+def _screen_text(app) -> str:
+    """The terminal as plain text (the screenshot's SVG text runs, unescaped)."""
+    svg = app.export_screenshot()
+    return html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
+
+
+async def test_many_capabilities_leave_the_example_attempt_readable(
+    demo_db: Path, tmp_path: Path, capsys
+) -> None:
+    db = tmp_path / "many.duckdb"
+    shutil.copy(demo_db, db)
+    with duckdb.connect(str(db)) as conn:
+        conn.execute("UPDATE steps SET capability = 'forecast_capability_with_a_long_name_' || "
+                     "substr(md5(execution_id || step_id), 1, 12) WHERE tool = 'weather'")
+        conn.execute("UPDATE steps SET tool = 'weather' WHERE tool <> 'weather'")  # one card
+    cards = cli_cards(db, capsys)
+    assert len(cards["weather"]["capabilities"]) >= 5
+    check = next(c for c in cards["weather"]["checks"] if c["check"] == "input_error_status")
+    example = f"{check['example']['execution_id']} {check['example']['step_id']} " \
+              f"#{check['example']['n']}"
+    app = tui_app(db, db_arg=str(db), live_refresh=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = await open_lint(pilot)
+        table = screen.query_one(CheckTable)
+        assert table.move_to_key("weather#input_error_status")
+        await pilot.pause()
+        row = next(line for line in _screen_text(app).splitlines()  # the table's row
+                   if line.startswith("│") and "input errors as 4xx" in line and "FAIL" in line)
+        assert example in row
+        assert table_cell(table, "weather", "check").endswith("…)")
+        assert table.move_to_key("weather")
+        await pilot.pause()
+        assert ", ".join(cards["weather"]["capabilities"]) in shown(screen, "#lint-detail")

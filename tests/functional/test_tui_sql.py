@@ -246,6 +246,27 @@ def test_every_snippet_of_docs_store_md_runs_on_the_sample_store(sample_db: Path
     assert answered >= 3
 
 
+async def test_export_to_a_relative_path_names_the_absolute_file_written(
+    real_store: RealStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = tui_app(real_store.db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sql(app, pilot)
+        await run_query(pilot, screen, "SELECT range AS x FROM range(9)")
+        await pilot.press("ctrl+s")
+        await settle_until(pilot, lambda: isinstance(app.screen, SqlExportDialog), "the dialog")
+        dialog = app.screen
+        dialog.query_one("#format-parquet").value = True
+        dialog.query_one("#sql-export-path").value = "r.parquet"
+        await pilot.pause()
+        await pilot.press("enter")
+        await settle_until(pilot, lambda: not dialog.busy, "the export")
+        result = shown_text(dialog.query_one("#sql-export-result").content, width=300)
+        assert result.strip() == f"wrote 9 rows to {tmp_path / 'r.parquet'}"
+    assert (tmp_path / "r.parquet").is_file()
+
+
 @pytest.mark.parametrize("file_format", ["csv", "parquet"])
 async def test_export_writes_the_whole_result_not_only_the_shown_rows(
     real_store: RealStore, tmp_path: Path, file_format: str

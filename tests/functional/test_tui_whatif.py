@@ -131,8 +131,9 @@ async def test_the_cli_twin_is_in_the_header_the_help_and_y(demo_db: Path) -> No
 
 @pytest.mark.parametrize(
     "config",
-    ["max_attempts=x", "nope=1", "max_attempts", "max_attempts=5 max_delay_ms=-3"],
-    ids=["not-an-integer", "unknown-key", "no-value", "second-word-bad"],
+    ["max_attempts=x", "nope=1", "max_attempts", "max_attempts=5 max_delay_ms=-3",
+     "max_attempts=3 max_attempts=5"],
+    ids=["not-an-integer", "unknown-key", "no-value", "second-word-bad", "repeated-key"],
 )
 async def test_a_bad_override_is_the_cli_line_in_the_screen_and_nothing_runs(
     demo_db: Path, capsys, config: str
@@ -178,6 +179,21 @@ async def test_the_list_filter_selects_the_executions_as_ls_does(demo_db: Path, 
         assert screen.query_one(ChangeTable).row_count == len(expected["changes"])
         assert screen.sub_title == (f"CLI: truva-console --db {demo_db} whatif --config "
                                     "max_attempts=5 --rule budget.attempts")  # fmt: skip
+
+
+async def test_a_task_wide_budget_override_says_what_its_counters_cannot_know(
+    demo_db: Path,
+) -> None:
+    app = tui_app(demo_db, db_arg=str(demo_db), live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_whatif(pilot)
+        await run_with(pilot, screen, "max_retries_per_tool=1")
+        assert screen.view is not None
+        shown = " ".join(detail(screen).split())
+        assert ("max_retries_per_tool is a budget counted across the steps of an execution"
+                in shown)  # fmt: skip
+        await run_with(pilot, screen, "max_attempts=5")
+        assert "counted across the steps" not in " ".join(detail(screen).split())
 
 
 async def test_no_overrides_is_the_policy_regression_check(demo_db: Path, capsys) -> None:

@@ -91,6 +91,25 @@ def test_filters_select_executions_as_ls_does(demo_db, capsys):
     assert scenario_d in {c["execution_id"] for c in report["changes"]}
 
 
+@pytest.mark.parametrize(
+    ("option", "sentence"),
+    [("max_attempts=5", False), ("max_retries_per_tool=1", True)],
+    ids=["per-step-key", "task-wide-budget"],
+)
+def test_a_task_wide_budget_says_its_counters_were_recorded_under_the_old_config(
+    demo_db, capsys, option, sentence
+):
+    key = option.partition("=")[0]
+    cross_step = (f"{key} is a budget counted across the steps of an execution: each decision "
+                  "is re-decided from the counters recorded under the old config")  # fmt: skip
+    assert main(["whatif", "--db", str(demo_db), "--config", option]) == 0
+    text = capsys.readouterr().out
+    document = _whatif_json(demo_db, capsys, "--config", option)
+    assert (cross_step in " ".join(text.split())) is sentence
+    assert (cross_step in document["cannot_know"]) is sentence
+    assert document["cannot_know"].startswith("What this cannot know: ")
+
+
 def test_text_output_names_the_change_and_what_it_cannot_know(demo_db, capsys):
     assert main(["whatif", "--db", str(demo_db), "--config", "max_attempts=5"]) == 0
     out = capsys.readouterr().out
@@ -119,9 +138,10 @@ def test_decisions_recorded_without_every_input_are_counted_not_redecided(tmp_pa
 @pytest.mark.parametrize(
     ("option", "expected"),
     [
-        ("timeout_s=3", "config key 'timeout_s' does not change a decision"),
+        ("timeout_s=3", "--config timeout_s=3: config key 'timeout_s' does not change a decision"),
         ("max_attempts=-1", "--config max_attempts=-1: expected an integer >= 1, got -1"),
-        ("no_such_key=1", "--config no_such_key=1: expected one of"),
+        ("no_such_key=1", "--config no_such_key=1: unknown config key 'no_such_key' (whatif "
+         "accepts: max_attempts, "),
         ("max_attempts", "--config max_attempts: expected KEY=VALUE"),
     ],
     ids=["unused-key", "bad-value", "unknown-key", "no-equals"],
@@ -130,6 +150,16 @@ def test_bad_overrides_are_one_line_and_exit_2(demo_db, capsys, option, expected
     assert main(["whatif", "--db", str(demo_db), "--config", option]) == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1
+
+
+def test_a_repeated_override_key_is_refused(demo_db, capsys):
+    argv = ["whatif", "--db", str(demo_db), "--config", "max_attempts=3", "--config",
+            "max_attempts=5"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "truva-console: --config max_attempts=5: max_attempts is already given by --config "
+        "max_attempts=3\n"
+    )
 
 
 @pytest.mark.parametrize(

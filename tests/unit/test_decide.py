@@ -376,6 +376,9 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
     ("repeated_error_budget_stops", base(status=503, repeated_error_count=3,
                                          max_repeated_errors=3),
      Action.STOP_BUDGET, "budget.repeated_error", "seen 3 times"),
+    ("repeated_error_budget_of_one_says_seen_1_time",
+     base(status=503, repeated_error_count=1, max_repeated_errors=1),
+     Action.STOP_BUDGET, "budget.repeated_error", "seen 1 time (limit 1)"),
     ("wall_clock_budget_after_response", base(status=502, elapsed_s=12.0, max_wall_clock_s=10.0),
      Action.STOP_BUDGET, "budget.wall_clock", "12.000s of 10s"),
     # seed 003: "Rephrasing cannot fix account quota".

@@ -542,7 +542,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         text = focused.selected or focused.text
         self.app.copy_to_clipboard(text)
         what = "the selection" if focused.selected else f"the {focused.title}"
-        self.notify(f"{len(text)} characters", title=f"Copied {what}")
+        self.notify(counted(len(text), "character"), title=f"Copied {what}")
 
     def action_open_pager(self, editor: bool = False) -> None:
         """Show the focused text in $PAGER (or a read-only copy in $EDITOR)."""

@@ -70,12 +70,16 @@ class CheckTable(NavigableTable):
     def show(self, views: list[CardView]) -> None:
         """The cards, tools in name order, checks in the check table's order."""
         self.clear()
+        # The heading's capability list is cut to the check titles' width, so a tool with many
+        # capabilities does not widen the column past the example attempt (the detail lists all).
+        width = max((len(line.title) for view in views for line in view.checks), default=40)
         for view in views:
             capabilities = ", ".join(view.capabilities) or "-"
+            summary = f"{counted(view.responses, 'response')} ({printable(capabilities)})"
+            if len(summary) > width:
+                summary = f"{summary[: width - 2]}…)"
             self.add_row(Text(printable(view.tool), style="bold"), grade_text(view.grade),
-                         "", "", "",
-                         Text(f"{counted(view.responses, 'response')} ({printable(capabilities)})",
-                              style="dim"), "", key=view.tool)  # fmt: skip
+                         "", "", "", Text(summary, style="dim"), "", key=view.tool)  # fmt: skip
             for line in view.checks:
                 example = line.example
                 where = (f"{printable(example.execution_id)} {printable(example.step_id)} "

@@ -100,7 +100,7 @@ class SqlExportDialog(FileDialog):
 
     def work(self, path: str) -> Callable[[], tuple[Path, int]]:
         db_path, query, file_format = self.db_path, self.sql, self.file_format
-        output = Path(path).expanduser()
+        output = Path(path).expanduser().absolute()  # the result line names where it went
         overwrite = self.checked("overwrite")
         cancel = self.cancel_handle = QueryCancel()
         return lambda: (output, write_result(db_path, query, output, file_format,

@@ -31,7 +31,7 @@ from console.render.whatif_view import (
     replay_arguments,
     whatif_view,
 )
-from console.replay.edits import ReplayError, parse_config_override
+from console.replay.edits import ReplayError
 from console.tui.actions import bindings
 from console.tui.messages import ExecutionRequested
 from console.tui.screens.palette import PaletteCommand
@@ -42,6 +42,7 @@ from console.tui.widgets.filter_bar import FilterBar, FilterSyntaxError, ParsedF
 from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.tables import NavigableTable
 from console.whatif import Change, WhatIfReport, what_if
+from console.whatif import parse_overrides as parse_whatif_overrides
 from console.words import counted
 from executor.config import ConfigError
 from store.errors import StoreError
@@ -77,8 +78,8 @@ def config_words(text: str) -> list[str]:
 
 
 def parse_overrides(text: str) -> dict[str, Any]:
-    """The overrides field read with `--config`'s parser; ReplayError names the bad word."""
-    return dict(parse_config_override(word) for word in config_words(text))
+    """The overrides field read with whatif's `--config` parser; ReplayError names the bad word."""
+    return parse_whatif_overrides(config_words(text))
 
 
 class TransitionTable(NavigableTable):
@@ -431,7 +432,8 @@ class WhatIfScreen(PaneScreen, Screen):
             hint = ""
             if self.view is not None and not self.view.changes:
                 hint = "No decision changes under these overrides.\n"
-            detail.update(Text.assemble(hint, (CANNOT_KNOW, "dim")))
+            known = self.view.cannot_know if self.view is not None else CANNOT_KNOW
+            detail.update(Text.assemble(hint, (known, "dim")))
             return
         replay = twin_command(self.db_arg, *replay_arguments(change, self.view.overrides))
         detail.update(Text.assemble(
@@ -440,7 +442,7 @@ class WhatIfScreen(PaneScreen, Screen):
             printable(change.consequence), "\n",
             ("Find out: ", "bold"), (printable(replay), "cyan"), "  (R copies it; Enter opens "
             "the attempt)\n",
-            (CANNOT_KNOW, "dim"),
+            (self.view.cannot_know, "dim"),
         ))  # fmt: skip
 
     # ------------------------------------------------------------------ events
