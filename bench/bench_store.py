@@ -88,7 +88,8 @@ SELECT
     make_timestamptz(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2) * 1000000 AS BIGINT)),
     make_timestamptz(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2 + 0.01) * 1000000 AS BIGINT)),
     make_timestamptz(CAST(($start + (k // 10) * 30 + (k % 10) * 0.2 + 0.02) * 1000000 AS BIGINT)),
-    NULL AS recovery, NULL AS impact, NULL AS search_text
+    NULL AS recovery, NULL AS impact, NULL AS search_text,
+    NULL AS decision_key, NULL AS decision_key_version
 FROM (
     SELECT k, status,
         CASE status WHEN 200 THEN 'success' WHEN 401 THEN 'stop_terminal'
