@@ -12,12 +12,11 @@ import pytest
 import console.cli.whatif
 import console.whatif
 from bench.bench_whatif import OVERRIDES, build_store, distinct_keys
-from console.demo import record_demo
 from console.entry import main
 from console.whatif import what_if, what_if_row_by_row
 from store.decision_keys import refresh_stored_keys_sql
 from store.queries import ExecutionFilter, open_store
-from store.recorder import StoreRecorder
+from tests.support.demo_store import record_demo_store
 
 _OVERRIDES = [
     {}, {"max_attempts": 5}, {"max_attempts": 2}, {"max_validation_retries": 0},
@@ -31,13 +30,7 @@ _IDS = [",".join(f"{k}={v}" for k, v in o.items()) or "no-overrides" for o in _O
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory) -> Path:
-    db = Path(tmp_path_factory.mktemp("whatif-keyed")) / "demo.duckdb"
-    recorder = StoreRecorder(db)
-    try:
-        record_demo(recorder)
-    finally:
-        recorder.close()
-    return db
+    return record_demo_store(Path(tmp_path_factory.mktemp("whatif-keyed")) / "demo.duckdb")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import pytest
 import store.queries
 from bench.bench_whatif import build_store
 from console import whatif as whatif_module
-from console.demo import record_demo
 from console.whatif import what_if, what_if_row_by_row
 from store.decision_keys import (
     STORED_KEY,
@@ -21,8 +20,8 @@ from store.decision_keys import (
     stored_key_serves,
 )
 from store.queries import open_store
-from store.recorder import StoreRecorder
 from store.schema import SCHEMA_VERSION, _attempts_text_view, stored_schema_version
+from tests.support.demo_store import record_demo_store
 from tests.support.plans import run_cli
 
 _KEYS = "SELECT execution_id, step_id, n, decision_key, decision_key_version FROM attempts"
@@ -30,13 +29,7 @@ _KEYS = "SELECT execution_id, step_id, n, decision_key, decision_key_version FRO
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory) -> Path:
-    db = Path(tmp_path_factory.mktemp("stored-keys")) / "demo.duckdb"
-    recorder = StoreRecorder(db)
-    try:
-        record_demo(recorder)
-    finally:
-        recorder.close()
-    return db
+    return record_demo_store(Path(tmp_path_factory.mktemp("stored-keys")) / "demo.duckdb")
 
 
 @pytest.fixture(scope="module")
