@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import itertools
+import shutil
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -11,10 +14,31 @@ import pytest
 from console.demo import record_demo
 from store.recorder import StoreRecorder
 
+# One recording per test process and `fixed_ids`; each caller gets a copy of its files.
+_RECORDED: dict[bool, Path] = {}
+
 
 def record_demo_store(db: Path, *, fixed_ids: bool = False) -> Path:
-    """Run every demo plan into `db`; with `fixed_ids` the execution ids are numbered in run order
-    (`20261201-120000-demo000001`, …), so what a screen shows does not change between runs."""
+    """A store at `db` of every demo plan's run; with `fixed_ids` the execution ids are numbered
+    in run order (`20261201-120000-demo000001`, …), so what a screen shows does not change
+    between runs. The demo is recorded once per test process (~3 s) and its files copied."""
+    recorded = _RECORDED.get(fixed_ids)
+    if recorded is None:
+        directory = tempfile.mkdtemp(prefix="truva-demo-store-")
+        atexit.register(shutil.rmtree, directory, True)
+        recorded = Path(directory) / "demo.duckdb"
+        _record(recorded, fixed_ids=fixed_ids)
+        _RECORDED[fixed_ids] = recorded
+    db.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(recorded, db)
+    spool = recorded.with_name(recorded.name + ".spool")
+    if spool.is_dir():
+        shutil.copytree(spool, db.with_name(db.name + ".spool"))
+    return db
+
+
+def _record(db: Path, *, fixed_ids: bool) -> None:
+    """Run every demo plan into `db` (a new store)."""
     with pytest.MonkeyPatch.context() as patch:
         if fixed_ids:
             numbers = itertools.count(1)
@@ -25,7 +49,6 @@ def record_demo_store(db: Path, *, fixed_ids: bool = False) -> Path:
             record_demo(recorder)
         finally:
             recorder.close()
-    return db
 
 
 def execution_of(db: Path, plan: str) -> str:
