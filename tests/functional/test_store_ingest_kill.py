@@ -25,7 +25,7 @@ from store.connection import store_paths
 from store.ingest import encode_records
 from store.queries import open_store
 from store.spool import Journal, WriterIdentity, journal_name
-from tests.support.events_factory import ExecutionScript, decision
+from tests.support.events_factory import one_attempt_execution
 
 WRITER = WriterIdentity(token="deadbeef0000c0de", pid=4243, host="test-host")
 STEPS = 24
@@ -38,28 +38,9 @@ def bulky_events() -> tuple[list[Any], int]:
     """A succeeded execution of STEPS steps whose responses carry BODY_BYTES of hex text each
     (hex of random bytes: little for DuckDB's compression to save), and the bodies' total."""
     rng = random.Random(20261201)
-    plan_steps = [{"id": f"step-{s}", "tool": "crm", "capability": "lookup",
-                   "parameters": {"n": s}, "depends_on": []} for s in range(STEPS)]  # fmt: skip
-    script = ExecutionScript(EXECUTION_ID)
-    script.start({"query": "killed commit", "steps": plan_steps,
-                  "tools": {"crm": {"base_url": "http://127.0.0.1:8102"}}})  # fmt: skip
-    total = 0
-    for s, step in enumerate(plan_steps):
-        body = b"Marker-%d " % s + rng.randbytes(BODY_BYTES // 2).hex().encode()
-        total += len(body)
-        script.step_started(step)
-        script.attempt(
-            step,
-            1,
-            parameters=step["parameters"],
-            status=200,
-            response_body=body,
-            decided=decision("success", "success.2xx", "HTTP 200 is a success"),
-        )
-        script.step_finished(step["id"], "succeeded", dispatch_count=1, attempts=1,
-                             final_action="success", final_rule_id="success.2xx")  # fmt: skip
-    script.finish("succeeded")
-    return script.events, total
+    bodies = [b"Marker-%d " % s + rng.randbytes(BODY_BYTES // 2).hex().encode()
+              for s in range(STEPS)]  # fmt: skip
+    return one_attempt_execution(EXECUTION_ID, "killed commit", bodies), sum(map(len, bodies))
 
 
 def journal_spool(db: Path, events: list[Any]) -> str:

@@ -597,3 +597,27 @@ def _record_main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(_record_main(sys.argv[1:]))
+
+
+def one_attempt_execution(execution_id: str, query: str, bodies: list[bytes]) -> list[Any]:
+    """A succeeded execution of one-attempt crm steps, step-s answering HTTP 200 with bodies[s]."""
+    plan_steps = [{"id": f"step-{s}", "tool": "crm", "capability": "lookup",
+                   "parameters": {"n": s}, "depends_on": []}
+                  for s in range(len(bodies))]  # fmt: skip
+    script = ExecutionScript(execution_id)
+    script.start({"query": query, "steps": plan_steps,
+                  "tools": {"crm": {"base_url": "http://127.0.0.1:8102"}}})  # fmt: skip
+    for step, body in zip(plan_steps, bodies, strict=True):
+        script.step_started(step)
+        script.attempt(
+            step,
+            1,
+            parameters=step["parameters"],
+            status=200,
+            response_body=body,
+            decided=decision("success", "success.2xx", "HTTP 200 is a success"),
+        )
+        script.step_finished(step["id"], "succeeded", dispatch_count=1, attempts=1,
+                             final_action="success", final_rule_id="success.2xx")  # fmt: skip
+    script.finish("succeeded")
+    return script.events

@@ -21,7 +21,11 @@ from store.ingest.fold import BodyRef, fold_segments, take_bodies
 from store.ingest.upsert import _ascii_lowered, stage_rows
 from store.schema import DERIVED_COLUMNS
 from store.spool import WriterIdentity
-from tests.support.events_factory import START_AT, ExecutionScript, decision, small_execution
+from tests.support.events_factory import (
+    START_AT,
+    one_attempt_execution,
+    small_execution,
+)
 
 WRITER = WriterIdentity(token="feedbeef0000b001", pid=4242, host="test-host")
 MESSAGES = (
@@ -284,26 +288,8 @@ def test_non_ascii_rows_of_a_lowered_part_are_null_without_a_copy() -> None:
 
 def bulky_execution(execution_id: str, steps: int, body_bytes: int) -> list[Any]:
     """An execution of `steps` one-attempt steps whose responses carry `body_bytes` each."""
-    plan_steps = [{"id": f"step-{s}", "tool": "crm", "capability": "lookup",
-                   "parameters": {"n": s}, "depends_on": []} for s in range(steps)]  # fmt: skip
-    script = ExecutionScript(execution_id)
-    script.start({"query": "bulky", "tools": {"crm": {"base_url": "http://127.0.0.1:8102"}},
-                  "steps": plan_steps})  # fmt: skip
-    for s, step in enumerate(plan_steps):
-        body = b'{"text":"' + (b"Body %d " % s) * (body_bytes // 8) + b'"}'
-        script.step_started(step)
-        script.attempt(
-            step,
-            1,
-            parameters=step["parameters"],
-            status=200,
-            response_body=body,
-            decided=decision("success", "success.2xx", "HTTP 200 is a success"),
-        )
-        script.step_finished(step["id"], "succeeded", dispatch_count=1, attempts=1,
-                             final_action="success", final_rule_id="success.2xx")  # fmt: skip
-    script.finish("succeeded")
-    return script.events
+    bodies = [b'{"text":"' + (b"Body %d " % s) * (body_bytes // 8) + b'"}' for s in range(steps)]
+    return one_attempt_execution(execution_id, "bulky", bodies)
 
 
 def test_a_bulky_ingest_batch_is_checkpointed_by_its_commit_without_a_wal(paths, conn) -> None:
