@@ -307,7 +307,8 @@ def session(
             "its directory)"
         )
     with _turn(paths, lock_timeout_s=lock_timeout_s, create_spool=create and not existed):
-        unchanged = _files_state(paths) in _SCHEMA_CHECKED
+        found = _files_state(paths)
+        unchanged = found is not None and _SCHEMA_CHECKED.get(str(paths.db)) == found
         conn = connect(paths, lock_timeout_s=lock_timeout_s, read_only=read_only)
         ended = False
         try:
@@ -331,15 +332,16 @@ def session(
                 ended = False
             left = _files_state(paths) if ended else None
             if left is not None:  # still our turn: the files as this session, checked, left them
-                _SCHEMA_CHECKED.add(left)
+                _SCHEMA_CHECKED[str(paths.db)] = left
 
 
-# The store files whose schema this process has checked, as a session left them (device,
-# inode, size, modification and change times of the database and of its WAL): a session
+# Per database, the state of the store files whose schema this process last checked, as a
+# session left them (device, inode, size, modification and change times of the database and
+# of its WAL; one entry per database, so a long-lived console keeps no history): a session
 # that finds them unchanged skips `ensure_schema` (~20 ms of CPU of each read of a
 # 1,000-attempt execution). Any write since, by any process (a migration, a damaged column),
 # changes them.
-_SCHEMA_CHECKED: set[tuple[object, ...]] = set()
+_SCHEMA_CHECKED: dict[str, tuple[object, ...]] = {}
 
 
 def _files_state(paths: StorePaths) -> tuple[object, ...] | None:
