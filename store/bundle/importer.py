@@ -26,19 +26,13 @@ from store.bundle.format import (
     quote,
     store_table_specs,
 )
-from store.bundle.staging import arrow_schema
 from store.bundle.validate import RowSets, Scan, row_digest, scan_bundle
 from store.connection import DEFAULT_LOCK_TIMEOUT_S, first_line, store_paths
 from store.queries import Store
 from store.schema import DERIVED_COLUMNS
 
 _FETCH_ROWS = 1_000
-_IMPORT_MEMORY_LIMIT = 100 * MIB
-# Staged rows per committed transaction of a new execution's rows (bytes of Arrow data).
-_TRANSACTION_BYTES = 128 * MIB
-# DuckDB's WAL size past which a COMMIT checkpoints (default 16 MiB) during an import: every
-# committed transaction is then written once, compressed, into the file, not into the WAL.
-_IMPORT_CHECKPOINT_THRESHOLD = "1MB"
+_IMPORT_MEMORY_LIMIT = 48 * MIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +146,8 @@ def _conflict_error(db: str, scan: Scan, conflicts: Sequence[tuple[str, str]]) -
     )
 
 
-def _insert_rows(
-    conn: duckdb.DuckDBPyConnection,
-    spec: TableSpec,
-    rows: pa.Table | pa.RecordBatchReader,
-) -> None:
-    """Insert staged rows of decoded values in one INSERT, computing the derived columns."""
+def _insert_batch(conn: duckdb.DuckDBPyConnection, spec: TableSpec, batch: pa.RecordBatch) -> None:
+    """Insert one staged record batch of decoded rows, computing the derived columns."""
     view_name = f"bundle_{spec.name}"
     derived = DERIVED_COLUMNS.get(spec.name, {})
     names = [quote(column.name) for column in spec.columns]
@@ -169,21 +159,12 @@ def _insert_rows(
         f"INSERT INTO {quote(spec.name)} ({', '.join([*names, *derived])}) "
         f"SELECT {', '.join([*names, *derived.values()])} FROM (SELECT {casts} FROM {view_name})"
     )
-    conn.register(view_name, rows)
+    conn.register(view_name, pa.Table.from_batches([batch]))
     try:
         conn.execute(insert)
     finally:
         with contextlib.suppress(duckdb.Error):
             conn.unregister(view_name)
-
-
-def _wanted_batches(scan: Scan, spec: TableSpec, writing: set[str]) -> Iterator[pa.RecordBatch]:
-    """The table's staged record batches, each filtered to the rows of `writing` executions."""
-    wanted = pa.array(sorted(writing), type=pa.large_string())
-    for staged in scan.staged[spec.name].batches():
-        batch = staged.filter(pc.is_in(staged.column("execution_id"), value_set=wanted))
-        if batch.num_rows:
-            yield batch
 
 
 def _insert_table(
@@ -196,45 +177,27 @@ def _insert_table(
 ) -> int:
     """Write one table's staged rows of the `writing` executions; return the rows written.
 
-    Without `commit_batches`, each staged batch is one INSERT in the caller's transaction.
-    With it, the batches are streamed to DuckDB in transactions of up to
-    `_TRANSACTION_BYTES` of staged rows, each one INSERT and its own COMMIT, which the
-    session's low checkpoint threshold makes a checkpoint that skips the WAL.
+    Each staged batch is one INSERT; with `commit_batches`, each is its own transaction, so
+    DuckDB writes it out.
     """
     written = 0
-    if not commit_batches:
-        for batch in _wanted_batches(scan, spec, writing):
-            _insert_rows(conn, spec, pa.Table.from_batches([batch]))
-            written += batch.num_rows
-            del batch
-            pa.default_memory_pool().release_unused()
-        return written
-    batches = _wanted_batches(scan, spec, writing)
-    schema = arrow_schema(spec)
-    pending = next(batches, None)
-
-    def transaction_batches() -> Iterator[pa.RecordBatch]:
-        """The pending batch and those after it, up to `_TRANSACTION_BYTES` in all."""
-        nonlocal pending, written
-        taken = 0
-        while pending is not None and taken < _TRANSACTION_BYTES:
-            batch, pending = pending, None
-            written += batch.num_rows
-            taken += batch.nbytes
-            yield batch
-            del batch
-            pending = next(batches, None)
-
-    while pending is not None:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            rows = pa.RecordBatchReader.from_batches(schema, transaction_batches())
-            _insert_rows(conn, spec, rows)
-            conn.execute("COMMIT")
-        except BaseException:
-            rollback(conn)
-            raise
-        del rows
+    wanted = pa.array(sorted(writing), type=pa.large_string())
+    for staged in scan.staged[spec.name].batches():
+        batch = staged.filter(pc.is_in(staged.column("execution_id"), value_set=wanted))
+        if not batch.num_rows:
+            continue
+        if commit_batches:
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                _insert_batch(conn, spec, batch)
+                conn.execute("COMMIT")
+            except BaseException:
+                rollback(conn)
+                raise
+        else:
+            _insert_batch(conn, spec, batch)
+        written += batch.num_rows
+        del staged, batch
         pa.default_memory_pool().release_unused()
     return written
 
@@ -270,10 +233,9 @@ def _write_bundle(
 ) -> tuple[_ImportPlan, dict[str, int]]:
     """Plan the import against the store, then write it (see `import_bundle`)."""
     row_counts = dict.fromkeys((spec.name for spec in store_table_specs()), 0)
-    # DuckDB may cache little during an import, so committed transactions are written out; one
-    # row must still fit several times over. A COMMIT's checkpoint pins the table's new rows and
-    # more as its row group grows (64 MiB fails on a 32 MiB transaction, 100 MiB passes on
-    # 128 MiB ones at 1.1 GB of rows), hence 1/64 of the rows' bytes on top.
+    # DuckDB may cache little during an import, so committed batches are written out; one row
+    # must still fit several times over. Its checkpoints pin more as a table's row group grows
+    # (48 MiB fails at 1.1 GB of rows, 64 MiB does), hence 1/64 of the rows' bytes on top.
     table_bytes = sum(
         member["size"] for name, member in scan.members.items() if name.startswith(TABLES_FOLDER)
     )
@@ -281,7 +243,6 @@ def _write_bundle(
     conn.execute(f"SET memory_limit = '{memory_limit // MIB}MiB'")
     # One thread: on this workload (one INSERT per staged batch) a second one only contends.
     conn.execute("SET threads = 1")
-    conn.execute(f"SET checkpoint_threshold = '{_IMPORT_CHECKPOINT_THRESHOLD}'")
     conn.execute("BEGIN TRANSACTION")
     try:
         # Rows a crashed import left behind have no executions row; they are not the store's.
@@ -385,7 +346,6 @@ def import_bundle(
                 with contextlib.suppress(duckdb.Error):
                     conn.execute("RESET memory_limit")
                     conn.execute("RESET threads")
-                    conn.execute("RESET checkpoint_threshold")
     return ImportResult(
         bundle=path,
         db=paths.given,

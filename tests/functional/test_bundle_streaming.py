@@ -197,19 +197,19 @@ def test_members_are_deflated_by_zlib_ng_and_inflate_with_the_standard_zlib(bund
             assert stored == compressor.compress(data) + compressor.flush(), info.filename
 
 
-# The child imports the bundle and kills itself as the second table's rows go in, after the
-# first table's transaction was committed (checkpointed straight into the file).
+# The child imports the bundle and kills itself as the second staged batch goes in, after the
+# first one's transaction was committed.
 _KILLED_IMPORT = """
 import os, signal, sys
 import store.bundle.importer as importer
 inserts = []
-real_insert_rows = importer._insert_rows
-def insert_rows(conn, spec, rows):
+real_insert_batch = importer._insert_batch
+def insert_batch(conn, spec, batch):
     inserts.append(spec.name)
     if len(inserts) == 2:
         os.kill(os.getpid(), signal.SIGKILL)
-    real_insert_rows(conn, spec, rows)
-importer._insert_rows = insert_rows
+    real_insert_batch(conn, spec, batch)
+importer._insert_batch = insert_batch
 importer.import_bundle(sys.argv[1], sys.argv[2])
 """
 
@@ -235,7 +235,7 @@ def test_an_import_killed_between_its_commits_leaves_a_store_that_opens_and_impo
 
     left = rows_of(db)
     assert left["executions"] == []  # no reader sees a partial execution
-    assert left["execution_snapshots"]  # the first table's transaction was committed
+    assert left["execution_snapshots"]  # the first batch's transaction was committed
     result = import_bundle(db, bundle)
     assert sorted(result.imported) == sorted(IDS)
     fresh = tmp_path / "fresh.duckdb"
