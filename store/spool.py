@@ -12,7 +12,6 @@ long as it lives; the kernel drops the lock when the process dies, however it di
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import logging
@@ -279,8 +278,7 @@ class _JournalPieces:
 def read_journal_bytes(
     data: bytes | mmap.mmap, *, name: str = "journal", dictionary_bodies: bool = False
 ) -> pa.Table:
-    """The records of every whole frame of a journal, in order; a torn or damaged tail is skipped,
-    and so are the zeros a killed writer leaves preallocated past its last frame.
+    """The records of every whole frame of a journal, in order; a torn or damaged tail is skipped.
 
     With `dictionary_bodies` the body columns are dictionary arrays over `data` (see
     `_JournalPieces.arrays`). Raises pa.ArrowInvalid when the bytes are not a journal.
@@ -298,8 +296,6 @@ def read_journal_bytes(
         if header_end > len(data):
             break
         length, checksum = _FRAME_HEADER.unpack_from(data, offset)
-        if length == 0:  # no frame is empty: the zeros preallocated past the last frame
-            break
         frame_end = header_end + length
         if frame_end > len(data) or _crc32(view[header_end:frame_end]) != checksum:
             break
@@ -313,7 +309,7 @@ def read_journal_bytes(
             except (ValueError, struct.error) as error:
                 raise pa.ArrowInvalid(f"{name}: a damaged frame at byte {offset}") from error
         offset = frame_end
-    if offset < len(data) and data[offset:].count(0) != len(data) - offset:
+    if offset < len(data):
         log.info("%s: skipped a torn frame at byte %d of %d", name, offset, len(data))
     try:
         arrays = pieces.arrays(data, SEGMENT_SCHEMA, dictionary_bodies=dictionary_bodies)
@@ -341,50 +337,23 @@ def _writev_all(descriptor: int, parts: list[bytes]) -> None:
             pending[0] = memoryview(pending[0])[written:]
 
 
-# A journal's file is preallocated this much at a time (doubling up to the last) and mapped:
-# an append is a copy into the mapping, holding the GIL, not a `writev` that hands it over.
-_FIRST_CHUNK_BYTES = 64 * 1024
-_MAX_CHUNK_BYTES = 8 * 1024 * 1024
-
-
 class Journal:
-    """One writer's append-only journal file; appends cost a copy into its mapping (or a
-    write where the file system cannot preallocate), `sync()` an msync and an fsync.
-
-    The file is preallocated ahead of the frames and zero-filled there; `seal()` and `close()`
-    cut it to its frames. A journal left by a killed process keeps the zeros, which readers
-    take as its end (`read_journal_bytes`).
-    """
+    """One writer's append-only journal file; appends cost a write, `sync()` an fsync."""
 
     def __init__(self, paths: StorePaths, name: str, writer: WriterIdentity) -> None:
         self.paths = paths
         self.path = paths.segments / name
         self.size = 0
-        self._map: mmap.mmap | None = None
         paths.segments.mkdir(parents=True, exist_ok=True)
         self._descriptor = os.open(
-            self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644
+            self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644
         )
         try:
-            self._map = self._preallocated_map(_FIRST_CHUNK_BYTES)
             self._append(JOURNAL_MAGIC + journal_meta_frame(writer))
         except OSError:
             self.discard()
             raise
         self._empty_size = self.size
-
-    def _preallocated_map(self, length: int) -> mmap.mmap | None:
-        """The file's first `length` bytes, allocated on disk and mapped; None where the file
-        system cannot preallocate (appends are then written)."""
-        try:
-            os.posix_fallocate(self._descriptor, 0, length)
-        except OSError as error:
-            if error.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                raise
-            return None
-        return mmap.mmap(
-            self._descriptor, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
-        )
 
     def append(self, records: Iterable[tuple]) -> None:
         """Append `records` as one frame; on failure the file is cut back and the error raised."""
@@ -394,37 +363,11 @@ class Journal:
         self._append_parts([data])
 
     def _append_parts(self, parts: list[bytes]) -> None:
-        mapped = self._map
-        if mapped is None:
-            self._write_parts(parts)
-            return
-        start = self.size
-        end = start + sum(len(part) for part in parts)
-        if end > len(mapped):
-            self._grow(mapped, end)  # an ENOSPC is raised before a byte is copied
-        offset = start
-        for part in parts:
-            following = offset + len(part)
-            mapped[offset:following] = part
-            offset = following
-        self.size = end
-
-    def _grow(self, mapped: mmap.mmap, needed: int) -> None:
-        """Allocate and map at least up to byte `needed`: a page written through the mapping
-        always has its blocks, so a full disk is an OSError here, never a SIGBUS later."""
-        length = len(mapped)
-        while length < needed:
-            length += min(length, _MAX_CHUNK_BYTES)
-        os.posix_fallocate(self._descriptor, len(mapped), length - len(mapped))
-        mapped.resize(length)
-
-    def _write_parts(self, parts: list[bytes]) -> None:
         try:
             _writev_all(self._descriptor, parts)
         except OSError:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._descriptor, self.size)
-                os.lseek(self._descriptor, self.size, os.SEEK_SET)
             raise
         self.size += sum(len(part) for part in parts)
 
@@ -434,25 +377,12 @@ class Journal:
         return self.size > self._empty_size
 
     def sync(self) -> None:
-        """msync and fsync the journal."""
-        if self._map is not None:
-            self._map.flush()
+        """fsync the journal."""
         os.fsync(self._descriptor)
-
-    def _unmap(self) -> None:
-        """Drop the mapping and cut the file to its frames."""
-        if self._map is None:
-            return
-        mapped, self._map = self._map, None
-        mapped.close()
-        os.ftruncate(self._descriptor, self.size)
 
     def seal(self) -> Path:
-        """Cut to its frames, fsync, close and rename to a segment that readers ingest; return
-        its path."""
+        """fsync, close and rename to a segment that readers ingest; return its path."""
         self.sync()
-        self._unmap()
-        os.fsync(self._descriptor)
         os.close(self._descriptor)
         self._descriptor = -1
         sealed = self.path.with_name(self.path.name[: -len(JOURNAL_SUFFIX)] + SEALED_SUFFIX)
@@ -465,9 +395,6 @@ class Journal:
 
     def discard(self) -> None:
         """Close and delete a journal that holds no frame."""
-        if self._map is not None:
-            self._map.close()
-            self._map = None
         if self._descriptor >= 0:
             os.close(self._descriptor)
             self._descriptor = -1
@@ -475,11 +402,8 @@ class Journal:
             self.path.unlink()
 
     def close(self) -> None:
-        """Close the file, cut to its frames, leaving it for a reader to seal once this writer
-        is gone."""
+        """Close the file, leaving it for a reader to seal once this writer is gone."""
         if self._descriptor >= 0:
-            with contextlib.suppress(OSError):  # a reader takes the zeros as the end
-                self._unmap()
             os.close(self._descriptor)
             self._descriptor = -1
 
