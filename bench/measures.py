@@ -494,8 +494,8 @@ def measure_console_list(quick: Size, work: Path) -> dict[str, Figure]:
     from store.queries import open_store
 
     db, executions = big_store(work, quick)
-    painted = [asyncio.run(_launch_to_painted_ms(db)) for _ in range(3)]
-    query = _median_ms(lambda: open_store(db).list_executions(), 5)
+    painted = [asyncio.run(_launch_to_painted_ms(db)) for _ in range(quick.pick(3, 3, 1))]
+    query = _median_ms(lambda: open_store(db).list_executions(), quick.pick(5, 5, 1))
     figure = statistics.median(painted)
     return {"console_list": Figure(figure / 1e3, query / 1e3, figure / query,
                                    f"s, {executions:,} executions (app start, imports "
@@ -616,10 +616,11 @@ def measure_console_open(quick: Size, work: Path) -> dict[str, Figure]:
 
     db = work / "one-big-execution.duckdb"
     execution_id = execution_with_many_attempts(db)
+    repeat = quick.pick(3, 3, 1)
     opened = statistics.median(asyncio.run(_open_execution_ms(db, execution_id))
-                               for _ in range(3))  # fmt: skip
+                               for _ in range(repeat))  # fmt: skip
     store = open_store(db)
-    query = _median_ms(lambda: store.get_execution(execution_id), 3)
+    query = _median_ms(lambda: store.get_execution(execution_id), repeat)
     return {"console_open": Figure(opened / 1e3, query / 1e3, opened / query,
                                    "s, screen shown; baseline Store.get_execution")}
 
@@ -706,8 +707,9 @@ class LongestCallback:
         return longest * 1e3
 
 
-async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int) -> dict[str, float]:
-    """The longest frame (ms) of opening the execution and of each of PROMPT_KEYS."""
+async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int,
+                            keys: tuple[str, ...] = PROMPT_KEYS) -> dict[str, float]:  # fmt: skip
+    """The longest frame (ms) of opening the execution and of each of `keys`."""
     from textual.widgets import TextArea
 
     from console.tui.app import TruvaConsoleApp
@@ -730,7 +732,7 @@ async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int) -> dict
                     break
                 await pilot.pause(0.005)
             frames["read"] = meter.take_ms()
-            for index, key in enumerate(PROMPT_KEYS):
+            for index, key in enumerate(keys):
                 if key == "focus":
                     area.focus()
                 elif key in ("to-end", "to-start"):
@@ -749,13 +751,16 @@ async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int) -> dict
 def measure_tui_prompt(quick: Size, work: Path) -> dict[str, Figure]:
     """The longest frame while scrolling a 5 MB prompt in the TUI, against a 50 KB prompt."""
     size = quick.pick(5_000_000, 1_000_000, 100_000)
+    # The smoke presses each key once, on one shape of prompt: every path, a quarter the frames.
+    keys = tuple(dict.fromkeys(PROMPT_KEYS)) if quick is Size.SMOKE else PROMPT_KEYS
+    shapes = (120,) if quick is Size.SMOKE else (120, 0)
     worst: dict[str, tuple[float, str]] = {}
     loading: list[str] = []
     for label, prompt_bytes in (("big", size), ("small", 50_000)):
-        for line_chars in (120, 0):
+        for line_chars in shapes:
             db = work / f"prompt-{label}-{line_chars}.duckdb"
             execution_id = execution_with_big_prompt(db, prompt_bytes, line_chars=line_chars)
-            frames = asyncio.run(_prompt_frames_ms(db, execution_id, prompt_bytes))
+            frames = asyncio.run(_prompt_frames_ms(db, execution_id, prompt_bytes, keys))
             shape = f"lines of {line_chars}" if line_chars else "one line"
             scrolls = {k: v for k, v in frames.items() if k.split()[-1] in _SCROLL_KEYS}
             key = max(scrolls, key=scrolls.__getitem__)
