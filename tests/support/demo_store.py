@@ -29,9 +29,14 @@ def record_demo_store(db: Path, *, fixed_ids: bool = False) -> Path:
         recorded = Path(directory) / "demo.duckdb"
         _record(recorded, fixed_ids=fixed_ids)
         _RECORDED[fixed_ids] = recorded
+    return copy_store(recorded, db)
+
+
+def copy_store(source: Path, db: Path) -> Path:
+    """A copy of the store at `source` (its file and any spool) at `db`, for a test to change."""
     db.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(recorded, db)
-    spool = recorded.with_name(recorded.name + ".spool")
+    shutil.copyfile(source, db)
+    spool = source.with_name(source.name + ".spool")
     if spool.is_dir():
         shutil.copytree(spool, db.with_name(db.name + ".spool"))
     return db
