@@ -16,6 +16,7 @@ from typing import Any
 
 from console.cli.common import add_command, store_path
 from console.exits import EXIT_OK, fail
+from console.words import counted
 
 EXIT_NOT_DELIVERED = 1
 BATCH_SPANS = 512  # spans per export request (whole executions; the SDK's batch size)
@@ -66,6 +67,21 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     return moment
 
 
+def _rows_by_execution(
+    rows: dict[str, list[dict[str, Any]]], execution_ids: list[str]
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Each execution's own rows of every table, grouped in one pass over the rows."""
+    grouped: dict[str, dict[str, list[dict[str, Any]]]] = {
+        execution_id: {table: [] for table in rows} for execution_id in execution_ids
+    }
+    for table, table_rows in rows.items():
+        for row in table_rows:
+            own = grouped.get(row.get("execution_id"))
+            if own is not None:
+                own[table].append(row)
+    return grouped
+
+
 def run(args: argparse.Namespace) -> int:
     """Publish; 0 when every span was delivered, 1 when the endpoint did not take them,
     2 with one line on stderr for bad input (no endpoint, unknown execution, bad --since)."""
@@ -96,26 +112,23 @@ def run(args: argparse.Namespace) -> int:
     except StoreError as error:
         publisher.shutdown()
         return fail(error)
+    by_execution = _rows_by_execution(rows, chosen)
     delivered_spans = 0
     delivered: list[str] = []
     batch: list[Any] = []
     batch_ids: list[str] = []
     try:
         for index, execution_id in enumerate(chosen):
-            own = {
-                table: [row for row in table_rows if row.get("execution_id") == execution_id]
-                for table, table_rows in rows.items()
-            }
-            batch.extend(publisher.spans(events_from_rows(own)))
+            batch.extend(publisher.spans(events_from_rows(by_execution[execution_id])))
             batch_ids.append(execution_id)
             if len(batch) < BATCH_SPANS and index + 1 < len(chosen):
                 continue
             if not publisher.send(batch):
                 print(
                     f"truva-console: publish: {publisher.endpoint} did not accept the spans of "
-                    f"execution(s) {', '.join(batch_ids)}; {len(delivered)} of {len(chosen)} "
-                    "execution(s) were delivered before (publishing again sends the same span "
-                    "ids)",
+                    f"{counted(len(batch_ids), 'execution')} ({', '.join(batch_ids)}); "
+                    f"{len(delivered)} of {counted(len(chosen), 'execution')} were delivered "
+                    "before (publishing again sends the same span ids)",
                     file=sys.stderr,
                 )
                 return EXIT_NOT_DELIVERED
@@ -125,14 +138,15 @@ def run(args: argparse.Namespace) -> int:
     finally:
         publisher.shutdown()
     print(
-        f"published {delivered_spans} span(s) of {len(delivered)} execution(s) to "
+        f"published {counted(delivered_spans, 'span')} of "
+        f"{counted(len(delivered), 'execution')} to "
         f"{publisher.endpoint} ({publisher.protocol})"
     )
     for execution_id in delivered:
         print(f"  {execution_id}")
     if skipped:
         print(
-            f"truva-console: note: skipped {len(skipped)} execution(s) still running: "
+            f"truva-console: note: skipped {counted(len(skipped), 'execution')} still running: "
             f"{', '.join(skipped)}",
             file=sys.stderr,
         )

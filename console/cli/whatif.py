@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -54,10 +55,23 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(printable(render_report(report, filtered=filters != ExecutionFilter())))
+        text = render_report(
+            report, filtered=filters != ExecutionFilter(), store_option=store_option(args)
+        )
+        print(printable(text))
     return 0
 
 
-def render_report(report: WhatIfReport, *, filtered: bool = False) -> str:
+def render_report(
+    report: WhatIfReport, *, filtered: bool = False, store_option: str = ""
+) -> str:
     """The report as text: totals, the before → after table, the first change of each step."""
-    return whatif_text(whatif_view(report, filtered=filtered))
+    return whatif_text(whatif_view(report, filtered=filtered), store_option=store_option)
+
+
+def store_option(args: argparse.Namespace) -> str:
+    """The option that names the store the report was read from, for the replay hint."""
+    if getattr(args, "samples", False):
+        return " --samples"
+    db = getattr(args, "db", None)
+    return f" --db {shlex.quote(db)}" if db else ""

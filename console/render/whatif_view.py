@@ -17,7 +17,10 @@ from console.words import counted, on_one_line
 # Changed steps listed in the text output; --json (and the TUI) list all of them.
 SHOWN_CHANGES = 50
 
-REPLAY_HINT = "Replay a step to find out: truva-console replay EXECUTION STEP --config KEY=VALUE."
+# `{store}` is the store option the whatif was given (` --samples`, ` --db PATH`), or nothing.
+REPLAY_HINT = (
+    "Replay a step to find out: truva-console{store} replay EXECUTION STEP --config KEY=VALUE."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +106,7 @@ def replay_arguments(change: Change, overrides: Mapping[str, Any]) -> list[str]:
     return arguments
 
 
-def whatif_text(view: WhatIfView) -> str:
+def whatif_text(view: WhatIfView, *, store_option: str = "") -> str:
     """The view as `truva-console whatif` prints it."""
     lines = [view.headline, f"  {view.changed_line}"]
     if view.follow_note:
@@ -129,5 +132,5 @@ def whatif_text(view: WhatIfView) -> str:
         lines += ["", f"  {view.incomplete_note}"]
     if view.unreadable_note:
         lines.append(f"  {view.unreadable_note}")
-    lines += ["", f"  {view.cannot_know} {REPLAY_HINT}"]
+    lines += ["", f"  {view.cannot_know} {REPLAY_HINT.format(store=store_option)}"]
     return "\n".join(lines)

@@ -56,7 +56,7 @@ def test_publishing_twice_a_live_export_a_bundle_and_an_import_give_identical_sp
             monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
             result = run_cli("publish", execution_id[:8])
             assert result.code == 0, result.stderr
-            assert f"published 4 span(s) of 1 execution(s) to {receiver.endpoint}/v1/traces" \
+            assert f"published 4 spans of 1 execution to {receiver.endpoint}/v1/traces" \
                 in result.stdout
             published.append(span_ids(receiver))
             assert receiver.metric_exports() == []  # traces only: recorded runs send no metrics
@@ -99,6 +99,8 @@ def test_publish_all_since_and_content_capture(tmp_path, tool_server, monkeypatc
         monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
         result = run_cli("publish", "--all", "--since", "1d")
         assert result.code == 0, result.stderr
+        received = len(list(receiver.spans()))
+        assert f"published {received} spans of 2 executions" in result.stdout
         sessions = {attributes_of(span.attributes)["session.id"] for _, span in receiver.spans()}
         tools = [attributes_of(span.attributes) for _, span in receiver.spans()
                  if span.name.startswith("execute_tool ")]
@@ -111,7 +113,7 @@ def test_publish_all_since_and_content_capture(tmp_path, tool_server, monkeypatc
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
         result = run_cli("publish", "--all", "--since", "2999-01-01")
         assert result.code == 0, result.stderr
-        assert "published 0 span(s) of 0 execution(s)" in result.stdout
+        assert "published 0 spans of 0 executions" in result.stdout
         assert receiver.span_names() == []
 
 
@@ -154,7 +156,8 @@ def test_an_endpoint_that_refuses_the_spans_is_exit_1(tmp_path, tool_server, mon
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint + "/nowhere")
         result = run_cli("publish", execution_id)
     assert result.code == 1
-    assert f"did not accept the spans of execution(s) {execution_id}; 0 of 1" in result.stderr
+    refused = f"did not accept the spans of 1 execution ({execution_id}); 0 of 1 execution"
+    assert refused in result.stderr
 
 
 def test_parse_since_accepts_dates_times_and_ages():

@@ -14,6 +14,7 @@ from console.render.whatif_view import replay_arguments, whatif_text, whatif_vie
 from console.whatif import what_if
 from store.queries import open_store
 from tests.support.demo_store import execution_of, record_demo_store
+from tests.support.plans import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +62,17 @@ def test_the_lint_cli_prints_the_card_views(demo_db: Path) -> None:
     assert weather.heading.startswith("weather: FAIL — 22 responses")
     assert line.example is not None and line.example.status == 503
     assert line.example_text.startswith(f"{line.example.execution_id} step-1 #1 (HTTP 503): ")
+
+
+@pytest.mark.parametrize(
+    ("store_argv", "named"),
+    [(["--samples"], "truva-console --samples replay"), ([], "truva-console --db {db} replay")],
+    ids=["samples", "db"],
+)
+def test_the_replay_hint_names_the_store_the_whatif_read(
+    demo_db: Path, store_argv: list[str], named: str
+) -> None:
+    argv = store_argv or ["--db", str(demo_db)]
+    result = run_cli(*argv, "whatif", "--config", "max_attempts=5")
+    assert result.code == 0, result.stderr
+    assert f"Replay a step to find out: {named.format(db=demo_db)} EXECUTION STEP" in result.stdout
