@@ -64,3 +64,19 @@ def execution_of(db: Path, plan: str) -> str:
         ).fetchone()
     assert row is not None, plan
     return row[0]
+
+
+_SAMPLES: list[Path] = []
+
+
+def sample_store_copy(db: Path) -> Path:
+    """A copy of `prepare_sample_store()`'s store at `db` (which must not exist yet): the sample
+    traces are replayed into a store once per test process (~0.5 s of CPU) and copied."""
+    from console.samples import prepare_sample_store
+
+    assert not db.exists(), db
+    if not _SAMPLES:
+        directory = tempfile.mkdtemp(prefix="truva-sample-store-")
+        atexit.register(shutil.rmtree, directory, True)
+        _SAMPLES.append(prepare_sample_store(Path(directory) / "samples.duckdb"))
+    return copy_store(_SAMPLES[0], db)
