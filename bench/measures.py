@@ -1,13 +1,15 @@
 """The measures of issue 12's goals table, each run side by side with its baseline.
 
-Every public `measure_*` function takes `(quick, work)` and returns {row name: Figure}; run_all.py
-calls each in a child process of its own so one measure's memory or threads never colour the
-next. Everything is loopback and temporary files under `work`.
+Every public `measure_*` function takes `(quick, work)` and returns {row name: Figure}; `quick`
+is a `Size`, false at the issue's full sizes. run_all.py calls each in a child process of its own
+so one measure's memory or threads never colour the next. Everything is loopback and temporary
+files under `work`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import os
 import statistics
@@ -25,6 +27,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 _MB = 1_000_000
+
+
+class Size(enum.IntEnum):
+    """How big a run is: the issue's sizes, `--quick`'s, or `--smoke`'s (tiny: does every group
+    still run and print its rows?). False at full size, so `x if quick else y` reads as before."""
+
+    FULL = 0
+    QUICK = 1
+    SMOKE = 2
+
+    def pick(self, full: int, quick: int, smoke: int) -> int:
+        """The size of this run among the three."""
+        return (full, quick, smoke)[self]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +128,9 @@ def _executor_with_store(document: dict[str, Any], db: Path) -> float:
     return time.perf_counter() - started
 
 
-def measure_executor(quick: bool, work: Path) -> dict[str, Figure]:
+def measure_executor(quick: Size, work: Path) -> dict[str, Figure]:
     """Executor + DuckDB store against a bare httpx loop, concurrency 1 and 8 (best of rounds)."""
-    steps, rounds = (1_000, 2) if quick else (10_000, 2)
+    steps, rounds = quick.pick(10_000, 1_000, 20), quick.pick(2, 2, 1)
     rows: dict[str, Figure] = {}
     with _echo_server() as server:
         url = f"{server.base_url}/capabilities/echo"
@@ -141,7 +156,7 @@ def _wall_and_cpu(work: Callable[[], Awaitable[None]]) -> tuple[float, float]:
     return time.perf_counter() - started, time.process_time() - cpu
 
 
-def measure_plan_scale(quick: bool, work: Path) -> dict[str, Figure]:
+def measure_plan_scale(quick: Size, work: Path) -> dict[str, Figure]:
     """Per-step cost at the large size ÷ at 100 steps, and chain ÷ independent (no recorder).
 
     The 100-step figure is the mean of as many 100-step runs as the large run has steps, half
@@ -150,7 +165,7 @@ def measure_plan_scale(quick: bool, work: Path) -> dict[str, Figure]:
     100-step runs against one large run: a minimum against a mean, 1.3 s against 18 s.) The
     note gives the process CPU per step of both sides too, which the load colours less.
     """
-    large = 2_000 if quick else 10_000
+    large = quick.pick(10_000, 2_000, 200)
     half = large // 200
     with _echo_server() as server:
         base = server.base_url
@@ -207,9 +222,9 @@ def child_peak_mb(args: list[str], *, cwd: Path) -> tuple[float, int, str]:
     return peak * 1024 / _MB, result.returncode, first[:120]
 
 
-def measure_run_memory(quick: bool, work: Path) -> dict[str, Figure]:
+def measure_run_memory(quick: Size, work: Path) -> dict[str, Figure]:
     """Peak RSS of `truva-console run` on a long plan with the store, against `--no-store`."""
-    steps = 2_000 if quick else 10_000
+    steps = quick.pick(10_000, 2_000, 20)
     with _echo_server() as server:
         plan = work / "long-plan.json"
         plan.write_text(json.dumps(plan_document(server.base_url, steps)))
@@ -326,11 +341,13 @@ def raw_arrow_insert(source_db: Path, target_db: Path, table: str) -> tuple[floa
 
     with duckdb.connect(str(source_db), read_only=True) as source:
         arrow = source.sql(f"SELECT * FROM {table}").to_arrow_table()
+    # The timer covers creating the store (the same migrations), as `record_all`'s covers
+    # `StoreRecorder` creating its store: both sides make a new store and fill it.
+    started = time.perf_counter()
     with session(store_paths(target_db), create=True):
         pass
     conn = duckdb.connect(str(target_db))
     try:
-        started = time.perf_counter()
         conn.register("incoming", arrow)
         conn.execute(f"INSERT INTO {table} SELECT * FROM incoming")
         conn.execute("CHECKPOINT")
@@ -343,7 +360,12 @@ def raw_arrow_insert(source_db: Path, target_db: Path, table: str) -> tuple[floa
 def _ingest_figure(work: Path, name: str, table: str, executions: list[list[Any]], rows: int,
                    unit: str) -> Figure:  # fmt: skip
     """`rows` rows of `table` recorded per second, against a raw Arrow insert of the same rows."""
+    from store.connection import session, store_paths
+
     db = work / f"{name}.duckdb"
+    # Neither timer pays the process's first DuckDB open (up to 0.7 s, once per process).
+    with session(store_paths(work / f"{name}-warm.duckdb"), create=True):
+        pass
     seconds = record_all(db, executions)
     raw_seconds, raw_rows = raw_arrow_insert(db, work / f"{name}-raw.duckdb", table)
     assert raw_rows == rows, (raw_rows, rows)
@@ -351,17 +373,17 @@ def _ingest_figure(work: Path, name: str, table: str, executions: list[list[Any]
     return Figure(product, baseline, product / baseline, unit)
 
 
-def measure_llm_ingest(quick: bool, work: Path) -> dict[str, Figure]:
+def measure_llm_ingest(quick: Size, work: Path) -> dict[str, Figure]:
     """LLM calls with 20 KB prompts stored per second, against a raw Arrow insert of the rows."""
-    calls = 400 if quick else 2_000
+    calls = quick.pick(2_000, 400, 20)
     executions = llm_executions(calls // 10, 10, 20_000)
     return {"llm_ingest": _ingest_figure(work, "llm", "llm_calls", executions, calls,
                                          f"calls/s, {calls:,} calls of 20 KB")}  # fmt: skip
 
 
-def measure_attempt_ingest(quick: bool, work: Path) -> dict[str, Figure]:
+def measure_attempt_ingest(quick: Size, work: Path) -> dict[str, Figure]:
     """Attempt rows per second through the recorder, against a raw Arrow insert of the rows."""
-    attempts = 2_000 if quick else 10_000
+    attempts = quick.pick(10_000, 2_000, 100)
     executions = attempt_executions(attempts // 100, 100, 20_000)
     return {"attempt_ingest": _ingest_figure(
         work, "attempts", "attempts", executions, attempts,
@@ -373,9 +395,9 @@ def measure_attempt_ingest(quick: bool, work: Path) -> dict[str, Figure]:
 # ---------------------------------------------------------------------------------------------
 
 
-def bundle_source(work: Path, quick: bool) -> tuple[Path, int]:
+def bundle_source(work: Path, quick: Size) -> tuple[Path, int]:
     """A store of LLM calls with 20 KB prompts (80 MB in full); returns it and its text bytes."""
-    calls = 500 if quick else 4_000
+    calls = quick.pick(4_000, 500, 20)
     db = work / "bundle-source.duckdb"
     executions = llm_executions(calls // 20, 20, 20_000)
     record_all(db, executions)
@@ -405,7 +427,7 @@ def _raw_zip_seconds(db: Path, work: Path) -> float:
     return time.perf_counter() - started
 
 
-def measure_bundle(quick: bool, work: Path) -> dict[str, Figure]:
+def measure_bundle(quick: Size, work: Path) -> dict[str, Figure]:
     """Bundle export (redaction on) + import throughput, and the import's peak RSS."""
     from store.bundle import export_bundle, import_bundle
 
@@ -439,11 +461,12 @@ def measure_bundle(quick: bool, work: Path) -> dict[str, Figure]:
 # ---------------------------------------------------------------------------------------------
 
 
-def big_store(work: Path, quick: bool) -> tuple[Path, int]:
-    """The bench_store.py store: 100k executions / 1M attempts (10k / 100k when quick)."""
+def big_store(work: Path, quick: Size) -> tuple[Path, int]:
+    """The bench_store.py store: 100k executions / 1M attempts (10k / 100k when quick, 100 / 1k
+    for the smoke)."""
     from bench.bench_store import build
 
-    executions = 10_000 if quick else 100_000
+    executions = quick.pick(100_000, 10_000, 100)
     db = work / f"big-{executions}.duckdb"
     if not (db.parent / f"{db.name}.built").exists():  # a failed build leaves no marker
         build(db, executions)
@@ -473,20 +496,20 @@ async def _launch_to_painted_ms(db: Path) -> float:
     return elapsed
 
 
-def measure_console_list(quick: bool, work: Path) -> dict[str, Figure]:
+def measure_console_list(quick: Size, work: Path) -> dict[str, Figure]:
     """Console launch → list painted on the big store, against the first-page query alone."""
     from store.queries import open_store
 
     db, executions = big_store(work, quick)
-    painted = [asyncio.run(_launch_to_painted_ms(db)) for _ in range(3)]
-    query = _median_ms(lambda: open_store(db).list_executions(), 5)
+    painted = [asyncio.run(_launch_to_painted_ms(db)) for _ in range(quick.pick(3, 3, 1))]
+    query = _median_ms(lambda: open_store(db).list_executions(), quick.pick(5, 5, 1))
     figure = statistics.median(painted)
     return {"console_list": Figure(figure / 1e3, query / 1e3, figure / query,
                                    f"s, {executions:,} executions (app start, imports "
                                    "excluded); baseline open_store + list_executions")}
 
 
-def measure_text_search(quick: bool, work: Path) -> dict[str, Figure]:
+def measure_text_search(quick: Size, work: Path) -> dict[str, Figure]:
     """`ExecutionFilter(text=...)` over the big store, against a bare DuckDB scan of the columns."""
     import duckdb
 
@@ -594,16 +617,17 @@ async def _until_shown(app: Any, pilot: Any, screen_type: type, loaded: str, tri
     await pilot.pause()
 
 
-def measure_console_open(quick: bool, work: Path) -> dict[str, Figure]:
+def measure_console_open(quick: Size, work: Path) -> dict[str, Figure]:
     """Open an execution of 1,000 attempts and 200 LLM calls of 50 KB, against get_execution."""
     from store.queries import open_store
 
     db = work / "one-big-execution.duckdb"
     execution_id = execution_with_many_attempts(db)
+    repeat = quick.pick(3, 3, 1)
     opened = statistics.median(asyncio.run(_open_execution_ms(db, execution_id))
-                               for _ in range(3))  # fmt: skip
+                               for _ in range(repeat))  # fmt: skip
     store = open_store(db)
-    query = _median_ms(lambda: store.get_execution(execution_id), 3)
+    query = _median_ms(lambda: store.get_execution(execution_id), repeat)
     return {"console_open": Figure(opened / 1e3, query / 1e3, opened / query,
                                    "s, screen shown; baseline Store.get_execution")}
 
@@ -690,8 +714,9 @@ class LongestCallback:
         return longest * 1e3
 
 
-async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int) -> dict[str, float]:
-    """The longest frame (ms) of opening the execution and of each of PROMPT_KEYS."""
+async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int,
+                            keys: tuple[str, ...] = PROMPT_KEYS) -> dict[str, float]:  # fmt: skip
+    """The longest frame (ms) of opening the execution and of each of `keys`."""
     from textual.widgets import TextArea
 
     from console.tui.app import TruvaConsoleApp
@@ -714,7 +739,7 @@ async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int) -> dict
                     break
                 await pilot.pause(0.005)
             frames["read"] = meter.take_ms()
-            for index, key in enumerate(PROMPT_KEYS):
+            for index, key in enumerate(keys):
                 if key == "focus":
                     area.focus()
                 elif key in ("to-end", "to-start"):
@@ -730,16 +755,19 @@ async def _prompt_frames_ms(db: Path, execution_id: str, min_chars: int) -> dict
     return frames
 
 
-def measure_tui_prompt(quick: bool, work: Path) -> dict[str, Figure]:
+def measure_tui_prompt(quick: Size, work: Path) -> dict[str, Figure]:
     """The longest frame while scrolling a 5 MB prompt in the TUI, against a 50 KB prompt."""
-    size = 1_000_000 if quick else 5_000_000
+    size = quick.pick(5_000_000, 1_000_000, 100_000)
+    # The smoke presses each key once, on one shape of prompt: every path, a quarter the frames.
+    keys = tuple(dict.fromkeys(PROMPT_KEYS)) if quick is Size.SMOKE else PROMPT_KEYS
+    shapes = (120,) if quick is Size.SMOKE else (120, 0)
     worst: dict[str, tuple[float, str]] = {}
     loading: list[str] = []
     for label, prompt_bytes in (("big", size), ("small", 50_000)):
-        for line_chars in (120, 0):
+        for line_chars in shapes:
             db = work / f"prompt-{label}-{line_chars}.duckdb"
             execution_id = execution_with_big_prompt(db, prompt_bytes, line_chars=line_chars)
-            frames = asyncio.run(_prompt_frames_ms(db, execution_id, prompt_bytes))
+            frames = asyncio.run(_prompt_frames_ms(db, execution_id, prompt_bytes, keys))
             shape = f"lines of {line_chars}" if line_chars else "one line"
             scrolls = {k: v for k, v in frames.items() if k.split()[-1] in _SCROLL_KEYS}
             key = max(scrolls, key=scrolls.__getitem__)
@@ -755,7 +783,7 @@ def measure_tui_prompt(quick: bool, work: Path) -> dict[str, Figure]:
                                  f"baseline 50 KB; loading it (ms): {'; '.join(loading)}")}
 
 
-MEASURES: dict[str, Callable[[bool, Path], dict[str, Figure]]] = {
+MEASURES: dict[str, Callable[[Size, Path], dict[str, Figure]]] = {
     "executor": measure_executor,
     "plan_scale": measure_plan_scale,
     "run_memory": measure_run_memory,

@@ -1,6 +1,6 @@
 """Every measure of issue 12's goals table in one run, each beside its baseline: `make bench`.
 
-Usage: .venv/bin/python bench/run_all.py [--quick] [--only NAME[,NAME]] [--json PATH]
+Usage: .venv/bin/python bench/run_all.py [--quick | --smoke] [--only NAME[,NAME]] [--json PATH]
        [--profile NAME] [--timeout SECONDS]
 
 Each measure group (bench/measures.py) runs in a child process of its own, one after another,
@@ -8,7 +8,9 @@ so memory and threads never carry over. One row per measure: the product's figur
 baseline measured in the same run, their ratio, the floor and goal from the issue, and PASS or
 FAIL against the floor (the row's judged value is marked *). A group that fails or runs past
 `--timeout` prints FAIL rows saying why. `--quick` runs smaller sizes (the floors are the
-issue's, stated for the full sizes). `--profile NAME` runs one group in this process under
+issue's, stated for the full sizes); `--smoke` runs tiny ones, seconds in all, to show that
+every group still runs and prints its rows (tests/functional/test_bench_smoke.py; its verdicts
+mean nothing). `--profile NAME` runs one group in this process under
 cProfile and prints the top entries by cumulative time. Exit status 1 when any row fails.
 """
 
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,42 +95,75 @@ def machine_line() -> str:
             f"{platform.python_version()}, DuckDB {duckdb.__version__}, {platform.machine()}")
 
 
-def run_child(group: str, quick: bool, work: Path, timeout: float) -> tuple[dict, str, float]:
-    """Run one group in a child; its rows as dicts (empty on failure), a problem, seconds."""
-    command = [sys.executable, str(Path(__file__)), "--child", group, "--work", str(work)]
-    if quick:
-        command.append("--quick")
+SIZES = ("full", "quick", "smoke")
+
+
+def run_child(groups: tuple[str, ...], size: str, work: Path,
+              timeout: float) -> dict[str, tuple[dict, str, float]]:  # fmt: skip
+    """Run `groups` one after another in one child; per group its rows as dicts (empty on
+    failure), a problem and seconds."""
+    command = [sys.executable, str(Path(__file__)), "--child", ",".join(groups),
+               "--work", str(work), "--size", size]  # fmt: skip
     started = time.perf_counter()
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                                 cwd=ROOT)
     except subprocess.TimeoutExpired:
-        return {}, f"timed out after {timeout:.0f} s", time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        return {group: ({}, f"timed out after {timeout:.0f} s", seconds) for group in groups}
     seconds = time.perf_counter() - started
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return {}, f"exit {result.returncode}: {last[:100]}", seconds
-    return json.loads(lines[-1]), "", seconds
+        return {group: ({}, f"exit {result.returncode}: {last[:100]}", seconds)
+                for group in groups}  # fmt: skip
+    ran = json.loads(lines[-1])
+    return {group: (ran[group]["rows"], ran[group]["problem"], ran[group]["seconds"])
+            for group in groups}  # fmt: skip
 
 
-def child_main(group: str, quick: bool, work: Path) -> int:
-    from bench.measures import MEASURES
+def group_results(groups: tuple[str, ...], size: str, work: Path,
+             timeout: float) -> Iterator[tuple[str, dict, str, float]]:  # fmt: skip
+    """Each group's rows, problem and seconds: one child per group, so memory and threads never
+    carry over; the smoke runs every group in one child (its imports once: seconds in all)."""
+    if size == "smoke":
+        ran = run_child(groups, size, work, timeout * len(groups))
+        for group in groups:
+            yield group, *ran[group]
+        return
+    for group in groups:
+        yield group, *run_child((group,), size, work, timeout)[group]
+
+
+def child_main(groups: list[str], size: str, work: Path) -> int:
+    """Run each group here; print one JSON line of their rows (a smoke's failing group is a
+    problem beside the others' rows, as a failing child is)."""
+    from bench.measures import MEASURES, Size
 
     work.mkdir(parents=True, exist_ok=True)
-    figures = MEASURES[group](quick, work)
-    print(json.dumps({key: {"figure": f.figure, "baseline": f.baseline, "ratio": f.ratio,
-                            "note": f.note} for key, f in figures.items()}))  # fmt: skip
+    ran = {}
+    for group in groups:
+        started, problem, figures = time.perf_counter(), "", {}
+        try:
+            figures = MEASURES[group](Size[size.upper()], work)
+        except Exception as error:  # a smoke reports it as the group's FAIL rows
+            if size != "smoke":
+                raise
+            problem = f"{type(error).__name__}: {str(error)[:100]}"
+        rows = {key: {"figure": f.figure, "baseline": f.baseline, "ratio": f.ratio,
+                      "note": f.note} for key, f in figures.items()}  # fmt: skip
+        ran[group] = {"rows": rows, "problem": problem, "seconds": time.perf_counter() - started}
+    print(json.dumps(ran))
     return 0
 
 
-def profile_main(group: str, quick: bool, work: Path, top: int = 25) -> int:
+def profile_main(group: str, size: str, work: Path, top: int = 25) -> int:
     """Run one group under cProfile here and print its top entries by cumulative time."""
-    from bench.measures import MEASURES
+    from bench.measures import MEASURES, Size
 
     profiler = cProfile.Profile()
     profiler.enable()
-    figures = MEASURES[group](quick, work)
+    figures = MEASURES[group](Size[size.upper()], work)
     profiler.disable()
     for key, figure in figures.items():
         print(f"{key}: {figure}")
@@ -151,16 +187,21 @@ def _number(value: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, a minute or two")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--quick", action="store_true", help="smaller sizes, a minute or two")
+    sizes.add_argument("--smoke", action="store_true",
+                       help="tiny sizes, seconds: does every group run? (verdicts mean nothing)")
     parser.add_argument("--only", help=f"comma-separated groups: {', '.join(GROUPS)}")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     parser.add_argument("--profile", choices=GROUPS, help="cProfile one group, print the top")
     parser.add_argument("--timeout", type=float, default=480.0, help="seconds per group")
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--child", choices=GROUPS, help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # comma-separated groups
+    parser.add_argument("--size", choices=SIZES, help=argparse.SUPPRESS)  # the child's
     args = parser.parse_args(argv)
+    size = args.size or ("smoke" if args.smoke else "quick" if args.quick else "full")
     if args.child:
-        return child_main(args.child, args.quick, args.work)
+        return child_main(args.child.split(","), size, args.work)
     groups = GROUPS
     if args.only:
         groups = tuple(name.strip() for name in args.only.split(","))
@@ -170,9 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="truva-bench-") as tmp:
         work = Path(tmp)
         if args.profile:
-            return profile_main(args.profile, args.quick, work)
-        mode = "quick" if args.quick else "full"
-        print(f"truva-console bench ({mode}): {machine_line()}", flush=True)
+            return profile_main(args.profile, size, work)
+        print(f"truva-console bench ({size}): {machine_line()}", flush=True)
         header = (f"{'measure':44} {'unit':>8} {'figure':>10} {'baseline':>10} {'ratio':>8} "
                   f"{'floor':>8} {'goal':>8}  result")
         print(header)
@@ -180,8 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         results: list[dict] = []
         failed = 0
         started = time.perf_counter()
-        for group in groups:
-            figures, problem, seconds = run_child(group, args.quick, work, args.timeout)
+        for group, figures, problem, seconds in group_results(groups, size, work, args.timeout):
             for row in (r for r in ROWS if r.group == group):
                 measured = figures.get(row.key)
                 if measured is None:
@@ -211,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(results) - failed} of {len(results)} rows meet their floor "
               f"({total:.0f} s; * marks the value judged)")
     if args.json:
-        args.json.write_text(json.dumps({"mode": mode, "machine": machine_line(),
+        args.json.write_text(json.dumps({"mode": size, "machine": machine_line(),
                                          "rows": results}, indent=2) + "\n")  # fmt: skip
     return 1 if failed else 0
 

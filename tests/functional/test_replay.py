@@ -8,6 +8,7 @@ responses and checks the decisions, the comparison and what was stored.
 from __future__ import annotations
 
 import asyncio
+import copy
 import gzip
 import json
 from pathlib import Path
@@ -19,9 +20,10 @@ import pytest
 from console.replay.engine import Replayer
 from console.replay.setup import prepare_replay
 from store.queries import open_store
+from tests.support.demo_store import copy_store
 from tests.support.plans import CliResult, capability, plan, run_cli, step
 from tests.support.replay_runs import analysis, record, record_paris_corrected, write_json
-from tests.support.tool_server import ToolReply
+from tests.support.tool_server import ScriptedToolServer, ToolReply
 
 CITY = {
     "type": "object",
@@ -76,8 +78,7 @@ INVALID_422 = {
 }
 
 
-@pytest.fixture
-def busy_run(tmp_path, tool_server):
+def record_busy(tmp_path: Path, tool_server: ScriptedToolServer) -> tuple[Path, dict[str, Any]]:
     """A recorded step that got 503 three times and stopped on the attempts budget."""
     tool_server.script(WEATHER_PATH, ToolReply.error(503, "BUSY", "try later", "SERVICE_ERROR"))
     db, doc = record(
@@ -97,6 +98,21 @@ def busy_run(tmp_path, tool_server):
     return db, doc
 
 
+@pytest.fixture(scope="module")
+def busy_recording(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
+    """`record_busy` once per module; its tool server is gone, so a replay that reached the
+    real tool would fail to connect (test_unchanged_replay_... checks it never does)."""
+    with ScriptedToolServer() as server:
+        return record_busy(tmp_path_factory.mktemp("busy"), server)
+
+
+@pytest.fixture
+def busy_run(busy_recording, tmp_path):
+    """A copy of the module's busy recording at this test's store path, and its run document."""
+    db, doc = busy_recording
+    return copy_store(db, tmp_path / "store" / "debug.duckdb"), copy.deepcopy(doc)
+
+
 @pytest.fixture
 def paris_run(tmp_path, tool_server, llm_server):
     """A recorded step the layer 3 analyzer corrected from PARIS to PAR."""
@@ -108,8 +124,8 @@ def paris_run(tmp_path, tool_server, llm_server):
 # ---------------------------------------------------------------- unchanged replays
 
 
-def test_unchanged_replay_reproduces_the_original_decisions(busy_run, tool_server):
-    db, doc = busy_run
+def test_unchanged_replay_reproduces_the_original_decisions(tmp_path, tool_server):
+    db, doc = record_busy(tmp_path, tool_server)
     replay = replay_json(db, doc["execution_id"], "step-1")
     assert replay["changed"] is False
     assert decisions(replay["replay"]) == decisions(replay["original"])

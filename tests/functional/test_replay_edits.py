@@ -7,6 +7,7 @@ servers, into a DuckDB file in tmp_path) and replays one of its steps through th
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from store.queries import open_store
+from tests.support.demo_store import copy_store
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.plans import CliResult, capability, plan, run_cli, step
 from tests.support.replay_runs import (
@@ -24,7 +26,7 @@ from tests.support.replay_runs import (
     record_paris_corrected,
     write_json,
 )
-from tests.support.tool_server import ToolReply
+from tests.support.tool_server import ScriptedToolServer, ToolReply
 
 OK_200 = {"status": 200, "body": {"success": True, "data": {"hotels": ["Le Meurice"]}}}
 
@@ -49,21 +51,31 @@ def sent_bodies(db: Path, execution_id: str, step_id: str) -> list[dict[str, Any
     return [json.loads(a.request_body) for a in attempts if a.dispatched]
 
 
-@pytest.fixture
-def paris_stopped(tmp_path, tool_server):
-    """A recorded step that sent city_code PARIS, got 400 INVALID_CITY, and (no LLM) stopped."""
-    tool_server.script(
-        HOTELS_PATH, ToolReply.error(400, "INVALID_CITY", "INVALID CITY CODE: PARIS", "INPUT_ERROR")
-    )
-    document = plan(
-        tool_server.base_url,
-        {"search_hotels": capability("search_hotels", schema=CITY)},
-        [step("step-1", "search_hotels", {"city_code": "PARIS", "nights": 2})],
-        query="Find hotels in Paris",
-    )
-    db, doc = record(tmp_path, document)
+@pytest.fixture(scope="module")
+def paris_stopped_recording(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
+    """A recorded step that sent city_code PARIS, got 400 INVALID_CITY, and (no LLM) stopped;
+    recorded once per module. Its tool server is gone: a replay reaching it would not connect."""
+    with ScriptedToolServer() as tool_server:
+        tool_server.script(
+            HOTELS_PATH,
+            ToolReply.error(400, "INVALID_CITY", "INVALID CITY CODE: PARIS", "INPUT_ERROR"),
+        )
+        document = plan(
+            tool_server.base_url,
+            {"search_hotels": capability("search_hotels", schema=CITY)},
+            [step("step-1", "search_hotels", {"city_code": "PARIS", "nights": 2})],
+            query="Find hotels in Paris",
+        )
+        db, doc = record(tmp_path_factory.mktemp("paris-stopped"), document)
     assert doc["steps"][0]["status"] == "failed"
     return db, doc
+
+
+@pytest.fixture
+def paris_stopped(paris_stopped_recording, tmp_path):
+    """A copy of the module's PARIS recording at this test's store path, and its run document."""
+    db, doc = paris_stopped_recording
+    return copy_store(db, tmp_path / "store" / "debug.duckdb"), copy.deepcopy(doc)
 
 
 # ---------------------------------------------------------------- edited parameters

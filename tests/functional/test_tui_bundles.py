@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 from textual.widgets import Checkbox, Input, RadioButton
 
-from console.samples import prepare_sample_store, sample_execution_ids
+from console.samples import sample_execution_ids
 from console.tui.app import TruvaConsoleApp
 from console.tui.screens.bundle import ExportDialog, ImportDialog
 from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.tables import ExecutionTable
 from store.bundle import read_bundle
 from store.queries import open_store
+from tests.support.demo_store import sample_store_copy
 from tests.support.tui import dialog_done, screen_loaded, settle_until, shown, tui_app
 
 SIZE = (120, 36)
@@ -24,7 +25,7 @@ SAMPLE_COUNT = len(sample_execution_ids())
 
 @pytest.fixture
 def sample_db(tmp_path: Path) -> Path:
-    return prepare_sample_store(tmp_path / "samples.duckdb")
+    return sample_store_copy(tmp_path / "samples.duckdb")
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from textual.widgets import Static, TextArea
 
 from console.replay.edits import ResponseSpecError
 from console.replay.engine import Replayer
-from console.samples import prepare_sample_store, sample_execution_ids
+from console.samples import sample_execution_ids
 from console.tui.app import TruvaConsoleApp
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import ExecutionsScreen
@@ -20,6 +20,7 @@ from console.tui.screens.replay import ReplayScreen
 from console.tui.widgets.replay_view import DispatchTable, edited_value
 from console.tui.widgets.tables import ExecutionTable
 from store.queries import open_store
+from tests.support.demo_store import sample_store_copy
 from tests.support.plans import run_cli
 from tests.support.tui import screen_loaded, settle_until, shown_text, tui_app
 
@@ -31,7 +32,7 @@ OK_200 = '{"status": 200, "body": {"success": true, "data": {"temp_c": 21}}}'
 
 @pytest.fixture
 def sample_db(tmp_path: Path) -> Path:
-    return prepare_sample_store(tmp_path / "samples.duckdb")
+    return sample_store_copy(tmp_path / "samples.duckdb")
 
 
 def console_app(db: Path, tmp_path: Path) -> TruvaConsoleApp:

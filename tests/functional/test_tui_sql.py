@@ -8,7 +8,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from console.samples import prepare_sample_store
 from console.tui.app import TruvaConsoleApp
 from console.tui.messages import ExecutionRequested
 from console.tui.screens.execution import ExecutionScreen
@@ -20,6 +19,7 @@ from console.tui.sql_book import history_path, load_snippets
 from console.tui.widgets.sql_results import SqlBook, SqlResultTable
 from store.recorder import StoreRecorder
 from store.sql import SqlSession
+from tests.support.demo_store import sample_store_copy
 from tests.support.events_factory import small_execution
 from tests.support.holder import hold_file, release
 from tests.support.tui import RealStore, settle_loaded, settle_until, shown_text, tui_app
@@ -56,7 +56,7 @@ async def run_query(pilot, screen: SqlScreen, sql: str, key: str = "f5") -> None
 
 @pytest.fixture
 def sample_db(tmp_path: Path) -> Path:
-    return prepare_sample_store(tmp_path / "samples.duckdb")
+    return sample_store_copy(tmp_path / "samples.duckdb")
 
 
 async def test_a_query_shows_its_rows_and_count(real_store: RealStore) -> None:

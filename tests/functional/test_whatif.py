@@ -115,7 +115,7 @@ def test_text_output_names_the_change_and_what_it_cannot_know(demo_db, capsys):
     out = capsys.readouterr().out
     assert "what-if under config max_attempts=5" in out
     assert "stop_budget [budget.attempts] → retry_same [transient.retry_same]" in out
-    assert "What this cannot know" in out and "truva-console replay" in out
+    assert "What this cannot know" in out and f"truva-console --db {demo_db} replay" in out
 
 
 def test_decisions_recorded_without_every_input_are_counted_not_redecided(tmp_path, demo_db):

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from console.samples import prepare_sample_store, sample_execution_ids
+from console.samples import sample_execution_ids
 from console.tui.app import TruvaConsoleApp
 from console.tui.screens.bundle import ExportDialog
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.replay import ReplayScreen
 from console.tui.widgets.replay_view import DispatchTable
 from console.tui.widgets.tables import ExecutionTable
+from tests.support.demo_store import sample_store_copy
 from tests.support.tui import screen_loaded, settle_until, tui_app
 
 SIZE = (120, 36)
@@ -28,7 +29,7 @@ def sample_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(
         "executor.runtime.plan_executor.new_execution_id", lambda now=None: REPLAY_ID
     )
-    return prepare_sample_store(tmp_path / DB)
+    return sample_store_copy(tmp_path / DB)
 
 
 def console_app() -> TruvaConsoleApp:

@@ -29,9 +29,14 @@ def record_demo_store(db: Path, *, fixed_ids: bool = False) -> Path:
         recorded = Path(directory) / "demo.duckdb"
         _record(recorded, fixed_ids=fixed_ids)
         _RECORDED[fixed_ids] = recorded
+    return copy_store(recorded, db)
+
+
+def copy_store(source: Path, db: Path) -> Path:
+    """A copy of the store at `source` (its file and any spool) at `db`, for a test to change."""
     db.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(recorded, db)
-    spool = recorded.with_name(recorded.name + ".spool")
+    shutil.copyfile(source, db)
+    spool = source.with_name(source.name + ".spool")
     if spool.is_dir():
         shutil.copytree(spool, db.with_name(db.name + ".spool"))
     return db
@@ -59,3 +64,19 @@ def execution_of(db: Path, plan: str) -> str:
         ).fetchone()
     assert row is not None, plan
     return row[0]
+
+
+_SAMPLES: list[Path] = []
+
+
+def sample_store_copy(db: Path) -> Path:
+    """A copy of `prepare_sample_store()`'s store at `db` (which must not exist yet): the sample
+    traces are replayed into a store once per test process (~0.5 s of CPU) and copied."""
+    from console.samples import prepare_sample_store
+
+    assert not db.exists(), db
+    if not _SAMPLES:
+        directory = tempfile.mkdtemp(prefix="truva-sample-store-")
+        atexit.register(shutil.rmtree, directory, True)
+        _SAMPLES.append(prepare_sample_store(Path(directory) / "samples.duckdb"))
+    return copy_store(_SAMPLES[0], db)
