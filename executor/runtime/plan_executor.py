@@ -44,6 +44,7 @@ from executor.runtime.outcomes import (
     Sleep,
     StepOutcome,
     StepState,
+    ToolHttpClient,
     default_tls_context,
     new_execution_id,
 )
@@ -130,6 +131,7 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
         # Tasks waiting in `_race_cancel`, and whether `cancel()` cancelled them.
         self._racing: dict[asyncio.Task[Any], bool] = {}
         self._tool_headers: dict[str, dict[str, str]] = {}
+        self._http_urls: dict[str, httpx.URL] = {}  # parsed once per URL, not per request
         self._run_constants: tuple[Any, dict[str, Any]] | None = None
         self._propagates_trace_context = propagates(self.recorder)
         self.recorder_error: Exception | None = None  # the last exception a recorder raised
@@ -152,7 +154,7 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
         self._started = self.monotonic()
         self._propagates_trace_context = propagates(self.recorder)
         if self._http is None:
-            self._http = httpx.AsyncClient(
+            self._http = ToolHttpClient(
                 timeout=httpx.Timeout(self.config.timeout_s), follow_redirects=False,
                 verify=default_tls_context(),
             )

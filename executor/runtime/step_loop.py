@@ -58,6 +58,9 @@ from executor.wire import (
     parse_retry_after_header,
 )
 
+# A plan's steps share a few URLs (one per capability); parsed ones are kept up to this many.
+_PARSED_URLS_KEPT = 256
+
 
 class StepLoop:
     """Part of `PlanExecutor`: one step's loop — coerce, guard, decide, dispatch, back off."""
@@ -326,8 +329,13 @@ class StepLoop:
         if limit_s <= 0:
             raise TimeoutError
         assert self._http is not None
+        target = self._http_urls.get(url)
+        if target is None:
+            target = httpx.URL(url)
+            if len(self._http_urls) < _PARSED_URLS_KEPT:
+                self._http_urls[url] = target
         async with asyncio.timeout(limit_s):
-            return await self._http.post(url, content=body, headers=headers)
+            return await self._http.post(target, content=body, headers=headers)
 
     async def _race_cancel(self, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
         """Await `awaitable` unless cancellation comes first: (finished, result or exception).

@@ -12,7 +12,7 @@ import gc
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -279,7 +279,9 @@ def row_line(spec: TableSpec, row: Mapping[str, Any]) -> bytes:
     """The JSON line of a raw row: the bytes of `json.dumps(encode_row(spec, row))`, compact.
 
     Built cell by cell: a BLOB's base64 (which JSON never escapes) goes in as bytes, so the
-    bodies are not decoded to text, scanned for escapes and encoded again.
+    bodies are not decoded to text, scanned for escapes and encoded again; text, integers,
+    booleans and finite floats go through the encoder's own primitives (`_SCALAR_TEXT`),
+    skipping a `json.dumps` call per cell.
     """
     pieces = []
     for column, key in zip(spec.columns, _line_keys(spec), strict=True):
@@ -289,14 +291,32 @@ def row_line(spec: TableSpec, row: Mapping[str, Any]) -> bytes:
         elif column.type == "BLOB":
             pieces.append(key + b'"' + binascii.b2a_base64(value, newline=False) + b'"')
         else:
-            text = json.dumps(
-                encode_value(column, value),
-                ensure_ascii=False,
-                separators=(",", ":"),
-                allow_nan=False,
-            )
+            scalar = _SCALAR_TEXT.get(type(value))
+            if scalar is not None and (type(value) is not float or math.isfinite(value)):
+                text = scalar(value)
+            else:
+                text = json.dumps(
+                    encode_value(column, value),
+                    ensure_ascii=False,
+                    separators=(",", ":"),
+                    allow_nan=False,
+                )
             pieces.append(key + text.encode("utf-8"))
     return b"{" + b",".join(pieces) + b"}\n"
+
+
+def _bool_text(value: bool) -> str:
+    return "true" if value else "false"
+
+
+# What `json.dumps(value, ensure_ascii=False)` writes for a value of exactly these types (the
+# functions its encoder calls); a non-finite float is left to `encode_value`.
+_SCALAR_TEXT: dict[type, Callable[[Any], str]] = {
+    str: json.encoder.encode_basestring,  # type: ignore[attr-defined]
+    int: int.__repr__,
+    float: float.__repr__,
+    bool: _bool_text,
+}
 
 
 @functools.cache

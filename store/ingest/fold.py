@@ -473,10 +473,18 @@ def _lengths(column: pa.ChunkedArray) -> list[int | None]:
     return sizes
 
 
-def take_bodies(chunks: Sequence[pa.Array], rows: Sequence[int | None]) -> pa.ChunkedArray:
+def take_bodies(
+    chunks: Sequence[pa.Array], rows: Sequence[int | None], *, as_dictionary: bool = False
+) -> pa.ChunkedArray:
     """The bodies at `rows` (None: null) among the consecutive `chunks` of `FoldedRows.bodies`,
     as large binary. A journal's dictionary chunk is decoded only at the rows taken, so each
-    body is copied once, here, by Arrow; runs of rows from one chunk are taken together."""
+    body is copied once, here, by Arrow; runs of rows from one chunk are taken together.
+
+    With `as_dictionary` nothing is copied: the result is dictionary<int64, large_binary>,
+    each run's indices into its chunk's dictionary (a journal's mapped pieces, or a plain
+    chunk itself), which DuckDB reads as BLOB without a copy in Python's memory."""
+    take_from = _dictionary_from if as_dictionary else _take_from
+    result_type = BODY_DICTIONARY if as_dictionary else pa.large_binary()
     starts = [0]
     for chunk in chunks:
         starts.append(starts[-1] + len(chunk))
@@ -486,7 +494,7 @@ def take_bodies(chunks: Sequence[pa.Array], rows: Sequence[int | None]) -> pa.Ch
 
     def flush() -> None:
         if run:
-            pieces.append(_take_from(chunks[run_chunk], run))
+            pieces.append(take_from(chunks[run_chunk], run))
             run.clear()
 
     for row in rows:
@@ -502,9 +510,22 @@ def take_bodies(chunks: Sequence[pa.Array], rows: Sequence[int | None]) -> pa.Ch
         run.append(row - starts[index])
     if run:
         if not chunks:
-            return pa.chunked_array([pa.nulls(len(run), pa.large_binary())], pa.large_binary())
+            return pa.chunked_array([pa.nulls(len(run), result_type)], result_type)
         flush()
-    return pa.chunked_array(pieces, type=pa.large_binary())
+    return pa.chunked_array(pieces, type=result_type)
+
+
+# The type of bodies handed to DuckDB uncopied (`take_bodies(..., as_dictionary=True)`).
+BODY_DICTIONARY = pa.dictionary(pa.int64(), pa.large_binary())
+
+
+def _dictionary_from(chunk: pa.Array, rows: list[int | None]) -> pa.Array:
+    indices = pa.array(rows, pa.int64())
+    if pa.types.is_dictionary(chunk.type):
+        return pa.DictionaryArray.from_arrays(chunk.indices.take(indices), chunk.dictionary)
+    if chunk.type != pa.large_binary():
+        chunk = chunk.cast(pa.large_binary())
+    return pa.DictionaryArray.from_arrays(indices, chunk)
 
 
 def _take_from(chunk: pa.Array, rows: list[int | None]) -> pa.Array:

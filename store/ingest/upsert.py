@@ -193,16 +193,50 @@ _LOWERED_PREFIX = "lowered_"
 
 def _with_lowered_parts(table_name: str, staging: pa.Table) -> pa.Table:
     """`staging` plus a `lowered_<part>` column per search-text part: the part lower-cased
-    where it is ASCII, null elsewhere (and where the part is null)."""
+    where it is ASCII, null elsewhere (and where the part is null).
+
+    A body handed over as a dictionary (`take_bodies(..., as_dictionary=True)`) is lowered as
+    a dictionary too: each distinct dictionary (a journal's pieces, shared by both body
+    columns) is lower-cased once, in one pass, and the rows index it."""
+    lowered_dictionaries: dict[tuple[int, ...], tuple[pa.Array, pa.Array]] = {}
     for column, _ in _SEARCH_TEXT_PARTS.get(table_name, ()):
         values = staging.column(column)
-        # A BLOB's bytes seen as text without a UTF-8 check: only its ASCII rows are used.
-        text_type = pa.large_string() if _is_large(values.type) else pa.string()
-        lowered = pa.chunked_array(
-            [_ascii_lowered(chunk.view(text_type)) for chunk in values.chunks], text_type
-        )
+        if pa.types.is_dictionary(values.type):
+            lowered = pa.chunked_array(
+                [_ascii_lowered_rows(chunk, lowered_dictionaries) for chunk in values.chunks],
+                _LOWERED_DICTIONARY,
+            )
+        else:
+            # A BLOB's bytes seen as text without a UTF-8 check: only its ASCII rows are used.
+            text_type = pa.large_string() if _is_large(values.type) else pa.string()
+            lowered = pa.chunked_array(
+                [_ascii_lowered(chunk.view(text_type)) for chunk in values.chunks], text_type
+            )
         staging = staging.append_column(_LOWERED_PREFIX + column, lowered)
     return staging
+
+
+_LOWERED_DICTIONARY = pa.dictionary(pa.int64(), pa.large_string())
+
+
+def _ascii_lowered_rows(
+    chunk: pa.DictionaryArray, cache: dict[tuple[int, ...], tuple[pa.Array, pa.Array]]
+) -> pa.DictionaryArray:
+    """A dictionary chunk's rows lower-cased where ASCII, null elsewhere, as indices into its
+    dictionary lower-cased (once per dictionary: `cache`, keyed by the dictionary's buffers)."""
+    dictionary = chunk.dictionary
+    key = (
+        dictionary.offset,
+        len(dictionary),
+        *(buffer.address if buffer is not None else 0 for buffer in dictionary.buffers()),
+    )
+    if key not in cache:
+        text = dictionary.view(pa.large_string())  # bytes as text, unchecked: ASCII rows only
+        cache[key] = (pc.ascii_lower(text), pc.fill_null(pc.string_is_ascii(text), False))
+    lowered, ascii_pieces = cache[key]
+    indices = chunk.indices
+    ascii_rows = pc.fill_null(ascii_pieces.take(indices), False)
+    return pa.DictionaryArray.from_arrays(pc.if_else(ascii_rows, indices, None), lowered)
 
 
 def _ascii_lowered(text: pa.Array) -> pa.Array:
@@ -221,7 +255,8 @@ def _staging_table(
     schema: pa.Schema, rows: list[dict[str, Any]], bodies: dict[str, list[pa.Array]] | None
 ) -> pa.Table:
     """The rows as an Arrow table of `schema`; a body column whose rows hold `BodyRef`s is
-    taken from the segments' column (`bodies`) by Arrow, not rebuilt from Python bytes."""
+    the segments' column (`bodies`) indexed, uncopied: dictionary<int64, large_binary> over
+    the mapped journals instead of the schema's large binary (DuckDB reads it as BLOB)."""
     taken: dict[str, pa.ChunkedArray] = {}
     for name in schema.names:
         if not bodies or name not in bodies:
@@ -229,13 +264,13 @@ def _staging_table(
         values = [row.get(name) for row in rows]
         if all(value is None or isinstance(value, BodyRef) for value in values):
             refs = [None if value is None else value.row for value in values]
-            taken[name] = take_bodies(bodies[name], refs)
+            taken[name] = take_bodies(bodies[name], refs, as_dictionary=True)
     if not taken:
         return pa.Table.from_pylist(rows, schema=schema)
     rest = pa.schema([item for item in schema if item.name not in taken])
     table = pa.Table.from_pylist(rows, schema=rest)
     columns = [taken[name] if name in taken else table.column(name) for name in schema.names]
-    return pa.Table.from_arrays(columns, schema=schema)
+    return pa.Table.from_arrays(columns, names=schema.names)
 
 
 def _is_large(data_type: pa.DataType) -> bool:

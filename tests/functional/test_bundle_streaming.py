@@ -5,6 +5,9 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import signal
+import subprocess
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -13,7 +16,9 @@ import duckdb
 import pytest
 
 from store.bundle import BundleError, export_bundle, import_bundle
+from store.queries import open_store
 from store.recorder import StoreRecorder
+from store.schema import STORE_TABLES
 from tests.support.events_factory import realistic_execution, small_execution
 
 IDS = ("exec-stream-0001", "exec-stream-0002")
@@ -190,3 +195,49 @@ def test_members_are_deflated_by_zlib_ng_and_inflate_with_the_standard_zlib(bund
             stored = raw.read(info.compress_size)
             compressor = zlib_ng.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
             assert stored == compressor.compress(data) + compressor.flush(), info.filename
+
+
+# The child imports the bundle and kills itself as the second staged batch goes in, after the
+# first one's transaction was committed.
+_KILLED_IMPORT = """
+import os, signal, sys
+import store.bundle.importer as importer
+inserts = []
+real_insert_batch = importer._insert_batch
+def insert_batch(conn, spec, batch):
+    inserts.append(spec.name)
+    if len(inserts) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_insert_batch(conn, spec, batch)
+importer._insert_batch = insert_batch
+importer.import_bundle(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_an_import_killed_between_its_commits_leaves_a_store_that_opens_and_imports_again(
+    bundle, tmp_path
+):
+    db = tmp_path / "killed.duckdb"
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_IMPORT, str(db), str(bundle)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+
+    def rows_of(path: Path) -> dict[str, list[tuple]]:
+        with open_store(path).session() as conn:
+            return {
+                table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
+                for table in STORE_TABLES
+            }
+
+    left = rows_of(db)
+    assert left["executions"] == []  # no reader sees a partial execution
+    assert left["execution_snapshots"]  # the first batch's transaction was committed
+    result = import_bundle(db, bundle)
+    assert sorted(result.imported) == sorted(IDS)
+    fresh = tmp_path / "fresh.duckdb"
+    import_bundle(fresh, bundle)
+    assert rows_of(db) == rows_of(fresh)

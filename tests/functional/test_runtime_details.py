@@ -161,3 +161,17 @@ async def test_a_recorder_that_raises_never_stops_the_run(tool_server):
     outcome = await executor.run()
     assert outcome.status == "succeeded"
     assert str(executor.recorder_error) == "disk on fire"
+
+
+async def test_a_cookie_a_tool_sets_is_sent_on_its_next_calls(tool_server):
+    tool_server.script("/capabilities/login", ToolReply(
+        status=200, body={"success": True}, headers={"Set-Cookie": "session=abc; Path=/"}))
+    tool_server.script("/capabilities/x", ToolReply.ok({"ok": True}))
+    steps = [step("step-1", "login"), step("step-2", "x", depends_on=["step-1"]),
+             step("step-3", "x", depends_on=["step-2"])]
+    await _run(plan(tool_server.base_url, {"login": capability("login"), "x": capability("x")},
+                    steps))
+    (login,) = tool_server.received("/capabilities/login")
+    assert "cookie" not in login.headers
+    assert [r.headers.get("cookie") for r in tool_server.received("/capabilities/x")] == [
+        "session=abc", "session=abc"]

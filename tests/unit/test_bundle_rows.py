@@ -95,7 +95,7 @@ EDGE_VALUES = {
     "BLOB": [b"", b"\xff\xfe\x00binary", b'{"json": "body"}', bytes(range(256)) * 3],
     "INTEGER": [0, -(2**31), 2**31 - 1],
     "BIGINT": [-(2**63), 2**63 - 1],
-    "DOUBLE": [0.0, -1.5, 1e300, 5e-324, math.nan, math.inf, -math.inf],
+    "DOUBLE": [0.0, -0.0, 1.0, -1.5, 1e16, 1e300, 5e-324, math.nan, math.inf, -math.inf],
     "BOOLEAN": [True, False],
     "VARCHAR[]": [[], ["a", "é"], ["x", None]],
 }

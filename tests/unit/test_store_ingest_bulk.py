@@ -128,6 +128,60 @@ def test_attempt_search_text_lowered_by_arrow_equals_the_sql_definition(conn, ca
     assert len(rows) == 2 and all(kept == defined for kept, defined in rows), rows
 
 
+def journaled(paths: StorePaths, name: str, events: list[Any]) -> pa.Table:
+    """`events` appended to one journal (two frames) and read back as the ingest reads it."""
+    journal = store.spool.Journal(paths, name, WRITER)
+    records = encode_records(events, 1)
+    journal.append(records[: len(records) // 2])
+    journal.append(records[len(records) // 2 :])
+    journal.close()
+    return store.spool.read_segment(journal.path, dictionary_bodies=True)
+
+
+def test_journaled_bodies_reach_duckdb_uncopied_with_exact_bytes_and_search_text(
+    paths, conn
+) -> None:
+    events = [
+        event
+        for case, (request, response) in sorted(ATTEMPT_BODIES.items())
+        for event in execution_with_bodies(f"exec-{case}", request, response)
+    ]
+    table = journaled(paths, "feedbeef0000b001-0000000007.journal", events)
+
+    staged = stage_rows(fold_segments([table]))
+    apply_segments(conn, [table])
+
+    attempts = next(insert.staging for insert in staged.inserts if insert.table_name == "attempts")
+    assert pa.types.is_dictionary(attempts.column("response_body").type)  # not copied
+    rows = conn.execute(
+        "SELECT execution_id, request_body, response_body, search_text, "
+        f"{DERIVED_COLUMNS['attempts']['search_text']} FROM attempts ORDER BY ALL"
+    ).fetchall()
+    assert len(rows) == 2 * len(ATTEMPT_BODIES)
+    for execution_id, request, response, kept, defined in rows:
+        assert (request, response) == ATTEMPT_BODIES[execution_id.removeprefix("exec-")]
+        assert kept == defined, execution_id
+
+
+def test_journaled_llm_calls_keep_their_bytes_and_search_text(paths, conn) -> None:
+    calls = [
+        llm_call(f"call-{case}", request_body=request, raw_text=raw_text)
+        for case, (request, raw_text) in sorted(LLM_PARTS.items())
+    ]
+    table = journaled(paths, "feedbeef0000b001-0000000008.journal", calls)
+
+    apply_segments(conn, [table])
+
+    rows = conn.execute(
+        "SELECT call_id, request_body, search_text, "
+        f"{DERIVED_COLUMNS['llm_calls']['search_text']} FROM llm_calls ORDER BY call_id"
+    ).fetchall()
+    assert [row[0] for row in rows] == sorted(call.call_id for call in calls)
+    for call_id, request, kept, defined in rows:
+        sent = LLM_PARTS[call_id.removeprefix("call-")][0]
+        assert request == sent and kept == defined and kept is not None, call_id
+
+
 # (request body, raw answer) of an LLM call; an empty request keeps its messages unsent.
 LLM_PARTS = {
     "ascii": (sent_request(), '{"Should_Retry": TRUE}'),
