@@ -182,3 +182,18 @@ async def test_a_palette_tab_command_builds_the_tab(synthetic_db: Path) -> None:
         diff = static_text(screen, "#diff-body")
     assert active == "tab-diff"
     assert diff.strip()
+
+
+async def test_what_an_open_froze_for_the_gc_is_unfrozen_when_the_screen_closes(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_execution(app, pilot, TRIP)
+        frozen_while_shown = gc.get_freeze_count()
+        app.pop_screen()
+        await pilot.pause()
+        frozen_after = gc.get_freeze_count()
+        enabled_after = gc.isenabled()
+    assert frozen_while_shown > 0
+    assert (frozen_after, enabled_after) == (0, True)
