@@ -33,6 +33,10 @@ from store.schema import DERIVED_COLUMNS
 
 _FETCH_ROWS = 1_000
 _IMPORT_MEMORY_LIMIT = 48 * MIB
+# Rows per INSERT of a table with a stored decision key: DuckDB costs ~35 KB per row while it
+# computes the key, so a 2,000-row batch of recorded decisions would not fit the import's
+# memory limit; slices keep what one INSERT needs bounded (and the peak lower).
+_KEYED_SLICE_ROWS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +181,12 @@ def _insert_table(
 ) -> int:
     """Write one table's staged rows of the `writing` executions; return the rows written.
 
-    Each staged batch is one INSERT; with `commit_batches`, each is its own transaction, so
+    Each staged batch is one INSERT (a table with a stored decision key, one per slice of
+    `_KEYED_SLICE_ROWS`); with `commit_batches`, each batch is its own transaction, so
     DuckDB writes it out.
     """
+    keyed = "decision_key" in DERIVED_COLUMNS.get(spec.name, {})
+    slice_rows = _KEYED_SLICE_ROWS if keyed else None
     written = 0
     wanted = pa.array(sorted(writing), type=pa.large_string())
     for staged in scan.staged[spec.name].batches():
@@ -189,17 +196,28 @@ def _insert_table(
         if commit_batches:
             conn.execute("BEGIN TRANSACTION")
             try:
-                _insert_batch(conn, spec, batch)
+                _insert_slices(conn, spec, batch, slice_rows)
                 conn.execute("COMMIT")
             except BaseException:
                 rollback(conn)
                 raise
         else:
-            _insert_batch(conn, spec, batch)
+            _insert_slices(conn, spec, batch, slice_rows)
         written += batch.num_rows
         del staged, batch
         pa.default_memory_pool().release_unused()
     return written
+
+
+def _insert_slices(
+    conn: duckdb.DuckDBPyConnection, spec: TableSpec, batch: pa.RecordBatch, rows: int | None
+) -> None:
+    """`batch` as one INSERT, or as one per `rows` rows."""
+    if rows is None or batch.num_rows <= rows:
+        _insert_batch(conn, spec, batch)
+        return
+    for start in range(0, batch.num_rows, rows):
+        _insert_batch(conn, spec, batch.slice(start, rows))
 
 
 def rollback(conn: duckdb.DuckDBPyConnection) -> None:

@@ -15,11 +15,16 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from executor.policy import Decision
 from store.bundle import BundleError, export_bundle, import_bundle
 from store.queries import open_store
 from store.recorder import StoreRecorder
 from store.schema import STORE_TABLES
-from tests.support.events_factory import realistic_execution, small_execution
+from tests.support.events_factory import (
+    one_attempt_execution,
+    realistic_execution,
+    small_execution,
+)
 
 IDS = ("exec-stream-0001", "exec-stream-0002")
 
@@ -241,3 +246,50 @@ def test_an_import_killed_between_its_commits_leaves_a_store_that_opens_and_impo
     fresh = tmp_path / "fresh.duckdb"
     import_bundle(fresh, bundle)
     assert rows_of(db) == rows_of(fresh)
+
+
+# A decision as the executor records it for an HTTP 200 (every input it reads; ~1.6 KB).
+_RECORDED_SUCCESS = json.loads(
+    '{"action": "success", "rule_id": "success.2xx", "reason": "HTTP 200 is success", '
+    '"inputs": {"dispatched": true, "status": 200, "transport_error": null, "retry_policy": '
+    '"unspecified", "guard_violations": [], "attempt_number": 1, "max_attempts": 3, '
+    '"validation_retries": 0, "max_validation_retries": 2, "max_semantic_retries": 2, '
+    '"orchestrator": false, "side_effects": "none", "protected_keys": {}, "has_dependencies":'
+    ' false, "llm_configured": false, "error_analyzer_enabled": true, '
+    '"semantic_retry_enabled": true, "semantic_retry_independent_steps": true, '
+    '"validation_feedback_enabled": true, "legacy_callback_set": false, "legacy_pattern": '
+    'null, "cancelled": false, "circuit_open": false, "retry_after_ms": null, '
+    '"retry_after_source": null, "elapsed_s": 1.5, "max_wall_clock_s": null, '
+    '"llm_tokens_used": 0, "max_total_tokens": null, "llm_calls_used": 0, "max_llm_calls": '
+    'null, "repeated_error_count": 0, "max_repeated_errors": null, "retry_after_max_ms": '
+    '60000.0, "body_is_json_object": true, "ended_by_deadline": false, "tool_retries_used": '
+    '0, "max_retries_per_tool": null, "tool": "crm", "error_text": "component returned status'
+    ' 200", "parameter_keys": ["n"], "backoff": {"initial_delay_ns": 1000000, "max_delay_ns":'
+    ' 5000000, "backoff_factor": 2.0, "jitter_enabled": true}, "analyzer": null, "resolver": '
+    'null, "legacy": null}, "not_matched": [], "delay_ms": null, "delay_source": null, '
+    '"layer": null, "corrected_parameters": null, "failure_class": null, "recovery": null, '
+    '"impact": "the step succeeded (HTTP 200)", "layers": [], "budgets": '
+    '{"step_retries_left": 2, "tool_retries_left": null, "corrections_left": 2}}'
+)
+
+
+def test_an_execution_of_thousands_of_recorded_decisions_imports_in_bounded_memory(tmp_path):
+    # DuckDB's stored decision key costs ~35 KB per row while it is computed: a staged batch of
+    # 2,000 such attempts failed the import's memory limit ("Out of Memory Error").
+    source = tmp_path / "source.duckdb"
+    decided = Decision.from_dict(_RECORDED_SUCCESS)
+    with StoreRecorder(source) as recorder:
+        for event in one_attempt_execution("exec-many", "many", [b"{}"] * 3_000, decided=decided):
+            recorder.record(event)
+    bundle = tmp_path / "many.truva.zip"
+    export_bundle(source, bundle, ["exec-many"])
+    result = import_bundle(tmp_path / "target.duckdb", bundle)
+    assert result.row_counts["attempts"] == 3_000
+    with duckdb.connect(str(tmp_path / "target.duckdb"), read_only=True) as conn:
+        keys = conn.execute(
+            "SELECT count(*), count(DISTINCT decision_key) FROM attempts WHERE decision_key "
+            "IS NOT NULL"
+        ).fetchone()
+    with duckdb.connect(str(source), read_only=True) as conn:
+        recorded = conn.execute("SELECT DISTINCT decision_key FROM attempts").fetchall()
+    assert keys == (3_000, 1) and len(recorded) == 1

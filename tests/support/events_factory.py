@@ -599,8 +599,11 @@ if __name__ == "__main__":
     raise SystemExit(_record_main(sys.argv[1:]))
 
 
-def one_attempt_execution(execution_id: str, query: str, bodies: list[bytes]) -> list[Any]:
-    """A succeeded execution of one-attempt crm steps, step-s answering HTTP 200 with bodies[s]."""
+def one_attempt_execution(
+    execution_id: str, query: str, bodies: list[bytes], *, decided: Decision | None = None
+) -> list[Any]:
+    """A succeeded execution of one-attempt crm steps, step-s answering HTTP 200 with bodies[s]
+    (each decided by `decided`, by default a success decision with few inputs)."""
     plan_steps = [{"id": f"step-{s}", "tool": "crm", "capability": "lookup",
                    "parameters": {"n": s}, "depends_on": []}
                   for s in range(len(bodies))]  # fmt: skip
@@ -615,7 +618,7 @@ def one_attempt_execution(execution_id: str, query: str, bodies: list[bytes]) ->
             parameters=step["parameters"],
             status=200,
             response_body=body,
-            decided=decision("success", "success.2xx", "HTTP 200 is a success"),
+            decided=decided or decision("success", "success.2xx", "HTTP 200 is a success"),
         )
         script.step_finished(step["id"], "succeeded", dispatch_count=1, attempts=1,
                              final_action="success", final_rule_id="success.2xx")  # fmt: skip
