@@ -12,12 +12,14 @@ import html
 import re
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from console.tui.screens.help import HelpScreen
 from console.tui.screens.sql import SqlScreen
 from console.tui.sql_book import history_path
 from console.tui.widgets.sql_results import SqlBook, SqlResultTable
+from console.tui.widgets.tables import StepTable
 from tests.functional.test_tui_sql import SIZE, open_sql, run_query
 from tests.support.plans import capability, plan, run_cli, step, write_plan
 from tests.support.tool_server import ScriptedToolServer, ToolReply
@@ -112,4 +114,42 @@ async def test_the_execution_screen_shows_parameters_and_bodies_with_markup_word
                 assert '"text": "[/p]"' in text
             if tab == "3":
                 assert "[/oops]" in text
+        assert app.screen is screen
+
+
+MARKUP_STEP_IDS = {"step-1": "[bold]x", "step-2": "s[/i]1"}
+
+
+@pytest.fixture
+def markup_steps_store(tmp_path: Path) -> Path:
+    """A store whose step ids look like markup. A plan's ids are plain, so they come as an
+    imported bundle's or an edited store's would."""
+    db = tmp_path / "debug.duckdb"
+    ids = MARKUP_STEP_IDS
+    with ScriptedToolServer() as tools:
+        document = plan(tools.base_url, {"echo": capability("echo")},
+                        [step(step_id, "echo", {"n": 1}) for step_id in ids])  # fmt: skip
+        result = run_cli("--db", str(db), "run", str(write_plan(tmp_path, document)))
+        assert result.code == 0, result.stderr
+    with duckdb.connect(str(db)) as conn:
+        for table in ("steps", "attempts", "events"):
+            for old, new in ids.items():
+                conn.execute(f"UPDATE {table} SET step_id = ? WHERE step_id = ?", [new, old])
+    return db
+
+
+async def test_step_ids_with_markup_words_are_shown_as_typed(markup_steps_store: Path) -> None:
+    # The step and attempt tables gave DataTable plain str cells, which it reads as markup:
+    # `[bold]x` lost its brackets and an unmatched `[/i]` raised MarkupError.
+    ids = MARKUP_STEP_IDS
+    app = tui_app(markup_steps_store, live_refresh=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_loaded(pilot)
+        (execution_id,) = listed_ids(app)
+        screen = await open_execution(app, pilot, execution_id)
+        steps = screen.query_one(StepTable)
+        shown = {steps.get_row_at(row)[0].plain for row in range(steps.row_count)}
+        assert shown == set(ids.values())
+        text = screen_text(app)
+        assert all(step_id in text for step_id in ids.values())
         assert app.screen is screen

@@ -85,8 +85,8 @@ class CheckTable(NavigableTable):
                 where = (f"{printable(example.execution_id)} {printable(example.step_id)} "
                          f"#{example.n}") if example else "-"  # fmt: skip
                 self.add_row("", grade_text(line.grade),
-                             *(_count(line, grade) for grade in Grade), printable(line.title),
-                             where, key=f"{view.tool}#{line.check}")  # fmt: skip
+                             *(_count(line, grade) for grade in Grade), Text(printable(line.title)),
+                             Text(where), key=f"{view.tool}#{line.check}")  # fmt: skip
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -124,7 +124,7 @@ class ChangeTable(NavigableTable):
         """One row per changed step, in the order the report found them."""
         self.clear()
         for index, change in enumerate(view.changes[:SHOWN_CHANGES] if view else ()):
-            self.add_row(printable(change.execution_id), printable(change.step_id),
+            self.add_row(Text(printable(change.execution_id)), Text(printable(change.step_id)),
                          str(change.n), _verdict(change.before), _verdict(change.after),
                          key=str(index))  # fmt: skip
 

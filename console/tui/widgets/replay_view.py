@@ -132,8 +132,8 @@ class DispatchTable(NavigableTable):
             else:
                 attempt = dispatch.attempt
                 got = attempt.transport_error or str(attempt.status)
-                cells = (printable(got), action_text(attempt.action),
-                         printable(attempt.rule_id) or "-")
+                cells = (Text(printable(got)), action_text(attempt.action),
+                         Text(printable(attempt.rule_id) or "-"))
             self.add_row(
                 Text(str(number), justify="right"),
                 *cells,

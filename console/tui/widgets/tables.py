@@ -250,15 +250,16 @@ class StepTable(NavigableTable):
             capability = printable(f"{step.tool}.{step.capability}") if step.tool else "-"
             # validation_retries is TruvaG3's one shared counter: it already counts layer 4.
             corrections = step.validation_retries or 0
+            # Text cells: a DataTable reads a plain str as markup, and ids are the user's text.
             self.add_row(
-                printable(step.step_id),
+                Text(printable(step.step_id)),
                 Text.assemble(status_text(step.status),
                               (badge(step_warning_count(step)), _BADGE_STYLE)),
-                capability,
+                Text(capability),
                 Text(str(step.dispatch_count or 0), justify="right"),
                 Text(str(len(step.attempts)), justify="right"),
                 Text(str(corrections), justify="right"),
-                printable(step.final_rule_id) or "-",
+                Text(printable(step.final_rule_id) or "-"),
                 key=step.step_id,
             )
         self.refresh_bindings()
@@ -320,8 +321,8 @@ class AttemptTable(NavigableTable):
                               (badge(len(attempt_warnings(attempt))), _BADGE_STYLE)),
                 format_duration(attempt.elapsed_ms) if attempt.dispatched else "-",
                 action_text(attempt.action),
-                printable(attempt.rule_id) or "-",
-                printable(attempt.decision_layer) or "-",
+                Text(printable(attempt.rule_id) or "-"),
+                Text(printable(attempt.decision_layer) or "-"),
                 delay_text(attempt.delay_ms, attempt.delay_source),
                 key=str(attempt.n),
             )
