@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,9 @@ import pyarrow as pa
 from store.connection import first_line, session
 from store.errors import StoreError
 from store.queries import Store, open_store
+
+# Rows per batch of `SqlSession.batches` (DuckDB's own default is 131,072: gigabytes of bodies).
+STREAMED_BATCH_ROWS = 2_048
 
 
 class SqlError(StoreError):
@@ -153,10 +157,43 @@ class SqlSession:
                 raise SqlCancelled("cancelled") from error
             except duckdb.Error as error:
                 raise SqlError(first_line(error)) from error
+            except OSError as error:  # an error after the first batch comes through Arrow
+                if cancel is not None:
+                    cancel.check()
+                raise SqlError(first_line(error)) from error
         table = pa.Table.from_batches(kept, schema=reader.schema)
         columns = tuple(table.schema.names)
         values = [table.column(index).to_pylist() for index in range(table.num_columns)]
         return QueryResult(columns, types, tuple(zip(*values, strict=True)), total)
+
+    @contextlib.contextmanager
+    def batches(self, query: str) -> Iterator[tuple[tuple[str, ...], Iterator[QueryResult]] | None]:
+        """`query`'s column names and its rows as QueryResults of one Arrow batch each (None
+        when the statement returns no relation), read while the context is open: memory stays
+        one batch whatever the result's size. DuckDB's errors, here or while iterating, are
+        SqlError."""
+        self.store.refresh()
+        with self._read_only() as conn:
+            try:
+                relation = conn.sql(query)
+                if relation is None:
+                    yield None
+                    return
+                reader = relation.to_arrow_reader(batch_size=STREAMED_BATCH_ROWS)
+                types = tuple(str(kind) for kind in relation.types)
+            except duckdb.Error as error:
+                raise SqlError(first_line(error)) from error
+            columns = tuple(reader.schema.names)
+
+            def results() -> Iterator[QueryResult]:
+                try:
+                    for batch in reader:
+                        values = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+                        yield QueryResult(columns, types, tuple(zip(*values, strict=True)))
+                except (duckdb.Error, OSError) as error:  # OSError: DuckDB's, through Arrow
+                    raise SqlError(first_line(error)) from error
+
+            yield columns, results()
 
     def write_parquet(
         self, query: str, target: str | os.PathLike[str], *, cancel: QueryCancel | None = None

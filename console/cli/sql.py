@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
@@ -22,6 +23,8 @@ from store.errors import StoreError
 from store.sql import QueryResult, SqlError, SqlSession
 
 FORMATS = ("table", "csv", "json", "parquet")
+# What `SqlSession.batches` gives: the column names and the batches, or None (no relation).
+Streamed = tuple[tuple[str, ...], Iterator[QueryResult]] | None
 PROMPT, CONTINUATION = "sql> ", "...> "
 QUIT = "\\q"
 
@@ -71,6 +74,8 @@ def run_one(sql: SqlSession, query: str, output_format: str, output: str | None)
             rows = sql.write_parquet(query, output)
             print(f"wrote {counted(rows, 'row')} to {output}", file=sys.stderr)
             return 0
+        if output is not None and output_format in ("csv", "json"):
+            return _stream_to_file(sql, query, output_format, Path(output))
         result = sql.run(query)
     except SqlError as error:
         return fail(f"sql: {error}")
@@ -173,6 +178,57 @@ def render_json(result: QueryResult | None) -> str:
         for row in result.rows
     ]
     return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+
+
+def _stream_to_file(sql: SqlSession, query: str, output_format: str, target: Path) -> int:
+    """Write the rows to `target` batch by batch, as `render` would write them whole (memory
+    stays one batch); beside `target`, renamed onto it, so nothing is half-written."""
+    try:
+        with sql.batches(query) as results, _partial_text_file(target) as out:
+            if output_format == "csv":
+                _write_csv(out, results)
+            else:
+                _write_json(out, results)
+    except OSError as error:
+        return fail(f"sql: {target}: cannot write: {error.strerror}")
+    return 0
+
+
+def _write_csv(out: TextIO, streamed: Streamed) -> None:
+    """The text of `render_csv`, one batch at a time."""
+    if streamed is None:
+        return
+    columns, results = streamed
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for result in results:
+        for row in result.rows:
+            writer.writerow(["" if value is None else value_text(value) for value in row])
+
+
+def _write_json(out: TextIO, streamed: Streamed) -> None:
+    """The text of `render_json` (`json.dumps(rows, indent=2)`), one object at a time."""
+    first = True
+    for result in streamed[1] if streamed else ():
+        for row in result.rows:
+            item = {name: jsonable(value) for name, value in zip(result.columns, row, strict=True)}
+            # JSON text holds no raw line break, so each of its lines is indented one level.
+            text = json.dumps(item, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+            out.write(("[\n  " if first else ",\n  ") + text)
+            first = False
+    out.write("[]\n" if first else "\n]\n")
+
+
+@contextlib.contextmanager
+def _partial_text_file(target: Path) -> Iterator[TextIO]:
+    """A text file beside `target`, renamed onto it when the block ends without an error."""
+    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as partial:
+            yield partial
+        os.replace(name, target)
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 def write_text_file(target: Path, text: str) -> None:

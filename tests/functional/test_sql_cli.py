@@ -332,3 +332,52 @@ def test_ls_names_a_holder_by_the_script_it_runs(tmp_path: Path) -> None:
         release(holder)
     assert result.code == 2
     assert result.stderr.startswith(f"truva-console: harlequin (pid {holder.pid}) holds {db};")
+
+
+STREAMED_QUERIES = {
+    # 5,000 rows: three of SqlSession.batches' 2,048-row batches; NULLs, text, nested values.
+    "batches": "SELECT i, CASE WHEN i % 7 = 0 THEN NULL ELSE 'v,\"' || i || '\"' END AS text, "
+               "[i, i + 1] AS pair, {'k': i} AS record FROM range(5000) t(i)",
+    "stored_rows": "SELECT * FROM attempts ORDER BY execution_id, step_id, n",
+    "no_rows": "SELECT 1 AS n WHERE false",
+}
+
+
+@pytest.mark.parametrize("output_format", ["csv", "json"])
+@pytest.mark.parametrize("name", sorted(STREAMED_QUERIES))
+def test_sql_streams_csv_and_json_to_a_file_as_it_prints_them(
+    spooled_store: Path, tmp_path: Path, name: str, output_format: str
+) -> None:
+    # -o writes batch by batch (memory stays one batch); the file holds what stdout shows.
+    query = STREAMED_QUERIES[name]
+    printed = run_cli("sql", query, "--db", str(spooled_store), "--format", output_format)
+    assert printed.code == 0, printed.stderr
+    target = tmp_path / f"rows.{output_format}"
+    written = run_cli(
+        "sql", query, "--db", str(spooled_store), "--format", output_format, "-o", str(target)
+    )
+    assert written.code == 0, written.stderr
+    assert target.read_text(encoding="utf-8") == printed.stdout
+    if name == "batches" and output_format == "json":
+        assert len(json.loads(printed.stdout)) == 5000
+
+
+def test_sql_a_statement_failing_while_streamed_leaves_no_file(
+    spooled_store: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "rows.csv"
+    failing = "SELECT CASE WHEN i < 4000 THEN i ELSE error('row ' || i) END FROM range(5000) t(i)"
+    result = run_cli("sql", failing, "--db", str(spooled_store), "--format", "csv", "-o",
+                     str(target))  # fmt: skip
+    assert result.code == 2
+    assert result.stderr.startswith("truva-console: sql: ") and "row 4000" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert not target.exists() and list(tmp_path.glob(".rows.csv.*")) == []
+
+
+def test_sql_a_statement_failing_after_its_first_batch_is_one_line(spooled_store: Path) -> None:
+    # DuckDB's error after the first batch comes through Arrow as OSError: it was a traceback.
+    failing = "SELECT CASE WHEN i < 4000 THEN i ELSE error('row ' || i) END FROM range(5000) t(i)"
+    result = run_cli("sql", failing, "--db", str(spooled_store))
+    assert (result.code, result.stdout) == (2, "")
+    assert result.stderr == "truva-console: sql: Invalid Input Error: row 4000\n"
