@@ -67,7 +67,8 @@ def phoenix_binary() -> tuple[Path | None, str]:
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            return None, f"cannot install Arize Phoenix ({' '.join(command[-2:])}: {last[:160]})"
+            what = " ".join([Path(command[0]).name, *(w for w in command[1:] if w[:1] != "-")])
+            return None, f"cannot install Arize Phoenix ({what}: {last[:160]})"
     binary = phoenix_bin()
     return (binary, "") if binary is not None else (None, f"no phoenix in {VENV} after installing")
 
