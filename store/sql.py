@@ -35,6 +35,21 @@ class ParquetExportError(StoreError):
     """The Parquet directory cannot be written; the message names it."""
 
 
+def python_values(rows: pa.Table | pa.RecordBatch) -> list[list[Any]]:
+    """Each column's values as Python objects; SqlError naming the column for a value Python
+    has no type for (DuckDB's `'infinity'::TIMESTAMP`, a date past year 9999)."""
+    values = []
+    for name, column in zip(rows.schema.names, rows.columns, strict=True):
+        try:
+            values.append(column.to_pylist())
+        except (OverflowError, ValueError, pa.ArrowException) as error:
+            raise SqlError(
+                f"column {name!r} holds a value Python cannot represent ({first_line(error)}); "
+                "cast it to VARCHAR to see it"
+            ) from error
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class QueryResult:
     """What a statement returned: column names, DuckDB type names, and the rows in order."""
@@ -163,7 +178,7 @@ class SqlSession:
                 raise SqlError(first_line(error)) from error
         table = pa.Table.from_batches(kept, schema=reader.schema)
         columns = tuple(table.schema.names)
-        values = [table.column(index).to_pylist() for index in range(table.num_columns)]
+        values = python_values(table)
         return QueryResult(columns, types, tuple(zip(*values, strict=True)), total)
 
     @contextlib.contextmanager
@@ -188,7 +203,7 @@ class SqlSession:
             def results() -> Iterator[QueryResult]:
                 try:
                     for batch in reader:
-                        values = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+                        values = python_values(batch)
                         yield QueryResult(columns, types, tuple(zip(*values, strict=True)))
                 except (duckdb.Error, OSError) as error:  # OSError: DuckDB's, through Arrow
                     raise SqlError(first_line(error)) from error

@@ -381,3 +381,20 @@ def test_sql_a_statement_failing_after_its_first_batch_is_one_line(spooled_store
     result = run_cli("sql", failing, "--db", str(spooled_store))
     assert (result.code, result.stdout) == (2, "")
     assert result.stderr == "truva-console: sql: Invalid Input Error: row 4000\n"
+
+
+@pytest.mark.parametrize("to_file", [False, True], ids=["stdout", "file"])
+def test_sql_a_value_python_cannot_represent_is_one_line(
+    spooled_store: Path, tmp_path: Path, to_file: bool
+) -> None:
+    # DuckDB's infinite timestamp has no Python datetime: it was an OverflowError traceback.
+    target = tmp_path / "t.csv"
+    output = ["--format", "csv", "-o", str(target)] if to_file else []
+    result = run_cli("sql", "SELECT 'infinity'::TIMESTAMP AS t", "--db", str(spooled_store),
+                     *output)  # fmt: skip
+    assert (result.code, result.stdout) == (2, "")
+    assert result.stderr == (
+        "truva-console: sql: column 't' holds a value Python cannot represent (date value out "
+        "of range); cast it to VARCHAR to see it\n"
+    )
+    assert not target.exists()

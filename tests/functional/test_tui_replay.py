@@ -7,6 +7,7 @@ import json
 import shlex
 from pathlib import Path
 
+import duckdb
 import pytest
 from textual.widgets import Static, TextArea
 
@@ -366,3 +367,20 @@ async def test_replay_of_a_step_whose_llm_texts_were_not_read_yet_answers_from_t
         result = static_text(screen, "#replay-result")
     assert "outcome changed" not in result
     assert "replay   success" in result
+
+
+async def test_the_comparison_shows_a_stored_rule_id_that_looks_like_markup(
+    sample_db: Path, tmp_path: Path
+):
+    # The comparison gave Rich plain str cells for rule ids: `[/i]` (from an imported bundle or
+    # an edited store) raised MarkupError when the replay finished.
+    with duckdb.connect(str(sample_db)) as conn:
+        conn.execute("UPDATE attempts SET rule_id = '[/i]' || rule_id WHERE execution_id = ?",
+                     [MISCLASSIFIED_503])  # fmt: skip
+    app = console_app(sample_db, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_replay(app, pilot, MISCLASSIFIED_503)
+        await run_replay(pilot, screen)
+        shown = static_text(screen, "#replay-result", width=300)
+        assert app.screen is screen
+    assert "[/i]" in shown

@@ -220,7 +220,8 @@ def comparison_renderable(result: ReplayResult, *, with_rules: bool = True) -> R
             delay = attempt.delay_ms if attempt.action == "retry_same" else None
             left.add_row(*row(
                 _got(attempt.dispatched, attempt.status, attempt.transport_error),
-                action_text(attempt.action), printable(attempt.rule_id) or "-", _delay(delay),
+                action_text(attempt.action), Text(printable(attempt.rule_id) or "-"),
+                _delay(delay),
             ))  # fmt: skip
         else:
             left.add_row(*row("", "", "", ""))
@@ -233,7 +234,7 @@ def comparison_renderable(result: ReplayResult, *, with_rules: bool = True) -> R
                     got = Text("unscripted", style="dim")
                 elif dispatch_number in edited:
                     got.append("*", style="bold yellow")
-            right.add_row(*row(got, action_text(summary.action), printable(summary.rule),
+            right.add_row(*row(got, action_text(summary.action), Text(printable(summary.rule)),
                                _delay(summary.delay_ms)))  # fmt: skip
         else:
             right.add_row(*row("", "", "", ""))
