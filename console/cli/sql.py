@@ -160,24 +160,20 @@ def render_table(result: QueryResult | None) -> str:
 def render_csv(result: QueryResult | None) -> str:
     """CSV with a header row; NULL is an empty field, values are whole."""
     out = io.StringIO()
-    if result is None:
-        return ""
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(result.columns)
-    for row in result.rows:
-        writer.writerow(["" if value is None else value_text(value) for value in row])
+    _write_csv(out, _one_batch(result))
     return out.getvalue()
 
 
 def render_json(result: QueryResult | None) -> str:
     """A JSON array with one object per row, keyed by column name."""
-    if result is None:
-        return "[]\n"
-    rows = [
-        {name: jsonable(value) for name, value in zip(result.columns, row, strict=True)}
-        for row in result.rows
-    ]
-    return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+    out = io.StringIO()
+    _write_json(out, _one_batch(result))
+    return out.getvalue()
+
+
+def _one_batch(result: QueryResult | None) -> Streamed:
+    """A whole result as `SqlSession.batches` gives one: its columns and one batch."""
+    return None if result is None else (result.columns, iter((result,)))
 
 
 def _stream_to_file(sql: SqlSession, query: str, output_format: str, target: Path) -> int:
@@ -233,10 +229,5 @@ def _partial_text_file(target: Path) -> Iterator[TextIO]:
 
 def write_text_file(target: Path, text: str) -> None:
     """Write `text` beside `target` and rename it onto `target`, so nothing is half-written."""
-    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as partial:
-            partial.write(text)
-        os.replace(name, target)
-    finally:
-        Path(name).unlink(missing_ok=True)
+    with _partial_text_file(target) as out:
+        out.write(text)
