@@ -27,6 +27,8 @@ from store.bundle.format import (
     README_MEMBER,
     SPANS_MEMBER,
     BundleExportError,
+    execution_weights,
+    follows_execution_order,
     paused_gc,
     read_execution_rows,
     row_line,
@@ -34,7 +36,14 @@ from store.bundle.format import (
 )
 from store.bundle.manifest import build_manifest
 from store.bundle.redaction import redact_row, redaction_manifest
-from store.bundle.spans import spans_document
+from store.bundle.spans import (
+    SpanKey,
+    SpansNeedSdk,
+    default_resource,
+    keyed_span_lines,
+    span_document_frame,
+    spans_document,
+)
 from store.connection import DEFAULT_LOCK_TIMEOUT_S, store_paths
 from store.queries import Store, open_store
 
@@ -132,9 +141,11 @@ def export_bundle(
 ) -> ExportResult:
     """Write the executions `execution_ids` (ids or unique prefixes; None for all) to `output`.
 
-    Rows are read in one short session. Secrets are redacted unless `redact` is false. A
-    running execution is refused when named and skipped by `None`. The file is written under
-    a temporary name and renamed, so `output` is either the whole bundle or untouched.
+    Rows are read a batch of whole executions at a time (`_BATCH_WEIGHT`), each batch in one
+    short session, and written out before the next is read, so memory is bounded by a batch
+    and not the selection. Secrets are redacted unless `redact` is false. A running execution
+    is refused when named and skipped by `None`. The file is written under a temporary name
+    and renamed, so `output` is either the whole bundle or untouched.
     Raises BundleExportError, StoreOpenError, StoreBusyError or ExecutionNotFoundError.
     """
     output_path = Path(output)
@@ -144,26 +155,227 @@ def export_bundle(
     store = open_store(db_path, lock_timeout_s=lock_timeout_s)
     with store.session() as conn:
         chosen, skipped_running = _choose_executions(store, conn, execution_ids)
-        rows = read_execution_rows(conn, chosen)
+        batches = _execution_batches(conn, chosen)
+    written: tuple[int, Mapping[str, int], int] | None = None
     with paused_gc():
-        if redact:
-            rows = {
-                table: [redact_row(table, row) for row in table_rows]
-                for table, table_rows in rows.items()
-            }
-        spans, span_count = spans_document(rows)
-        size = write_bundle(
-            output_path, chosen, rows, spans, span_count, redacted=redact, overwrite=overwrite
-        )
+        if batches is not None:
+            with contextlib.suppress(SpansNeedSdk):
+                written = _write_in_batches(
+                    store, output_path, chosen, batches, redact=redact, overwrite=overwrite
+                )
+        if written is None:
+            written = _write_whole(store, output_path, chosen, redact=redact, overwrite=overwrite)
+    size, row_counts, span_count = written
     return ExportResult(
         path=output_path,
         execution_ids=tuple(chosen),
         skipped_running=tuple(skipped_running),
         redacted=redact,
         size_bytes=size,
-        row_counts={table: len(table_rows) for table, table_rows in rows.items()},
+        row_counts=row_counts,
         span_count=span_count,
     )
+
+
+# A batch holds whole executions up to about this weight: a row is `_ROW_WEIGHT` and its
+# bodies their bytes (the bench's 80 MB of prompts in 5 batches).
+_BATCH_WEIGHT = 16 * MIB
+_ROW_WEIGHT = 1024
+
+
+def _execution_batches(
+    conn: duckdb.DuckDBPyConnection, chosen: Sequence[str]
+) -> list[list[str]] | None:
+    """`chosen` in id order, cut into batches of about `_BATCH_WEIGHT`; None when a table's
+    rows are not in execution order (read whole, as `_write_whole` does)."""
+    if not all(follows_execution_order(conn, spec, chosen) for spec in store_table_specs()):
+        return None
+    batches: list[list[str]] = []
+    batch: list[str] = []
+    weight = 0
+    for execution_id, execution_weight in execution_weights(conn, chosen, _ROW_WEIGHT):
+        if batch and weight + execution_weight > _BATCH_WEIGHT:
+            batches.append(batch)
+            batch, weight = [], 0
+        batch.append(execution_id)
+        weight += execution_weight
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _redacted(rows: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    for table, table_rows in rows.items():
+        for index, row in enumerate(table_rows):
+            table_rows[index] = redact_row(table, row)
+    return rows
+
+
+def _write_whole(
+    store: Store, output: Path, chosen: Sequence[str], *, redact: bool, overwrite: bool
+) -> tuple[int, Mapping[str, int], int]:
+    """The bundle from every row of `chosen` read at once and spans built over all of them:
+    for tables out of execution order and spans the SDK must build."""
+    with store.session() as conn:
+        rows = read_execution_rows(conn, chosen)
+    if redact:
+        rows = _redacted(rows)
+    spans, span_count = spans_document(rows)
+    size = write_bundle(
+        output, chosen, rows, spans, span_count, redacted=redact, overwrite=overwrite
+    )
+    return size, {table: len(table_rows) for table, table_rows in rows.items()}, span_count
+
+
+def _write_in_batches(
+    store: Store,
+    output: Path,
+    chosen: Sequence[str],
+    batches: Sequence[Sequence[str]],
+    *,
+    redact: bool,
+    overwrite: bool,
+) -> tuple[int, Mapping[str, int], int]:
+    """The bundle of `batches` (whole executions, in id order), one batch in memory at a time.
+
+    Each table's lines go to its member as a batch is read; each batch's spans go to a spool
+    file with their `SpanKey`, and the spans member is written from it in key order at the
+    end: the bytes `write_bundle` writes for all rows at once. Raises SpansNeedSdk.
+    """
+    created_at = _utc_now_text()
+    resource = default_resource()
+    specs = store_table_specs()
+    with contextlib.ExitStack() as stack:
+        readme = _StagedMember.of(output, _README.encode("utf-8"), stack)
+        members = {spec.name: stack.enter_context(_StagedMember(output)) for spec in specs}
+        spool = stack.enter_context(_SpanSpool(output))
+        row_counts = dict.fromkeys(members, 0)
+        for batch in batches:
+            with store.session() as conn:
+                rows = read_execution_rows(conn, batch)
+            _check_batch(store, rows, batch)
+            if redact:
+                rows = _redacted(rows)
+            for spec in specs:
+                table_rows = rows.get(spec.name, ())
+                member = members[spec.name]
+                for piece in _batched(row_line(spec, row) for row in table_rows):
+                    member.write(piece)
+                row_counts[spec.name] += len(table_rows)
+            spool.add(keyed_span_lines(rows, resource))
+            del rows
+        for member in members.values():
+            member.close()
+        spans_member = stack.enter_context(_StagedMember(output))
+        for piece in _batched(spool.document(resource)):
+            spans_member.write(piece)
+        spans_member.close()
+        staged = [
+            (README_MEMBER, readme),
+            *((spec.member, members[spec.name]) for spec in specs),
+            (SPANS_MEMBER, spans_member),
+        ]
+        manifest = build_manifest(
+            chosen,
+            [(name, member.size, member.digest.hexdigest()) for name, member in staged],
+            row_counts,
+            spool.count,
+            redaction=redaction_manifest(redact),
+            created_at=created_at,
+        )
+        manifest_bytes = (json.dumps(manifest, ensure_ascii=False, indent=2) + "\n").encode()
+        stamp = datetime.fromisoformat(created_at.replace("Z", "+00:00")).timetuple()[:6]
+        size = _write_zip_atomically(
+            output,
+            [(MANIFEST_MEMBER, _StagedMember.of(output, manifest_bytes, stack)), *staged],
+            stamp,
+            overwrite=overwrite,
+        )
+    return size, row_counts, spool.count
+
+
+def _check_batch(
+    store: Store, rows: Mapping[str, Sequence[Mapping[str, Any]]], batch: Sequence[str]
+) -> None:
+    found = {row["execution_id"] for row in rows.get("executions", ())}
+    for execution_id in batch:
+        if execution_id not in found:
+            raise BundleExportError(
+                f"{store.path}: execution {execution_id} was removed from the store while it "
+                "was being exported; export again"
+            )
+
+
+class _SpanSpool:
+    """The spans' compact JSON lines of every batch in a temporary file, each with its key;
+    read back as the spans document in key order."""
+
+    def __init__(self, output: Path) -> None:
+        self._output = output
+        self._entries: list[tuple[SpanKey, int, int]] = []
+        self._end = 0
+
+    def __enter__(self) -> _SpanSpool:
+        try:
+            self._file = tempfile.TemporaryFile(dir=self._output.parent, prefix=".truva-spans.")
+        except OSError as error:
+            raise BundleExportError(
+                f"{self._output}: cannot write: {error.strerror or error}"
+            ) from error
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    @property
+    def count(self) -> int:
+        return len(self._entries)
+
+    def add(self, keyed: Sequence[tuple[SpanKey, bytes]]) -> None:
+        """Keep `keyed` lines, each written with a leading comma."""
+        pieces = []
+        for key, line in keyed:
+            self._entries.append((key, self._end, len(line) + 1))
+            self._end += len(line) + 1
+            pieces.append(b"," + line)
+        try:
+            self._file.write(b"".join(pieces))
+        except OSError as error:
+            raise BundleExportError(
+                f"{self._output}: cannot write: {error.strerror or error}"
+            ) from error
+
+    def document(self, resource: Any) -> Iterator[bytes]:
+        """The spans document's bytes, spans in key order; a run of spans that lie in key
+        order in the file is read in one go."""
+        if not self._entries:
+            yield b'{"resourceSpans":[]}\n'
+            return
+        head, tail = span_document_frame(resource)
+        self._file.flush()
+        self._entries.sort(key=lambda entry: entry[0])
+        fd = self._file.fileno()
+        first = True
+        run_start = run_end = self._entries[0][1]
+        for _key, offset, length in self._entries:
+            if offset != run_end:
+                yield from self._run(fd, run_start, run_end, head if first else b"")
+                first = False
+                run_start = offset
+            run_end = offset + length
+        yield from self._run(fd, run_start, run_end, head if first else b"")
+        yield tail + b"\n"
+
+    def _run(self, fd: int, start: int, end: int, head: bytes) -> Iterator[bytes]:
+        """Bytes `start`..`end` of the spool, the first one's comma replaced by `head`."""
+        while start < end:
+            chunk = os.pread(fd, min(end - start, _PIECE_BYTES), start)
+            if not chunk:
+                raise BundleExportError(f"{self._output}: the spans spool was cut short")
+            start += len(chunk)
+            if head:
+                chunk, head = head + chunk[1:], b""
+            yield chunk
 
 
 def write_bundle(
