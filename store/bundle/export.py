@@ -37,10 +37,12 @@ from store.bundle.format import (
 from store.bundle.manifest import build_manifest
 from store.bundle.redaction import redact_row, redaction_manifest
 from store.bundle.spans import (
+    SPANS_MARKER,
     SpanKey,
     SpansNeedSdk,
     default_resource,
     keyed_span_lines,
+    otlp_json,
     span_document_frame,
     spans_document,
 )
@@ -249,6 +251,7 @@ def _write_in_batches(
         readme = _StagedMember.of(output, _README.encode("utf-8"), stack)
         members = {spec.name: stack.enter_context(_StagedMember(output)) for spec in specs}
         spool = stack.enter_context(_SpanSpool(output))
+        runs = {name: _Runs(member) for name, member in members.items()}
         row_counts = dict.fromkeys(members, 0)
         for batch in batches:
             with store.session() as conn:
@@ -258,17 +261,17 @@ def _write_in_batches(
                 rows = _redacted(rows)
             for spec in specs:
                 table_rows = rows.get(spec.name, ())
-                member = members[spec.name]
-                for piece in _batched(row_line(spec, row) for row in table_rows):
-                    member.write(piece)
+                runs[spec.name].add(row_line(spec, row) for row in table_rows)
                 row_counts[spec.name] += len(table_rows)
             spool.add(keyed_span_lines(rows, resource))
             del rows
-        for member in members.values():
+        for name, member in members.items():
+            runs[name].close()
             member.close()
         spans_member = stack.enter_context(_StagedMember(output))
-        for piece in _batched(spool.document(resource)):
-            spans_member.write(piece)
+        spans_runs = _Runs(spans_member)
+        spans_runs.add(spool.document_pieces(resource))
+        spans_runs.close()
         spans_member.close()
         staged = [
             (README_MEMBER, readme),
@@ -306,9 +309,32 @@ def _check_batch(
             )
 
 
+class _Runs:
+    """Pieces written to a member in runs of about `_PIECE_BYTES`, joined as `_batched` joins
+    them over all the pieces of one member, so a member is deflated in the same pieces."""
+
+    def __init__(self, member: _StagedMember) -> None:
+        self._member = member
+        self._run: list[bytes] = []
+        self._size = 0
+
+    def add(self, pieces: Iterable[bytes]) -> None:
+        for piece in pieces:
+            self._run.append(piece)
+            self._size += len(piece)
+            if self._size >= _PIECE_BYTES:
+                self._member.write(b"".join(self._run))
+                self._run, self._size = [], 0
+
+    def close(self) -> None:
+        if self._run:
+            self._member.write(b"".join(self._run))
+            self._run, self._size = [], 0
+
+
 class _SpanSpool:
     """The spans' compact JSON lines of every batch in a temporary file, each with its key;
-    read back as the spans document in key order."""
+    read back as the pieces of the spans document, spans in key order."""
 
     def __init__(self, output: Path) -> None:
         self._output = output
@@ -332,50 +358,57 @@ class _SpanSpool:
         return len(self._entries)
 
     def add(self, keyed: Sequence[tuple[SpanKey, bytes]]) -> None:
-        """Keep `keyed` lines, each written with a leading comma."""
-        pieces = []
+        """Keep the `keyed` lines."""
         for key, line in keyed:
-            self._entries.append((key, self._end, len(line) + 1))
-            self._end += len(line) + 1
-            pieces.append(b"," + line)
+            self._entries.append((key, self._end, len(line)))
+            self._end += len(line)
         try:
-            self._file.write(b"".join(pieces))
+            self._file.write(b"".join(line for _key, line in keyed))
         except OSError as error:
             raise BundleExportError(
                 f"{self._output}: cannot write: {error.strerror or error}"
             ) from error
 
-    def document(self, resource: Any) -> Iterator[bytes]:
-        """The spans document's bytes, spans in key order; a run of spans that lie in key
-        order in the file is read in one go."""
+    def document_pieces(self, resource: Any) -> Iterator[bytes]:
+        """The pieces `write_bundle` writes for the spans document with these spans (in key
+        order) and `resource`: those of `_json_pieces`, then a newline."""
         if not self._entries:
-            yield b'{"resourceSpans":[]}\n'
+            yield from _text_pieces(itertools.chain(_json_pieces(otlp_json(()), 6), ["\n"]))
             return
-        head, tail = span_document_frame(resource)
+        frame = [piece.encode("utf-8") for piece in _json_pieces(span_document_frame(resource), 6)]
+        marker = _compact_json(SPANS_MARKER).encode("utf-8")
+        if frame.count(marker) != 1:
+            raise SpansNeedSdk
+        at = frame.index(marker)
+        yield from frame[:at]
         self._file.flush()
         self._entries.sort(key=lambda entry: entry[0])
-        fd = self._file.fileno()
-        first = True
-        run_start = run_end = self._entries[0][1]
-        for _key, offset, length in self._entries:
-            if offset != run_end:
-                yield from self._run(fd, run_start, run_end, head if first else b"")
-                first = False
-                run_start = offset
-            run_end = offset + length
-        yield from self._run(fd, run_start, run_end, head if first else b"")
-        yield tail + b"\n"
+        for index, line in enumerate(self._lines()):
+            if index:
+                yield b","
+            yield line
+        yield from frame[at + 1 :]
+        yield b"\n"
 
-    def _run(self, fd: int, start: int, end: int, head: bytes) -> Iterator[bytes]:
-        """Bytes `start`..`end` of the spool, the first one's comma replaced by `head`."""
-        while start < end:
-            chunk = os.pread(fd, min(end - start, _PIECE_BYTES), start)
-            if not chunk:
+    def _lines(self) -> Iterator[bytes]:
+        """The lines in entry order; lines that lie one after the other in the file are read
+        together, about `_PIECE_BYTES` at a time."""
+        fd = self._file.fileno()
+        entries = self._entries
+        start = 0
+        while start < len(entries):
+            end, first = start + 1, entries[start][1]
+            last = first + entries[start][2]
+            while end < len(entries) and entries[end][1] == last and last - first < _PIECE_BYTES:
+                last += entries[end][2]
+                end += 1
+            data = os.pread(fd, last - first, first)
+            if len(data) != last - first:
                 raise BundleExportError(f"{self._output}: the spans spool was cut short")
-            start += len(chunk)
-            if head:
-                chunk, head = head + chunk[1:], b""
-            yield chunk
+            view = memoryview(data)
+            for _key, offset, length in entries[start:end]:
+                yield bytes(view[offset - first : offset - first + length])
+            start = end
 
 
 def write_bundle(
@@ -481,7 +514,11 @@ def _json_pieces(value: Any, depth: int) -> Iterator[str]:
 
 def _batched_text(pieces: Iterable[str]) -> Iterator[bytes]:
     """Text `pieces` (a JSON encoder's many small ones) as UTF-8 runs of about `_PIECE_BYTES`."""
-    return _batched(piece.encode("utf-8") for piece in pieces)
+    return _batched(_text_pieces(pieces))
+
+
+def _text_pieces(pieces: Iterable[str]) -> Iterator[bytes]:
+    return (piece.encode("utf-8") for piece in pieces)
 
 
 class _StagedMember:

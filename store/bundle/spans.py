@@ -740,7 +740,7 @@ def otlp_json(spans: Sequence[Any]) -> dict[str, Any]:
 # those of `spans_document` over all the rows (tests/unit/test_bundle_spans.py).
 
 SpanKey = tuple[Any, ...]
-_SPANS_MARKER = "\x00spans"
+SPANS_MARKER = "\x00spans"
 
 
 class SpansNeedSdk(Exception):
@@ -810,16 +810,11 @@ def keyed_span_lines(
     return keyed
 
 
-def span_document_frame(resource: Any) -> tuple[bytes, bytes]:
-    """The compact JSON before the first and after the last of the `keyed_span_lines` of a
-    document with `resource` (comma-separated between them). Raises SpansNeedSdk."""
+def span_document_frame(resource: Any) -> dict[str, Any]:
+    """The spans document with `resource` whose one span is `SPANS_MARKER`: where the sorted
+    `keyed_span_lines` go, comma-separated. Raises SpansNeedSdk."""
     scope = _PlainTracerProvider(resource).scope
     try:
-        document = {"resourceSpans": [_resource_spans_json(resource, {scope: [_SPANS_MARKER]})]}
+        return {"resourceSpans": [_resource_spans_json(resource, {scope: [SPANS_MARKER]})]}
     except _NotDirect:
         raise SpansNeedSdk from None
-    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
-    parts = text.split(json.dumps(_SPANS_MARKER))
-    if len(parts) != 2:
-        raise SpansNeedSdk
-    return parts[0].encode("utf-8"), parts[1].encode("utf-8")
