@@ -41,6 +41,7 @@ from store.bundle.spans import (
     SpanKey,
     SpansNeedSdk,
     default_resource,
+    events_from_rows,
     keyed_span_lines,
     otlp_json,
     span_document_frame,
@@ -259,12 +260,14 @@ def _write_in_batches(
             _check_batch(store, rows, batch)
             if redact:
                 rows = _redacted(rows)
-            for spec in specs:
-                table_rows = rows.get(spec.name, ())
+            events = events_from_rows(rows)
+            for spec in specs:  # each table's rows let go once written; the events keep values
+                table_rows = rows.pop(spec.name, [])
                 runs[spec.name].add(row_line(spec, row) for row in table_rows)
                 row_counts[spec.name] += len(table_rows)
-            spool.add(keyed_span_lines(rows, resource))
-            del rows
+                del table_rows
+            spool.add(keyed_span_lines(events, resource))
+            del rows, events
         for name, member in members.items():
             runs[name].close()
             member.close()
@@ -357,17 +360,21 @@ class _SpanSpool:
     def count(self) -> int:
         return len(self._entries)
 
-    def add(self, keyed: Sequence[tuple[SpanKey, bytes]]) -> None:
-        """Keep the `keyed` lines."""
+    def add(self, keyed: Iterable[tuple[SpanKey, bytes]]) -> None:
+        """Keep the `keyed` lines, written about `_PIECE_BYTES` at a time."""
+        for piece in _batched(self._record(keyed)):
+            try:
+                self._file.write(piece)
+            except OSError as error:
+                raise BundleExportError(
+                    f"{self._output}: cannot write: {error.strerror or error}"
+                ) from error
+
+    def _record(self, keyed: Iterable[tuple[SpanKey, bytes]]) -> Iterator[bytes]:
         for key, line in keyed:
             self._entries.append((key, self._end, len(line)))
             self._end += len(line)
-        try:
-            self._file.write(b"".join(line for _key, line in keyed))
-        except OSError as error:
-            raise BundleExportError(
-                f"{self._output}: cannot write: {error.strerror or error}"
-            ) from error
+            yield line
 
     def document_pieces(self, resource: Any) -> Iterator[bytes]:
         """The pieces `write_bundle` writes for the spans document with these spans (in key

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -748,18 +748,20 @@ class SpansNeedSdk(Exception):
     caller builds the whole document with `spans_document` instead."""
 
 
-def _span_line(span: Any) -> bytes:
+def _span_line(span: _PlainSpan) -> bytes:
+    """The span's compact JSON; its attributes and events are let go (an ended span is never
+    changed: the plain provider refuses it), though the recorder's tracks keep the span."""
     try:
         encoded = _span_json(span)
     except _NotDirect:
         raise SpansNeedSdk from None
+    span.attributes, span.events = {}, []
     return json.dumps(encoded, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def keyed_span_lines(
-    rows: Mapping[str, Sequence[Mapping[str, Any]]], resource: Any
-) -> list[tuple[SpanKey, bytes]]:
-    """The spans rebuilt from `rows` (whole executions) as compact JSON, each with its key.
+def keyed_span_lines(events: list[Event | None], resource: Any) -> Iterator[tuple[SpanKey, bytes]]:
+    """The spans of `events` (`events_from_rows` of whole executions) as compact JSON, each
+    with its key; each event is let go (its place set to None) once recorded.
 
     Sorted by key, the lines of every part of a selection are the `spans` array of
     `spans_document` over the whole selection, with `resource` as its resource; see
@@ -775,9 +777,11 @@ def keyed_span_lines(
     finished = provider.finished
     open_tracks = recorder._executions  # the open executions, in the order they opened
     opened_at: dict[str, SpanKey] = {}
-    keyed: list[tuple[SpanKey, bytes]] = []
     try:
-        for index, event in enumerate(events_from_rows(rows)):
+        for index, event in enumerate(events):
+            if event is None:
+                continue
+            events[index] = None
             recorder.record(event)
             execution_id = getattr(event, "execution_id", None)
             key = (
@@ -790,9 +794,9 @@ def keyed_span_lines(
             )
             if execution_id not in opened_at and execution_id in open_tracks:
                 opened_at[execution_id] = key
-            if finished:
-                keyed.extend(((*key, sub), _span_line(span)) for sub, span in enumerate(finished))
-                finished.clear()
+            for sub, span in enumerate(finished):
+                yield (*key, sub), _span_line(span)
+            finished.clear()
         open_keys = {
             int(trace_id_for_execution(execution_id), 16): opened_at[execution_id]
             for execution_id in open_tracks
@@ -806,8 +810,7 @@ def keyed_span_lines(
         opened = open_keys.get(span.context.trace_id)
         if opened is None:
             raise SpansNeedSdk
-        keyed.append(((1, *opened, sub), _span_line(span)))
-    return keyed
+        yield (1, *opened, sub), _span_line(span)
 
 
 def span_document_frame(resource: Any) -> dict[str, Any]:
