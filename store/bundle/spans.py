@@ -1,4 +1,9 @@
-"""Store rows back to the executor events they were folded from, and their OTLP spans."""
+"""Store rows back to the executor events they were folded from, and their OTLP spans.
+
+Longer than ~600 lines on purpose: the events, the plain tracer provider, the direct OTLP/JSON
+encoder and the keyed spans of a batch are one pipeline whose output must stay byte-equal to
+the SDK's; they read each other's private records.
+"""
 
 from __future__ import annotations
 
