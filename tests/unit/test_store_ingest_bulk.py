@@ -219,7 +219,7 @@ def test_new_rows_are_inserted_plainly_and_only_stored_rows_merge(conn) -> None:
 
     statements = {insert.table_name: insert.statements for insert in staged.inserts}
     merge, plain = statements["attempts"]
-    assert "SEMI JOIN attempts" in merge and "ON CONFLICT" in merge
+    assert "SEMI JOIN attempts" in merge and merge.startswith("UPDATE attempts SET")
     assert "ANTI JOIN attempts" in plain and "ON CONFLICT" not in plain
     assert all("ON CONFLICT" not in statement for statement in statements["llm_calls"])
     rows = conn.execute(
