@@ -216,6 +216,7 @@ def _with_lowered_parts(table_name: str, staging: pa.Table) -> pa.Table:
 
 
 _LOWERED_DICTIONARY = pa.dictionary(pa.int64(), pa.large_string())
+_LOWER_IN_ARROW_MAX = 1 << 20
 
 
 def _ascii_lowered_rows(chunk: pa.DictionaryArray) -> pa.DictionaryArray:
@@ -223,6 +224,11 @@ def _ascii_lowered_rows(chunk: pa.DictionaryArray) -> pa.DictionaryArray:
     lower-cased pieces the rows use (each used piece copied once, the others not at all)."""
     indices = chunk.indices
     used = pc.unique(indices.drop_null()) if indices.null_count else pc.unique(indices)
+    # A piece over `_LOWER_IN_ARROW_MAX` is left null: DuckDB lowers it from the stored column
+    # (the same text) rather than Arrow holding a lowered copy beside the staged body.
+    used = used.filter(
+        pc.less_equal(pc.binary_length(chunk.dictionary).take(used), _LOWER_IN_ARROW_MAX)
+    )
     if not len(used):
         return pa.DictionaryArray.from_arrays(
             pa.nulls(len(chunk), pa.int64()), pa.array([], pa.large_string())
