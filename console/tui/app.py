@@ -163,7 +163,7 @@ class TruvaConsoleApp(App[int]):
     def _read_ahead(self, execution_id: str) -> None:
         """The list's cursor rested on `execution_id`: read it, if the list still shows it."""
         self._prefetch_timer = None
-        screen = self.screen
+        screen = self.screen_stack[-1] if self.screen_stack else None  # none while exiting
         if not isinstance(screen, ExecutionsScreen):
             return
         if screen.query_one(ExecutionTable).highlighted_key() != execution_id:
