@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from executor.params import json_type_name
 from executor.plan import basic_authorization, split_userinfo
+from executor.redact import redact_secrets
 from executor.tracecontext import llm_headers
 from executor.wire import is_transient_status
 
@@ -402,7 +403,9 @@ class LLMClient:
             completion_tokens=fields.completion_tokens,
             total_tokens=fields.total_tokens,
             latency_ms=latency_ms,
-            error=fields.error,
+            # The endpoint's error text may echo a credential (OpenAI's 401 quotes the key): it
+            # reaches decisions, `run` and `explain`, so it is redacted as the store's errors are.
+            error=redact_secrets(fields.error) if fields.error else fields.error,
             started_at=started_at,
             error_kind=fields.error_kind,
             response_headers=response_headers or {},
