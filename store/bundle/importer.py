@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,6 +31,8 @@ from store.bundle.validate import RowSets, Scan, row_digest, scan_bundle
 from store.connection import DEFAULT_LOCK_TIMEOUT_S, first_line, store_paths
 from store.queries import Store
 from store.schema import DERIVED_COLUMNS
+
+log = logging.getLogger(__name__)
 
 _FETCH_ROWS = 1_000
 _IMPORT_MEMORY_LIMIT = 48 * MIB
@@ -288,6 +291,10 @@ def _write_bundle(
     except BaseException:
         rollback(conn)
         raise
+    # No row groups are merged while the batches go in: each automatic checkpoint then writes
+    # only the rows committed since the last one, instead of rewriting a table's growing row
+    # group (the import's CPU and its peak memory grew with the bundle).
+    conn.execute("SET max_vacuum_tasks = 0")
     try:
         for spec in specs[:-1]:
             row_counts[spec.name] = _insert_table(conn, scan, spec, writing, commit_batches=True)
@@ -301,7 +308,24 @@ def _write_bundle(
         with contextlib.suppress(duckdb.Error):
             _delete_rows(conn, sorted(writing), orphans_only=True)
         raise
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            conn.execute("RESET max_vacuum_tasks")
+    _merge_row_groups(conn, db_label)
     return plan, row_counts
+
+
+def _merge_row_groups(conn: duckdb.DuckDBPyConnection, db_label: str) -> None:
+    """Merge the small row groups the import wrote, once, within the import's memory limit.
+
+    Left alone, the next checkpoint of the store (by whichever process writes it next, at
+    DuckDB's default limit) would merge them. The import is committed already: a failed
+    checkpoint leaves the rows in the WAL for a later one, so it is logged, not raised.
+    """
+    try:
+        conn.execute("CHECKPOINT")
+    except duckdb.Error as error:
+        log.warning("%s: checkpoint after the import failed: %s", db_label, first_line(error))
 
 
 @contextlib.contextmanager
