@@ -330,7 +330,12 @@ def _merge_row_groups(conn: duckdb.DuckDBPyConnection, db_label: str) -> None:
     try:
         conn.execute("CHECKPOINT")
     except duckdb.Error as error:
-        log.warning("%s: checkpoint after the import failed: %s", db_label, first_line(error))
+        log.warning(
+            "%s: the import is committed, but merging its row groups failed (%s); they stay "
+            "in the WAL for the store's next checkpoint",
+            db_label,
+            first_line(error),
+        )
 
 
 @contextlib.contextmanager

@@ -331,7 +331,8 @@ def test_a_failed_checkpoint_after_the_import_is_logged_not_raised(caplog):
     with caplog.at_level("WARNING", logger=importer.__name__):
         importer._merge_row_groups(Unwritable(), "store.duckdb")
     assert caplog.messages == [
-        "store.duckdb: checkpoint after the import failed: IO Error: No space left on device"
+        "store.duckdb: the import is committed, but merging its row groups failed (IO Error: "
+        "No space left on device); they stay in the WAL for the store's next checkpoint"
     ]
 
 
