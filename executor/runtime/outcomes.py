@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import httpcore
 import httpx
+from httpcore._utils import is_socket_readable
 
 from executor.llm import (
     LayerResult,
@@ -236,12 +238,74 @@ class _ResponseCookies(httpx.Cookies):
             super().extract_cookies(response)
 
 
-class ToolHttpClient(httpx.AsyncClient):
-    """The executor's own httpx client: httpx's, with `_ResponseCookies` as its cookie jar
-    (the same cookies kept and sent; ~10 % less Python per tool call)."""
+class _SocketCheckedStream(httpcore.AsyncNetworkStream):
+    """A connection's stream that answers httpcore's idle check from the socket it keeps.
+
+    httpcore asks every idle connection of the pool whether its socket is readable (a server
+    that closed it) each time it assigns a request; anyio answered by building a dict of the
+    socket's attributes, `getpeername()` included (a syscall that lets other threads take the
+    GIL), to find the same socket every time. The check itself is httpcore's, unchanged.
+    """
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+        self._stream = stream
+        self._socket = stream.get_extra_info("socket")
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._stream.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._stream.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return _SocketCheckedStream(
+            await self._stream.start_tls(ssl_context, server_hostname, timeout)
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable" and self._socket is not None:
+            return is_socket_readable(self._socket)
+        return self._stream.get_extra_info(info)
+
+
+class _SocketCheckedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's own network backend, its streams wrapped in `_SocketCheckedStream`."""
+
+    def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
+        self._backend = backend
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        return _SocketCheckedStream(await self._backend.connect_tcp(*args, **kwargs))
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        return _SocketCheckedStream(await self._backend.connect_unix_socket(*args, **kwargs))
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+class _ToolTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport whose pool connects through `_SocketCheckedBackend`."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        pool = self._pool
+        pool._network_backend = _SocketCheckedBackend(pool._network_backend)
+
+
+class ToolHttpClient(httpx.AsyncClient):
+    """The executor's own httpx client: httpx's, with `_ResponseCookies` as its cookie jar
+    (the same cookies kept and sent; ~10 % less Python per tool call) and `_ToolTransport` as
+    its transport (the same requests, fewer syscalls per pooled request)."""
+
+    def __init__(self, *, verify: ssl.SSLContext | bool = True, **kwargs: Any) -> None:
+        super().__init__(transport=_ToolTransport(verify=verify), verify=verify, **kwargs)
         self._response_cookies = _ResponseCookies(super().cookies.jar)
 
     @property

@@ -1,0 +1,62 @@
+"""The executor's own httpx client on a real loopback socket: what its pool sees of a server."""
+
+from __future__ import annotations
+
+import asyncio
+
+from executor.runtime.outcomes import ToolHttpClient, default_tls_context
+
+_REPLY = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+
+
+async def _serve_then_close(connections: list[int], closed: asyncio.Event):
+    """A server that answers one request per connection, keeps it open, then closes it."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(len(connections) + 1)
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(2)
+        writer.write(_REPLY)
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        closed.set()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+async def test_an_idle_connection_the_server_closed_is_not_reused():
+    connections: list[int] = []
+    closed = asyncio.Event()
+    server = await _serve_then_close(connections, closed)
+    port = server.sockets[0].getsockname()[1]
+    async with server, ToolHttpClient(verify=default_tls_context()) as client:
+        first = await client.post(f"http://127.0.0.1:{port}/x", content=b"{}")
+        await closed.wait()  # on loopback its FIN is at the client's socket once this returns
+        second = await client.post(f"http://127.0.0.1:{port}/x", content=b"{}")
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert connections == [1, 2]
+
+
+async def test_a_live_idle_connection_is_reused():
+    connections: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            await reader.readexactly(2)
+            writer.write(_REPLY)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server, ToolHttpClient(verify=default_tls_context()) as client:
+        statuses = [(await client.post(f"http://127.0.0.1:{port}/x", content=b"{}")).status_code
+                    for _ in range(3)]
+    assert statuses == [200, 200, 200]
+    assert connections == [1]
