@@ -290,13 +290,32 @@ class _SocketCheckedBackend(httpcore.AsyncNetworkBackend):
         await self._backend.sleep(seconds)
 
 
-class _ToolTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport whose pool connects through `_SocketCheckedBackend`."""
+class _ToolPool(httpcore.AsyncConnectionPool):
+    """httpcore's pool, which skips closing connections when none is to be closed: it entered
+    a shielded anyio cancel scope for the empty list after every request and every response."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        pool = self._pool
-        pool._network_backend = _SocketCheckedBackend(pool._network_backend)
+    async def _close_connections(self, closing: list[httpcore.AsyncConnectionInterface]) -> None:
+        if closing:
+            await super()._close_connections(closing)
+
+
+# httpx's defaults (`httpx._config.DEFAULT_LIMITS`), as a plain `AsyncHTTPTransport` has them.
+_TOOL_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+
+
+class _ToolTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over a `_ToolPool` that connects through `_SocketCheckedBackend`;
+    otherwise httpx's defaults (HTTP/1.1, no retries, its limits and keep-alive expiry)."""
+
+    def __init__(self, *, verify: ssl.SSLContext | bool = True) -> None:
+        super().__init__(verify=verify, limits=_TOOL_LIMITS)
+        self._pool = _ToolPool(
+            ssl_context=httpx.create_ssl_context(verify=verify),
+            max_connections=_TOOL_LIMITS.max_connections,
+            max_keepalive_connections=_TOOL_LIMITS.max_keepalive_connections,
+            keepalive_expiry=_TOOL_LIMITS.keepalive_expiry,
+            network_backend=_SocketCheckedBackend(httpcore.AnyIOBackend()),
+        )
 
 
 class ToolHttpClient(httpx.AsyncClient):

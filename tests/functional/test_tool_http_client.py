@@ -60,3 +60,15 @@ async def test_a_live_idle_connection_is_reused():
                     for _ in range(3)]
     assert statuses == [200, 200, 200]
     assert connections == [1]
+
+
+def test_the_pool_has_the_settings_of_httpx_default_transport():
+    import httpx
+
+    tls = default_tls_context()
+    ours = ToolHttpClient(verify=tls)._transport._pool
+    httpx_own = httpx.AsyncHTTPTransport(verify=tls)._pool
+    names = ("_ssl_context", "_max_connections", "_max_keepalive_connections",
+             "_keepalive_expiry", "_http1", "_http2", "_retries", "_local_address", "_uds",
+             "_socket_options", "_proxy")
+    assert [getattr(ours, n) for n in names] == [getattr(httpx_own, n) for n in names]
