@@ -72,3 +72,41 @@ def test_the_pool_has_the_settings_of_httpx_default_transport():
              "_keepalive_expiry", "_http1", "_http2", "_retries", "_local_address", "_uds",
              "_socket_options", "_proxy")
     assert [getattr(ours, n) for n in names] == [getattr(httpx_own, n) for n in names]
+
+
+async def _keep_alive_server(served: list[int]):
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        served.append(0)
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            served[-1] += 1
+            writer.write(_REPLY)
+            await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+async def test_a_full_pool_queues_requests_and_replaces_an_idle_connection_for_a_new_origin():
+    import httpcore
+
+    from executor.runtime.outcomes import _SocketCheckedBackend, _ToolPool
+
+    served_a: list[int] = []
+    served_b: list[int] = []
+    server_a, server_b = await _keep_alive_server(served_a), await _keep_alive_server(served_b)
+    url_a = f"http://127.0.0.1:{server_a.sockets[0].getsockname()[1]}/x"
+    url_b = f"http://127.0.0.1:{server_b.sockets[0].getsockname()[1]}/x"
+    pool = _ToolPool(max_connections=1,
+                     network_backend=_SocketCheckedBackend(httpcore.AnyIOBackend()))
+    async with server_a, server_b, pool:
+        together = await asyncio.gather(*(pool.request("GET", url_a) for _ in range(3)))
+        then_b = await pool.request("GET", url_b)
+        states = [c.info() for c in pool.connections]
+    assert [r.status for r in (*together, then_b)] == [200, 200, 200, 200]
+    assert served_a == [3]  # one connection, the other two requests queued for it
+    assert served_b == [1]  # A's idle connection was closed to open one to B
+    assert len(states) == 1 and states[0].startswith(repr(url_b.removesuffix("/x")))
