@@ -15,10 +15,8 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/truva-console --samples
 
-# The suite in two worker processes (pytest-xdist), each test file whole on one worker so its
-# module fixtures are built once; `$(BIN)/pytest -q` runs it in one process.
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
