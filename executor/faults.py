@@ -78,7 +78,7 @@ FAULT_MATRIX: dict[FailureClass, FaultCell] = {
                   "the run was cancelled",
                   "nothing to repair; rerun when wanted"),
         FaultCell(FailureClass.QUOTA, Recovery.ESCALATE,
-                  "the account's quota or payment is exhausted (HTTP 402)",
+                  "the account's quota or payment is exhausted",
                   "ask the account owner to restore the quota; rephrasing cannot fix it"),
         FaultCell(FailureClass.BUDGET, Recovery.STOP,
                   "a task budget was reached",

@@ -32,7 +32,7 @@ from store.connection import (
     store_is_writable,
     store_paths,
 )
-from store.errors import ExecutionNotFoundError
+from store.errors import ExecutionNotFoundError, StepNotFoundError
 from store.ingest import maintain
 from store.records import (
     ACTIONS,
@@ -62,6 +62,7 @@ __all__ = [
     "EventRecord",
     "ExecutionDetail",
     "ExecutionFilter",
+    "ExecutionOutline",
     "ExecutionRow",
     "LLMCallRecord",
     "Page",
@@ -396,6 +397,56 @@ FROM backoffs
 WHERE execution_id = $execution_id
 """
 
+# `execution_steps` reads a few steps at a time with the statements above, narrowed to them.
+_CHOSEN_STEPS = "step_id IN (SELECT unnest($step_ids))"
+
+
+def _outside_steps(step_id: str) -> str:
+    """The condition that `step_id` is none of the execution's steps."""
+    return (
+        f"({step_id} IS NULL OR {step_id} NOT IN "
+        "(SELECT step_id FROM steps WHERE execution_id = $execution_id))"
+    )
+
+
+def _narrowed(sql: str, *wheres: tuple[str, str]) -> str:
+    """`sql` with each `(where, condition)`: the clause `where`, found once, ANDed with
+    `condition`."""
+    for where, condition in wheres:
+        if sql.count(where) != 1:
+            raise ValueError(f"{where!r} is not in the statement exactly once")
+        sql = sql.replace(where, f"{where} AND {condition}")
+    return sql
+
+
+_ATTEMPTS_OF_EXECUTION = "FROM attempts\n    WHERE execution_id = $execution_id"
+_STEP_IDS_SQL = """
+SELECT step_id FROM steps
+WHERE execution_id = $execution_id
+ORDER BY coalesce(epoch(started_at), epoch(finished_at)) NULLS LAST, step_id
+"""
+_CHOSEN_STEPS_SQL = _narrowed(
+    _STEPS_SQL,
+    (_ATTEMPTS_OF_EXECUTION, _CHOSEN_STEPS),
+    ("WHERE s.execution_id = $execution_id", "s." + _CHOSEN_STEPS),
+)
+_CHOSEN_STEPS_ATTEMPTS_SQL = _narrowed(_ATTEMPTS_SQL, (_ATTEMPTS_OF_EXECUTION, _CHOSEN_STEPS))
+_CHOSEN_STEPS_LLM_CALLS_SQL = _narrowed(
+    _LLM_CALLS_SQL, ("WHERE l.execution_id = $execution_id", "l." + _CHOSEN_STEPS)
+)
+_CHOSEN_STEPS_EVENTS_SQL = _narrowed(
+    _EVENTS_SQL, ("WHERE execution_id = $execution_id", _CHOSEN_STEPS)
+)
+_CHOSEN_STEPS_BACKOFFS_SQL = _narrowed(
+    _BACKOFFS_SQL, ("WHERE execution_id = $execution_id", _CHOSEN_STEPS)
+)
+_OUTSIDE_STEPS_LLM_CALLS_SQL = _narrowed(
+    _LLM_CALLS_SQL, ("WHERE l.execution_id = $execution_id", _outside_steps("l.step_id"))
+)
+_OUTSIDE_STEPS_EVENTS_SQL = _narrowed(
+    _EVENTS_SQL, ("WHERE execution_id = $execution_id", _outside_steps("step_id"))
+)
+
 _JSON_COLUMNS = frozenset(
     {
         "parameters",
@@ -452,6 +503,20 @@ def _dicts(
 # ---------------------------------------------------------------------------------------------
 # Store
 # ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionOutline:
+    """An execution without its steps (`Store.execution_outline`): `detail` has none, and
+    `step_ids` names them in order."""
+
+    detail: ExecutionDetail
+    step_ids: tuple[str, ...]
+
+    @property
+    def execution_id(self) -> str:
+        """The execution's full id."""
+        return self.detail.execution.execution_id
 
 
 class Store:
@@ -671,6 +736,68 @@ class Store:
             ExecutionRow(**row), snapshot, step_rows, attempt_rows, llm_rows, event_rows,
             backoff_rows,
         )  # fmt: skip
+
+    def execution_outline(self, execution_id: str) -> ExecutionOutline:
+        """One execution without its steps, for reading them a few at a time
+        (`execution_steps`); a unique prefix of its id is enough.
+
+        Its `detail` is what `get_execution` gives with `steps` left empty: the row with its
+        counts, the snapshot, and what was recorded outside any step; `step_ids` are its steps
+        in `get_execution`'s order.
+        """
+        with self.session() as conn:
+            resolved = self.resolve_execution_id(conn, execution_id)
+            params = {"execution_id": resolved}
+            row = _dicts(
+                conn.execute(
+                    "WITH page AS (SELECT $execution_id AS execution_id), " + _ROWS_FOR_PAGE,
+                    params,
+                )
+            )[0]
+            snapshot_rows = _dicts(
+                conn.execute(
+                    "SELECT plan, config, config_sources, llm FROM execution_snapshots "
+                    "WHERE execution_id = $execution_id",
+                    params,
+                )
+            )
+            step_ids = tuple(row[0] for row in conn.execute(_STEP_IDS_SQL, params).fetchall())
+            llm_rows = _dicts(conn.execute(_OUTSIDE_STEPS_LLM_CALLS_SQL, params))
+            event_rows = _dicts(conn.execute(_OUTSIDE_STEPS_EVENTS_SQL, params))
+        snapshot = snapshot_rows[0] if snapshot_rows else {}
+        detail = _assemble_detail(ExecutionRow(**row), snapshot, [], [], llm_rows, event_rows, [])
+        return ExecutionOutline(detail, step_ids)
+
+    def execution_steps(
+        self, outline: ExecutionOutline, step_ids: Sequence[str]
+    ) -> tuple[StepRecord, ...]:
+        """The steps `step_ids` of the outlined execution, as `get_execution` gives them (in
+        its order), each with its attempts, LLM calls, events and backoffs."""
+        params = {"execution_id": outline.execution_id, "step_ids": list(step_ids)}
+        with self.session() as conn:
+            step_rows = _dicts(conn.execute(_CHOSEN_STEPS_SQL, params))
+            attempt_rows = _dicts(
+                conn.execute(_CHOSEN_STEPS_ATTEMPTS_SQL, params), lazy=ATTEMPT_LAZY_JSON
+            )
+            llm_rows = _dicts(conn.execute(_CHOSEN_STEPS_LLM_CALLS_SQL, params))
+            event_rows = _dicts(conn.execute(_CHOSEN_STEPS_EVENTS_SQL, params))
+            backoff_rows = _dicts(conn.execute(_CHOSEN_STEPS_BACKOFFS_SQL, params))
+        detail = outline.detail
+        return _assemble_detail(
+            detail.execution, {"config": detail.config, "config_sources": detail.config_sources},
+            step_rows, attempt_rows, llm_rows, event_rows, backoff_rows,
+        ).steps  # fmt: skip
+
+    def execution_step(self, outline: ExecutionOutline, step_id: str) -> StepRecord:
+        """The outlined execution's step `step_id`, read alone; StepNotFoundError (as
+        `ExecutionDetail.step` words it) names the steps there are."""
+        found = self.execution_steps(outline, [step_id])
+        if not found:
+            known = ", ".join(outline.step_ids) or "none recorded"
+            raise StepNotFoundError(
+                f"execution {outline.execution_id} has no step {step_id!r} (steps: {known})"
+            )
+        return found[0]
 
     def llm_call_texts(
         self, execution_id: str, call_ids: list[str]

@@ -154,28 +154,19 @@ class SqlSession:
         statement from another thread (SqlCancelled).
         """
         self.store.refresh()
-        with self._read_only() as conn, _attached(cancel, conn):
-            try:
-                relation = conn.sql(query)
-                if relation is None:
-                    return None
-                reader = relation.arrow()
-                types = tuple(str(kind) for kind in relation.types)
-                kept, total = [], 0
-                for batch in reader:
-                    if cancel is not None:
-                        cancel.check()
-                    if limit is None or total < limit:
-                        kept.append(batch if limit is None else batch.slice(0, limit - total))
-                    total += batch.num_rows
-            except duckdb.InterruptException as error:
-                raise SqlCancelled("cancelled") from error
-            except duckdb.Error as error:
-                raise SqlError(first_line(error)) from error
-            except OSError as error:  # an error after the first batch comes through Arrow
+        with self._read_only() as conn, _attached(cancel, conn), _sql_errors(cancel):
+            relation = conn.sql(query)
+            if relation is None:
+                return None
+            reader = relation.arrow()
+            types = tuple(str(kind) for kind in relation.types)
+            kept, total = [], 0
+            for batch in reader:
                 if cancel is not None:
                     cancel.check()
-                raise SqlError(first_line(error)) from error
+                if limit is None or total < limit:
+                    kept.append(batch if limit is None else batch.slice(0, limit - total))
+                total += batch.num_rows
         table = pa.Table.from_batches(kept, schema=reader.schema)
         columns = tuple(table.schema.names)
         values = python_values(table)
@@ -189,24 +180,21 @@ class SqlSession:
         SqlError."""
         self.store.refresh()
         with self._read_only() as conn:
-            try:
+            with _sql_errors():
                 relation = conn.sql(query)
-                if relation is None:
-                    yield None
-                    return
-                reader = relation.to_arrow_reader(batch_size=STREAMED_BATCH_ROWS)
-                types = tuple(str(kind) for kind in relation.types)
-            except duckdb.Error as error:
-                raise SqlError(first_line(error)) from error
+                if relation is not None:
+                    reader = relation.to_arrow_reader(batch_size=STREAMED_BATCH_ROWS)
+                    types = tuple(str(kind) for kind in relation.types)
+            if relation is None:
+                yield None
+                return
             columns = tuple(reader.schema.names)
 
             def results() -> Iterator[QueryResult]:
-                try:
+                with _sql_errors():
                     for batch in reader:
                         values = python_values(batch)
                         yield QueryResult(columns, types, tuple(zip(*values, strict=True)))
-                except (duckdb.Error, OSError) as error:  # OSError: DuckDB's, through Arrow
-                    raise SqlError(first_line(error)) from error
 
             yield columns, results()
 
@@ -233,23 +221,19 @@ class SqlSession:
             self._read_only() as conn,
             _attached(cancel, conn),
             _partial_file(target) as partial,
+            _sql_errors(cancel),
         ):
-            try:
-                relation = conn.sql(query)
-                if relation is None:
-                    raise SqlError(f"the statement returns no rows to write as {file_format}")
-                if file_format == "parquet":
-                    relation.write_parquet(str(partial))
-                    reread = f"read_parquet('{_quoted(partial)}')"
-                else:
-                    relation.write_csv(str(partial), header=True)
-                    reread = f"read_csv('{_quoted(partial)}', header = true, all_varchar = true)"
-                counted_rows = conn.execute(f"SELECT count(*) FROM {reread}").fetchone()
-                count = counted_rows[0] if counted_rows else 0
-            except duckdb.InterruptException as error:
-                raise SqlCancelled("cancelled") from error
-            except duckdb.Error as error:
-                raise SqlError(first_line(error)) from error
+            relation = conn.sql(query)
+            if relation is None:
+                raise SqlError(f"the statement returns no rows to write as {file_format}")
+            if file_format == "parquet":
+                relation.write_parquet(str(partial))
+                reread = f"read_parquet('{_quoted(partial)}')"
+            else:
+                relation.write_csv(str(partial), header=True)
+                reread = f"read_csv('{_quoted(partial)}', header = true, all_varchar = true)"
+            counted_rows = conn.execute(f"SELECT count(*) FROM {reread}").fetchone()
+            count = counted_rows[0] if counted_rows else 0
         return int(count)
 
     @contextlib.contextmanager
@@ -311,6 +295,23 @@ def export_parquet(
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return written
+
+
+@contextlib.contextmanager
+def _sql_errors(cancel: QueryCancel | None = None) -> Iterator[None]:
+    """DuckDB's errors in the block as SqlError (their first line), and an interrupt as
+    SqlCancelled. An error after a query's first batch comes through Arrow as an OSError; if
+    `cancel` interrupted the query, that is SqlCancelled too."""
+    try:
+        yield
+    except duckdb.InterruptException as error:
+        raise SqlCancelled("cancelled") from error
+    except duckdb.Error as error:
+        raise SqlError(first_line(error)) from error
+    except OSError as error:
+        if cancel is not None:
+            cancel.check()
+        raise SqlError(first_line(error)) from error
 
 
 @contextlib.contextmanager

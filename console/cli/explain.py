@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from console.cli.common import (
     add_command,
     add_execution_argument,
     add_json_option,
-    load_execution,
     print_json,
+    store_path,
 )
 from console.exits import fail
 from console.printable import printable
@@ -27,7 +29,10 @@ from store.errors import StoreError
 from store.queries import (
     AttemptRecord,
     ExecutionDetail,
+    ExecutionOutline,
+    ExecutionRow,
     StepRecord,
+    Store,
     body_view,
     to_jsonable,
 )
@@ -52,23 +57,42 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Explain one execution; 0 on success, 2 with one line on stderr for bad input."""
+    """Explain one execution; 0 on success, 2 with one line on stderr for bad input.
+
+    The text of a whole execution is read and written a few hundred steps at a time, and one
+    step (STEP) is read alone, so memory follows what is printed, not the execution's size.
+    """
+    from store.queries import open_store
+
+    timeline = getattr(args, "timeline", False) and not args.json
+    selected_n = getattr(args, "attempt", None)
     try:
-        _, detail = load_execution(args)
-        steps = (detail.step(args.step),) if args.step else detail.steps
+        store = open_store(store_path(args))
+        if not args.step and not timeline and not args.json and selected_n is None:
+            outline = store.execution_outline(args.execution)
+            write_explain(store, outline, sys.stdout.write)
+            return 0
+        if args.step:
+            outline = store.execution_outline(args.execution)
+            steps = (store.execution_step(outline, args.step),)
+            every_step = len(outline.step_ids) == 1
+            detail = replace(outline.detail, steps=steps) if every_step else outline.detail
+        else:
+            detail = store.get_execution(args.execution)
+            steps, every_step = detail.steps, True
     except StoreError as error:
         return fail(error)
-    selected_n = getattr(args, "attempt", None)
     if selected_n is not None:
         problem = _attempt_problem(args, steps, selected_n)
         if problem:
             return fail(f"explain: --attempt {selected_n}: {problem}")
-    if getattr(args, "timeline", False) and not args.json:
-        sys.stdout.write(printable(render_timelines(detail, steps, selected_n=selected_n)))
+    if timeline:
+        sys.stdout.write(printable(render_timelines(detail, steps, selected_n=selected_n,
+                                                    every_step=every_step)))  # fmt: skip
     elif args.json:
         print_json(explain_document(detail, steps))
     else:
-        sys.stdout.write(printable(render_explain(detail, steps)))
+        sys.stdout.write(printable(render_explain(detail, steps, every_step=every_step)))
     return 0
 
 
@@ -207,23 +231,67 @@ def _attempt_problem(args: argparse.Namespace, steps: tuple[StepRecord, ...], n:
 
 def render_timelines(
     detail: ExecutionDetail, steps: tuple[StepRecord, ...], *, width: int | None = None,
-    selected_n: int | None = None,
+    selected_n: int | None = None, every_step: bool | None = None,
 ) -> str:
     """The execution's waterfall (when every step is shown), then each step's, and a legend;
-    `selected_n` marks that attempt of the (one) step shown."""
+    `selected_n` marks that attempt of the (one) step shown. `every_step` says whether `steps`
+    are all the execution's (default: whether they are all of `detail.steps`)."""
     width = width or max(60, shutil.get_terminal_size((80, 24)).columns)
     lines = [f"execution {detail.execution.execution_id}  {detail.execution.status}"]
-    if len(steps) == len(detail.steps):
+    if len(steps) == len(detail.steps) if every_step is None else every_step:
         lines += ["", *execution_timeline(detail, width=width)]
     for step in steps:
         lines += ["", *step_timeline(step, width=width, selected_n=selected_n)]
     return "\n".join([*lines, "", LEGEND]) + "\n"
 
 
-def render_explain(detail: ExecutionDetail, steps: tuple[StepRecord, ...]) -> str:
-    """The explanation as text: the execution, then each step attempt by attempt."""
+def render_explain(
+    detail: ExecutionDetail, steps: tuple[StepRecord, ...], *, every_step: bool | None = None
+) -> str:
+    """The explanation as text: the execution, then each step attempt by attempt. `every_step`
+    says whether `steps` are all the execution's (default: all of `detail.steps`); then what
+    was recorded outside any step follows them."""
     out = Lines()
-    row = detail.execution
+    _render_head(out, detail.execution)
+    for step in steps:
+        out.add()
+        _render_step(out, step)
+    if len(steps) == len(detail.steps) if every_step is None else every_step:
+        _render_outside_steps(out, detail)
+    return out.text()
+
+
+# Steps read (and their text written) at a time by `write_explain`.
+STEPS_PER_READ = 2000
+
+
+def write_explain(store: Store, outline: ExecutionOutline, write: Callable[[str], Any]) -> None:
+    """`render_explain` of every step of the outlined execution, made printable and given to
+    `write` a few hundred steps at a time (the same text)."""
+    for out in _explain_parts(store, outline):
+        if out.lines:
+            write(printable(out.text()))
+
+
+def _explain_parts(store: Store, outline: ExecutionOutline) -> Iterator[Lines]:
+    """The lines of `render_explain`, in parts: the head, the steps a few hundred at a time,
+    and what was recorded outside any step."""
+    head = Lines()
+    _render_head(head, outline.detail.execution)
+    yield head
+    step_ids = outline.step_ids
+    for start in range(0, len(step_ids), STEPS_PER_READ):
+        out = Lines()
+        for step in store.execution_steps(outline, step_ids[start:start + STEPS_PER_READ]):
+            out.add()
+            _render_step(out, step)
+        yield out
+    tail = Lines()
+    _render_outside_steps(tail, outline.detail)
+    yield tail
+
+
+def _render_head(out: Lines, row: ExecutionRow) -> None:
     duration = "running" if row.status == "running" else format_duration(row.duration_ms)
     out.add(f"execution {row.execution_id}  {row.status}  started {format_time(row.started_at)}"
             f"  took {duration}")  # fmt: skip
@@ -245,17 +313,16 @@ def render_explain(detail: ExecutionDetail, steps: tuple[StepRecord, ...]) -> st
         out.field("stopped", row.stop_reason, depth=1)
     if row.incomplete_steps:
         out.field("incomplete", ", ".join(row.incomplete_steps), depth=1)
-    for step in steps:
-        out.add()
-        _render_step(out, step)
-    if (detail.events or detail.llm_calls) and len(steps) == len(detail.steps):
+
+
+def _render_outside_steps(out: Lines, detail: ExecutionDetail) -> None:
+    if detail.events or detail.llm_calls:
         out.add()
         out.add("outside any step")
         for event in detail.events:
             draw_event(out, event_view(event), depth=1)
         for call in detail.llm_calls:
             draw_llm_call(out, llm_call_view(call), depth=1)
-    return out.text()
 
 
 def _render_step(out: Lines, step: StepRecord) -> None:

@@ -14,6 +14,7 @@ from textual import on
 from textual.app import App, SystemCommand
 from textual.binding import BindingType
 from textual.screen import Screen
+from textual.timer import Timer
 
 from console.tui.actions import SCOPE_TITLES, KeymapError, bindings, keymap_path, load_keymap
 from console.tui.messages import (
@@ -23,6 +24,7 @@ from console.tui.messages import (
     SqlRequested,
     WhatIfRequested,
 )
+from console.tui.prefetch import ExecutionPrefetch
 from console.tui.screens.bundle import ImportDialog
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.executions import DEFAULT_PAGE_SIZE, ExecutionsScreen
@@ -36,9 +38,12 @@ from console.tui.screens.store_source import StoreSource
 from console.tui.screens.whatif import WhatIfScreen
 from console.tui.widgets.cells import SAMPLES_DB_ARG
 from console.tui.widgets.tables import ExecutionTable
-from store.queries import ExecutionDetail
+from store.queries import ExecutionDetail, ExecutionRow
 
 REFRESH_INTERVAL_S = 1.0
+# How long the list's cursor rests on an execution before it is read ahead (`prefetch`): a
+# reader who stops on a row to open it gets it at once; one passing over rows reads nothing.
+PREFETCH_REST_S = 0.5
 
 
 def screenshot_directory() -> Path:
@@ -89,6 +94,15 @@ class TruvaConsoleApp(App[int]):
         self.keymap_file = keymap_file or keymap_path()
         self.keymap: dict[str, str] = {}
         self.keymap_problem: str | None = None
+        # The execution the list's cursor rests on is read ahead, so that opening it shows it
+        # at once (a running one is not: its screen reads and polls).
+        self.prefetch_rest_s = PREFETCH_REST_S
+        self._prefetch_timer: Timer | None = None
+        self.prefetch = ExecutionPrefetch(
+            lambda read: self.run_worker(read, thread=True, exit_on_error=False,
+                                         group="prefetch"),
+            lambda execution_id: self.source.get_execution(execution_id, llm_texts=False),
+        )  # fmt: skip
 
     def on_mount(self) -> None:
         """Apply the user's keymap file, if there is one and it can be used."""
@@ -113,7 +127,11 @@ class TruvaConsoleApp(App[int]):
     def open_execution(
         self, execution_id: str, step_id: str | None = None, attempt_n: int | None = None
     ) -> None:
-        """Show one execution on top of the list (on `step_id` and attempt `attempt_n`)."""
+        """Show one execution on top of the list (on `step_id` and attempt `attempt_n`), with
+        its read ahead when the list's cursor rested on it (`prefetch`)."""
+        self._stop_prefetch_timer()
+        prefetched = self.prefetch.take(execution_id, self.listed_row(execution_id))
+        detail = None if prefetched is None else prefetched.ready()
         self.push_screen(
             ExecutionScreen(
                 self.source,
@@ -122,8 +140,42 @@ class TruvaConsoleApp(App[int]):
                 refresh_interval_s=self.refresh_interval_s,
                 step_id=step_id,
                 attempt_n=attempt_n,
+                detail=detail,
+                pending=None if detail is not None else prefetched,
             )
         )
+
+    def listed_row(self, execution_id: str) -> ExecutionRow | None:
+        """The row of `execution_id` on the executions list's current page, if it is there."""
+        for screen in self.screen_stack:
+            if isinstance(screen, ExecutionsScreen) and screen.page and screen.problem is None:
+                rows = screen.page.executions
+                return next((row for row in rows if row.execution_id == execution_id), None)
+        return None
+
+    @on(ExecutionTable.ExecutionHighlighted)
+    def _execution_highlighted(self, message: ExecutionTable.ExecutionHighlighted) -> None:
+        self._stop_prefetch_timer()
+        execution_id = message.execution_id
+        self._prefetch_timer = self.set_timer(self.prefetch_rest_s,
+                                              lambda: self._read_ahead(execution_id))  # fmt: skip
+
+    def _read_ahead(self, execution_id: str) -> None:
+        """The list's cursor rested on `execution_id`: read it, if the list still shows it."""
+        self._prefetch_timer = None
+        screen = self.screen_stack[-1] if self.screen_stack else None  # none while exiting
+        if not isinstance(screen, ExecutionsScreen):
+            return
+        if screen.query_one(ExecutionTable).highlighted_key() != execution_id:
+            return
+        row = self.listed_row(execution_id)
+        if row is not None:
+            self.prefetch.want(row)
+
+    def _stop_prefetch_timer(self) -> None:
+        if self._prefetch_timer is not None:
+            self._prefetch_timer.stop()
+            self._prefetch_timer = None
 
     def open_sql(self) -> None:
         """Show the SQL screen on top of the current one."""

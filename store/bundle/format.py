@@ -259,6 +259,49 @@ def read_execution_rows(
     return rows
 
 
+def follows_execution_order(
+    conn: duckdb.DuckDBPyConnection, spec: TableSpec, execution_ids: Sequence[str]
+) -> bool:
+    """Whether `read_execution_rows`' order of the table never goes back to an earlier
+    execution id, so reading executions in id order, a few at a time, gives the same rows in
+    the same order."""
+    names = spec.column_names
+    if names and names[0] == "execution_id":
+        return True
+    if not spec.primary_key:
+        return False  # ORDER BY ALL over other columns first: not worth a check
+    cursor = conn.execute(
+        f"SELECT count(*) FROM (SELECT execution_id, lag(execution_id) OVER "
+        f"(ORDER BY {_row_order(spec)}) AS previous FROM {quote(spec.name)} "
+        "WHERE list_contains($ids, execution_id)) WHERE previous > execution_id",
+        {"ids": list(execution_ids)},
+    )
+    row = cursor.fetchone()
+    return row is not None and row[0] == 0
+
+
+def execution_weights(
+    conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str], row_bytes: int
+) -> list[tuple[str, int]]:
+    """`execution_ids` in the store's id order, each with its rows' weight: `row_bytes` a row
+    and the bytes of its BLOB cells."""
+    parts = []
+    for spec in store_table_specs():
+        blobs = [
+            f"coalesce(octet_length({quote(c.name)}), 0)" for c in spec.columns if c.type == "BLOB"
+        ]
+        parts.append(
+            f"SELECT execution_id, {' + '.join([str(int(row_bytes)), *blobs])} AS weight "
+            f"FROM {quote(spec.name)} WHERE list_contains($ids, execution_id)"
+        )
+    cursor = conn.execute(
+        f"SELECT execution_id, CAST(sum(weight) AS BIGINT) FROM ({' UNION ALL '.join(parts)}) "
+        "GROUP BY execution_id ORDER BY execution_id",
+        {"ids": list(execution_ids)},
+    )
+    return [(execution_id, int(weight)) for execution_id, weight in cursor.fetchall()]
+
+
 def encode_value(column: ColumnSpec, value: Any) -> Any:
     """A raw value as a bundle line writes it: BLOB as base64, non-finite DOUBLE as text."""
     if value is None:

@@ -1,10 +1,15 @@
-"""Store rows back to the executor events they were folded from, and their OTLP spans."""
+"""Store rows back to the executor events they were folded from, and their OTLP spans.
+
+Longer than ~600 lines on purpose: the events, the plain tracer provider, the direct OTLP/JSON
+encoder and the keyed spans of a batch are one pipeline whose output must stay byte-equal to
+the SDK's; they read each other's private records.
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -204,14 +209,16 @@ def _attempt_events(attempt_rows: Iterable[Mapping[str, Any]]) -> Iterable[Event
         decision = _loads(row["decision"])
         if decided_at is not None and isinstance(decision, dict):
             try:
-                decided_event = event_from_dict({
-                    "kind": "attempt_decided",
-                    **where,
-                    "at": decided_at,
-                    "dispatched": bool(row["dispatched"]),
-                    "parameters": _loads(row["parameters"]) or {},
-                    "decision": decision,
-                })
+                decided_event = event_from_dict(
+                    {
+                        "kind": "attempt_decided",
+                        **where,
+                        "at": decided_at,
+                        "dispatched": bool(row["dispatched"]),
+                        "parameters": _loads(row["parameters"]) or {},
+                        "decision": decision,
+                    }
+                )
             except EventLogError:  # a decision this version cannot read: no decision event
                 continue
             yield decided_event
@@ -522,24 +529,35 @@ class _PlainTracerProvider:
         return self.tracer
 
 
-def _plain_spans(events: Sequence[Event], resource: Any) -> list[_PlainSpan] | None:
-    """The spans of `events` built on `_PlainTracerProvider`, or None where the SDK must."""
-    import os
-
-    from opentelemetry import trace as trace_api
+def default_resource() -> Any:
+    """The resource of a bundle's spans (`build_spans_from_events`'s default)."""
     from opentelemetry.sdk.resources import Resource
 
     from executor import __version__
-    from executor.telemetry import TelemetryRecorder
     from executor.telemetry.attributes import DEFAULT_SERVICE_NAME
 
+    return Resource.create({"service.name": DEFAULT_SERVICE_NAME, "service.version": __version__})
+
+
+def _plain_possible() -> bool:
+    """Whether the SDK would build spans as the plain provider does in this process."""
+    import os
+
+    from opentelemetry import trace as trace_api
+
     if any(name.startswith("OTEL_") and name not in _RESOURCE_VARIABLES for name in os.environ):
+        return False
+    # Inside a current span the SDK would parent the root spans on the caller's span.
+    return trace_api.get_current_span() is trace_api.INVALID_SPAN
+
+
+def _plain_spans(events: Sequence[Event], resource: Any) -> list[_PlainSpan] | None:
+    """The spans of `events` built on `_PlainTracerProvider`, or None where the SDK must."""
+    from executor.telemetry import TelemetryRecorder
+
+    if not _plain_possible():
         return None
-    if trace_api.get_current_span() is not trace_api.INVALID_SPAN:
-        return None  # the SDK would parent the root spans on the caller's span
-    resource = resource or Resource.create(
-        {"service.name": DEFAULT_SERVICE_NAME, "service.version": __version__}
-    )
+    resource = resource or default_resource()
     provider = _PlainTracerProvider(resource)
     recorder = TelemetryRecorder(tracer_provider=provider)  # type: ignore[arg-type]
     try:
@@ -672,29 +690,35 @@ def _span_json(span: Any) -> dict[str, Any]:
     return result
 
 
+def _resource_spans_json(resource: Any, scopes: Mapping[Any, list[Any]]) -> dict[str, Any]:
+    """One `resourceSpans` entry: `resource` and its scopes with their encoded spans."""
+    scope_spans = []
+    for scope, encoded in scopes.items():
+        scope_json: dict[str, Any] = {}
+        if scope is not None:
+            _put(scope_json, "name", scope.name)
+            _put(scope_json, "version", scope.version)
+            _put(scope_json, "attributes", _attributes_json(scope.attributes))
+        item: dict[str, Any] = {"scope": scope_json, "spans": encoded}
+        _put(item, "schemaUrl", scope.schema_url if scope is not None else None)
+        scope_spans.append(item)
+    resource_json: dict[str, Any] = {}
+    _put(resource_json, "attributes", _attributes_json(resource.attributes))
+    entry: dict[str, Any] = {"resource": resource_json, "scopeSpans": scope_spans}
+    _put(entry, "schemaUrl", resource.schema_url)
+    return entry
+
+
 def _direct_otlp_json(spans: Sequence[Any]) -> dict[str, Any]:
     grouped: dict[Any, dict[Any, list[dict[str, Any]]]] = {}
     for span in spans:
         scopes = grouped.setdefault(span.resource, {})
         scopes.setdefault(span.instrumentation_scope or None, []).append(_span_json(span))
-    resource_spans = []
-    for resource, scopes in grouped.items():
-        scope_spans = []
-        for scope, encoded in scopes.items():
-            scope_json: dict[str, Any] = {}
-            if scope is not None:
-                _put(scope_json, "name", scope.name)
-                _put(scope_json, "version", scope.version)
-                _put(scope_json, "attributes", _attributes_json(scope.attributes))
-            item: dict[str, Any] = {"scope": scope_json, "spans": encoded}
-            _put(item, "schemaUrl", scope.schema_url if scope is not None else None)
-            scope_spans.append(item)
-        resource_json: dict[str, Any] = {}
-        _put(resource_json, "attributes", _attributes_json(resource.attributes))
-        entry: dict[str, Any] = {"resource": resource_json, "scopeSpans": scope_spans}
-        _put(entry, "schemaUrl", resource.schema_url)
-        resource_spans.append(entry)
-    return {"resourceSpans": resource_spans}
+    return {
+        "resourceSpans": [
+            _resource_spans_json(resource, scopes) for resource, scopes in grouped.items()
+        ]
+    }
 
 
 def otlp_json(spans: Sequence[Any]) -> dict[str, Any]:
@@ -707,3 +731,98 @@ def otlp_json(spans: Sequence[Any]) -> dict[str, Any]:
         from executor.telemetry import spans_to_otlp_json
 
         return spans_to_otlp_json(spans)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spans in pieces: a document over many executions, built a few executions at a time
+# ---------------------------------------------------------------------------------------------
+# `TelemetryRecorder` keeps each execution's spans on its own tracks (events without an
+# execution are dropped by `events_from_rows`), so the document of a whole selection is the
+# spans of its parts merged in the order the whole would have ended them: by the reporting
+# order of the event that ended each (time, kind, phase, then execution id and place, as the
+# stable sort of `events_from_rows` breaks ties), and the spans `end_open_spans` ends last,
+# in the order their executions opened. `SpanKey` is that place; the document's bytes are
+# those of `spans_document` over all the rows (tests/unit/test_bundle_spans.py).
+
+SpanKey = tuple[Any, ...]
+SPANS_MARKER = "\x00spans"
+
+
+class SpansNeedSdk(Exception):
+    """Spans the plain provider or the direct encoder would not build as the SDK does; the
+    caller builds the whole document with `spans_document` instead."""
+
+
+def _span_line(span: _PlainSpan) -> bytes:
+    """The span's compact JSON; its attributes and events are let go (an ended span is never
+    changed: the plain provider refuses it), though the recorder's tracks keep the span."""
+    try:
+        encoded = _span_json(span)
+    except _NotDirect:
+        raise SpansNeedSdk from None
+    span.attributes, span.events = {}, []
+    return json.dumps(encoded, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def keyed_span_lines(events: list[Event | None], resource: Any) -> Iterator[tuple[SpanKey, bytes]]:
+    """The spans of `events` (`events_from_rows` of whole executions) as compact JSON, each
+    with its key; each event is let go (its place set to None) once recorded.
+
+    Sorted by key, the lines of every part of a selection are the `spans` array of
+    `spans_document` over the whole selection, with `resource` as its resource; see
+    `span_document_frame`. Raises SpansNeedSdk where that document needs the SDK.
+    """
+    from executor.telemetry import TelemetryRecorder
+    from executor.tracecontext import trace_id_for_execution
+
+    if not _plain_possible():
+        raise SpansNeedSdk
+    provider = _PlainTracerProvider(resource)
+    recorder = TelemetryRecorder(tracer_provider=provider)  # type: ignore[arg-type]
+    finished = provider.finished
+    open_tracks = recorder._executions  # the open executions, in the order they opened
+    opened_at: dict[str, SpanKey] = {}
+    try:
+        for index, event in enumerate(events):
+            if event is None:
+                continue
+            events[index] = None
+            recorder.record(event)
+            execution_id = getattr(event, "execution_id", None)
+            key = (
+                0,
+                _event_time(event),
+                _EVENT_ORDER[event.kind],
+                _BACKOFF_PHASE_ORDER.get(getattr(event, "phase", ""), 0),
+                execution_id,
+                index,
+            )
+            if execution_id not in opened_at and execution_id in open_tracks:
+                opened_at[execution_id] = key
+            for sub, span in enumerate(finished):
+                yield (*key, sub), _span_line(span)
+            finished.clear()
+        open_keys = {
+            int(trace_id_for_execution(execution_id), 16): opened_at[execution_id]
+            for execution_id in open_tracks
+        }
+        recorder.end_open_spans()
+    except _NotPlain:
+        raise SpansNeedSdk from None
+    if recorder.failures:
+        raise SpansNeedSdk  # the recorder swallowed an error: the SDK build decides
+    for sub, span in enumerate(finished):
+        opened = open_keys.get(span.context.trace_id)
+        if opened is None:
+            raise SpansNeedSdk
+        yield (1, *opened, sub), _span_line(span)
+
+
+def span_document_frame(resource: Any) -> dict[str, Any]:
+    """The spans document with `resource` whose one span is `SPANS_MARKER`: where the sorted
+    `keyed_span_lines` go, comma-separated. Raises SpansNeedSdk."""
+    scope = _PlainTracerProvider(resource).scope
+    try:
+        return {"resourceSpans": [_resource_spans_json(resource, {scope: [SPANS_MARKER]})]}
+    except _NotDirect:
+        raise SpansNeedSdk from None

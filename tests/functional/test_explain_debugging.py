@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from console.cli import explain
+from console.printable import printable
+from store.queries import open_store
 from tests.support.plans import run_cli
-from tests.support.tui import EXHAUSTED, TRIP, record_synthetic_store
+from tests.support.tui import EXHAUSTED, SMALL, TRIP, record_synthetic_store
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +98,22 @@ def test_explain_attempt_that_cannot_be_marked_is_one_line_and_exit_2(
     assert result.code == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and said in result.stderr
     assert result.stderr.startswith(f"truva-console: explain: --attempt {args[-1]}: ")
+
+
+@pytest.mark.parametrize("execution_id", [TRIP, SMALL, EXHAUSTED])
+def test_explain_read_a_step_at_a_time_writes_the_whole_executions_text(
+    db: str, execution_id: str, monkeypatch
+) -> None:
+    store = open_store(db)
+    detail = store.get_execution(execution_id)
+    monkeypatch.setattr(explain, "STEPS_PER_READ", 1)
+    parts: list[str] = []
+
+    explain.write_explain(store, store.execution_outline(execution_id[:9]), parts.append)
+
+    assert len(parts) >= len(detail.steps) + 1
+    assert "".join(parts) == printable(explain.render_explain(detail, detail.steps))
+    outline = store.execution_outline(execution_id)
+    assert outline.step_ids == tuple(step.step_id for step in detail.steps)
+    for step in detail.steps:
+        assert store.execution_step(outline, step.step_id) == step

@@ -19,7 +19,15 @@ from textual.widgets._footer import FooterKey
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.store_source import StoreSource, StoreUnavailable
 from console.tui.widgets.attempt_detail import AttemptDetail
-from tests.support.tui import TRIP, open_execution, screen_loaded, static_text, tui_app
+from console.tui.widgets.tables import ExecutionTable
+from tests.support.tui import (
+    TRIP,
+    open_execution,
+    screen_loaded,
+    settle_until,
+    static_text,
+    tui_app,
+)
 
 SIZE = (120, 36)
 
@@ -59,6 +67,62 @@ class GatedSource(StoreSource):
         if self.fail:
             raise StoreUnavailable("the store is held by another process", held=True)
         return super().get_execution(execution_id, **options)
+
+
+class ReadCountingSource(StoreSource):
+    """The store source, counting the reads of executions."""
+
+    def __init__(self, db_path: Path) -> None:
+        super().__init__(db_path)
+        self.reads: list[str] = []
+
+    def get_execution(self, execution_id: str, **options: Any) -> Any:
+        self.reads.append(execution_id)
+        return super().get_execution(execution_id, **options)
+
+
+async def test_the_highlighted_execution_opens_with_its_read_ahead(
+    synthetic_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    app.source = source = ReadCountingSource(synthetic_db)
+    app.prefetch_rest_s = 0.001  # the cursor has rested on the row long enough
+    loading_shown: list[bool] = []
+    show_loading = ExecutionScreen._show_loading
+
+    def recording(screen: ExecutionScreen, loading: bool) -> None:
+        loading_shown.append(loading)
+        show_loading(screen, loading)
+
+    monkeypatch.setattr(ExecutionScreen, "_show_loading", recording)
+    async with app.run_test(size=SIZE) as pilot:
+        await screen_loaded(pilot)
+        await settle_until(pilot, lambda: bool(source.reads), "the read ahead")
+        highlighted = app.screen.query_one(ExecutionTable).highlighted_key()
+        read_ahead = list(source.reads)
+        app.open_execution(highlighted)
+        await settle_until(pilot, lambda: getattr(app.screen, "detail", None) is not None,
+                           "the execution shown")  # fmt: skip
+        await app.workers.wait_for_complete()
+        shown = app.screen.detail.execution.execution_id
+        reads = list(source.reads)
+    assert read_ahead == [highlighted]  # read when the cursor rested on it
+    assert shown == highlighted and reads == read_ahead  # and not read again to open it
+    assert True not in loading_shown  # no loading indicators: it was there at once
+
+
+async def test_an_execution_opened_at_once_is_not_read_ahead(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    app.source = source = ReadCountingSource(synthetic_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await screen_loaded(pilot)
+        highlighted = app.screen.query_one(ExecutionTable).highlighted_key()
+        await open_execution(app, pilot, highlighted)
+        await app.workers.wait_for_complete()
+        reads = list(source.reads)
+        timer = app._prefetch_timer
+    assert reads == [highlighted]  # the screen's own read; the cursor had not rested
+    assert timer is None
 
 
 @pytest.mark.parametrize("fail", [False, True], ids=["loaded", "load-failed"])

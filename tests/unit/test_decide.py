@@ -495,6 +495,16 @@ def test_final_decision_has_recovery_and_impact(inputs, recovery, failure_class,
     assert "\n" not in record["impact"]
 
 
+@pytest.mark.parametrize("status", [400, 401, 402, 403, 404, 408, 409, 410, 418, 422, 429,
+                                    500, 502, 503, 504, 599, 200, 302])
+def test_the_impact_names_the_status_once(status):
+    # The cause and the evidence are joined as "cause (HTTP N): …": a cause that names the
+    # status too printed "(HTTP 402) (HTTP 402)".
+    impact = decide(base(status=status, attempt_number=3, body_is_json_object=False,
+                         analyzer=ANALYZER_UNAVAILABLE)).impact
+    assert impact is not None and impact.count(f"HTTP {status}") == 1, impact
+
+
 def test_every_final_decision_of_the_corpus_has_a_recovery():
     allowed = {"modify", "wait", "query status", "request authorization", "stop", "escalate"}
     for name, inputs, action, _rule, _reason in CASES:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import store.ingest
+import store.ingest.liveness
 import store.ingest.upsert
 import store.spool
 from store.connection import StorePaths, session, store_paths
@@ -129,6 +131,60 @@ def test_segment_ingested_but_not_deleted_is_not_ingested_twice(conn, paths) -> 
     assert count(conn, "SELECT count(*) FROM events") == events_before
     assert not (paths.segments / name).exists()
     assert count(conn, "SELECT count(*) FROM ingested_segments") == 0
+
+
+def test_spool_ingest_runs_under_its_memory_limit_and_leaves_the_default(
+    conn, paths, monkeypatch
+) -> None:
+    setting = "SELECT current_setting('memory_limit')"
+    default = conn.execute(setting).fetchone()[0]
+    scratch = duckdb.connect()
+    scratch.execute(f"SET memory_limit = '{store.ingest.liveness.INGEST_MEMORY_LIMIT}'")
+    limit = scratch.execute(setting).fetchone()[0]
+    write_segment(paths, segment_name(WRITER, 1),
+                  encode_events(realistic_execution("exec-limit"), 1, WRITER))  # fmt: skip
+    seen: list[str] = []
+    apply = store.ingest.liveness.apply_segments
+
+    def recording_apply(conn, tables, **kwargs):
+        seen.append(conn.execute(setting).fetchone()[0])
+        return apply(conn, tables, **kwargs)
+
+    monkeypatch.setattr(store.ingest.liveness, "apply_segments", recording_apply)
+
+    assert ingest_spool(conn, paths) == 1
+    assert seen == [limit] and limit != default
+    assert conn.execute(setting).fetchone()[0] == default
+
+
+def test_a_group_out_of_memory_under_the_limit_is_applied_again_without_it(
+    conn, paths, monkeypatch
+) -> None:
+    setting = "SELECT current_setting('memory_limit')"
+    default = conn.execute(setting).fetchone()[0]
+    write_segment(paths, segment_name(WRITER, 1),
+                  encode_events(realistic_execution("exec-oom"), 1, WRITER))  # fmt: skip
+    seen: list[str] = []
+    apply = store.ingest.liveness.apply_segments
+
+    def out_of_memory_when_limited(conn, tables, **kwargs):
+        seen.append(conn.execute(setting).fetchone()[0])
+        if seen[-1] != default:
+            raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate")
+        return apply(conn, tables, **kwargs)
+
+    monkeypatch.setattr(store.ingest.liveness, "apply_segments", out_of_memory_when_limited)
+
+    assert ingest_spool(conn, paths) == 1
+    assert len(seen) == 2 and seen[0] != default and seen[1] == default
+    assert count(conn, "SELECT count(*) FROM executions WHERE execution_id = 'exec-oom'") == 1
+    assert not list(paths.segments.iterdir())
+
+
+def test_arrow_default_pool_is_not_mimalloc_unless_chosen() -> None:
+    # mimalloc kept an ingest's freed buffers reserved: a long run's memory grew per batch.
+    chosen = os.environ.get("ARROW_DEFAULT_MEMORY_POOL")
+    assert chosen or pa.default_memory_pool().backend_name != "mimalloc"
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from console.render.views import step_view
 from console.render.warnings import execution_warnings
 from console.tui.actions import bindings
 from console.tui.messages import ExecutionRequested, ReplayRequested
+from console.tui.prefetch import Prefetched
 from console.tui.screens.palette import PaletteCommand
 from console.tui.screens.panes import PaneScreen
 from console.tui.screens.store_backed import StoreBacked, StoreLoadFailed, StoreRequests
@@ -98,6 +99,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         refresh_interval_s: float | None = 1.0,
         step_id: str | None = None,
         attempt_n: int | None = None,
+        detail: ExecutionDetail | None = None,
+        pending: Prefetched | None = None,
     ) -> None:
         super().__init__()
         self.source = source
@@ -119,12 +122,20 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.texts_reads_running = 0
         self.gc_paused = False
         self.gc_frozen = False
+        # The execution as read before the screen was made (`TruvaConsoleApp.prefetch`):
+        # shown as the store's first answer, with no loading indicators and no read; or that
+        # read still running, which the first load waits for instead of reading again.
+        self._prefetched = detail
+        self._pending = pending
 
     def compose(self) -> ComposeResult:
         self._pause_gc()
         # The read starts before the panes are built and styled, so the two overlap; its
         # answer is handled after `on_mount` (a screen dispatches Compose and Mount first).
-        self.load_execution()
+        if self._prefetched is None:
+            self.load_execution()
+        else:
+            self.post_message(self.ExecutionLoaded(self.requests.start(), self._prefetched))
         yield Header()
         yield Static(f"Loading execution {printable(self.execution_id)}…", id="execution-summary")
         yield StepTable(id="steps")
@@ -139,7 +150,9 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.label_panes()
         self._update_twin()
         self.query_one(StepTable).focus()
-        self._show_loading(True)
+        if self._prefetched is None:
+            self._show_loading(True)
+        self._prefetched = None
         self.start_polling()
 
     def on_unmount(self) -> None:
@@ -218,9 +231,14 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
 
     def load_execution(self) -> None:
         """Start a query for the execution; stale answers are ignored."""
-        execution_id = self.execution_id
-        self.run_store_work(lambda: self.source.get_execution(execution_id, llm_texts=False),
-                            self.ExecutionLoaded)  # fmt: skip
+        execution_id, source = self.execution_id, self.source
+        pending, self._pending = self._pending, None
+
+        def read() -> ExecutionDetail:
+            detail = None if pending is None else pending.wait()
+            return detail or source.get_execution(execution_id, llm_texts=False)
+
+        self.run_store_work(read, self.ExecutionLoaded)
 
     @on(ExecutionLoaded)
     def _execution_loaded(self, message: ExecutionLoaded) -> None:

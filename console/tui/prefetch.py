@@ -1,0 +1,97 @@
+"""The execution under the list's cursor, read before it is opened so its screen opens with it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from store.queries import ExecutionDetail, ExecutionRow
+
+
+@dataclass(frozen=True, slots=True)
+class Prefetched:
+    """A read of one execution started when its row was highlighted; `listed` is its row as
+    the list shows it now, which the read must match to be shown (else it changed since)."""
+
+    future: Future[ExecutionDetail]
+    listed: ExecutionRow
+
+    def ready(self) -> ExecutionDetail | None:
+        """The detail when the read has finished and still matches the list, else None."""
+        if not self.future.done() or self.future.exception() is not None:
+            return None
+        return self._matching(self.future.result())
+
+    def wait(self) -> ExecutionDetail | None:
+        """Wait for the read: the detail, or None when it failed or does not match the list
+        (the caller then reads the execution itself, and meets any error there)."""
+        try:
+            detail = self.future.result()
+        except Exception:
+            return None
+        return self._matching(detail)
+
+    def _matching(self, detail: ExecutionDetail) -> ExecutionDetail | None:
+        return detail if detail.execution == self.listed else None
+
+
+class ExecutionPrefetch:
+    """Reads the highlighted execution (`read(execution_id)`), one read at a time.
+
+    `want(row)` asks for `row`'s execution; while a read runs, only the newest request waits
+    for the next one (holding a key down through the list starts one read, not one per row). A
+    running execution is not read ahead: its screen reads it and polls. `take` hands the read
+    over to the screen that opens the execution.
+    """
+
+    def __init__(self, start: Callable[[Callable[[], None]], object],
+                 read: Callable[[str], ExecutionDetail]) -> None:  # fmt: skip
+        self._start = start
+        self._read = read
+        self._lock = threading.Lock()
+        self._current: tuple[ExecutionRow, Future[ExecutionDetail]] | None = None
+        self._next: ExecutionRow | None = None
+        self._running = False
+
+    def want(self, row: ExecutionRow) -> None:
+        """Read `row`'s execution next (unless it is running or is already being read)."""
+        with self._lock:
+            if row.status == "running" or (self._current is not None and self._current[0] == row):
+                self._next = None
+                return
+            if self._running:
+                self._next = row
+                return
+            self._running = True
+            self._current = (row, Future())
+        self._start(self._run)
+
+    def take(self, execution_id: str, listed: ExecutionRow | None) -> Prefetched | None:
+        """The read of `execution_id`, finished or not, if it is of the row the list shows now
+        (`listed`; None when the list does not show it: then nothing is handed over)."""
+        with self._lock:
+            current = self._current
+            if current is None or listed is None or current[0].execution_id != execution_id:
+                return None
+            if current[0] != listed:
+                return None
+            self._current = None
+            return Prefetched(current[1], listed)
+
+    def _run(self) -> None:
+        """The reads, newest request after newest, until none is waiting (in a thread)."""
+        while True:
+            with self._lock:
+                assert self._current is not None
+                row, future = self._current
+            try:
+                future.set_result(self._read(row.execution_id))
+            except BaseException as error:  # handed to whoever opens the execution
+                future.set_exception(error)
+            with self._lock:
+                if self._next is None:
+                    self._running = False
+                    return
+                self._current, self._next = (self._next, Future()), None
