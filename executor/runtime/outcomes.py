@@ -6,6 +6,7 @@ import functools
 import json
 import ssl
 import time
+import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -350,13 +351,24 @@ class _ToolTransport(httpx.AsyncHTTPTransport):
         )
 
 
+def _environment_proxies() -> bool:
+    """Whether the environment names a proxy for HTTP (what httpx's `trust_env` reads)."""
+    return any(
+        scheme in ("http", "https", "all") for scheme in urllib.request.getproxies()
+    )
+
+
 class ToolHttpClient(httpx.AsyncClient):
     """The executor's own httpx client: httpx's, with `_ResponseCookies` as its cookie jar
     (the same cookies kept and sent; ~10 % less Python per tool call) and `_ToolTransport` as
     its transport (the same requests, fewer syscalls per pooled request)."""
 
     def __init__(self, *, verify: ssl.SSLContext | bool = True, **kwargs: Any) -> None:
-        super().__init__(transport=_ToolTransport(verify=verify), verify=verify, **kwargs)
+        # httpx honours HTTP(S)_PROXY / ALL_PROXY only with its own transport: where the
+        # environment names a proxy, the tool calls keep going through it.
+        proxied = kwargs.get("trust_env", True) and _environment_proxies()
+        transport = None if proxied else _ToolTransport(verify=verify)
+        super().__init__(transport=transport, verify=verify, **kwargs)
         self._response_cookies = _ResponseCookies(super().cookies.jar)
 
     @property

@@ -110,3 +110,27 @@ async def test_a_full_pool_queues_requests_and_replaces_an_idle_connection_for_a
     assert served_a == [3]  # one connection, the other two requests queued for it
     assert served_b == [1]  # A's idle connection was closed to open one to B
     assert len(states) == 1 and states[0].startswith(repr(url_b.removesuffix("/x")))
+
+
+async def test_a_proxy_named_by_the_environment_carries_the_tool_calls(monkeypatch):
+    # httpx reads HTTP_PROXY only with its own transport: the client must not lose it.
+    requests: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        requests.append(head.split(b"\r\n", 1)[0])
+        await reader.readexactly(2)
+        writer.write(_REPLY)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
+    async with server, ToolHttpClient(verify=default_tls_context()) as client:
+        response = await client.post("http://tool.invalid/capabilities/x", content=b"{}")
+    assert response.status_code == 200
+    assert requests == [b"POST http://tool.invalid/capabilities/x HTTP/1.1"]
