@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 _FETCH_ROWS = 1_000
 _IMPORT_MEMORY_LIMIT = 64 * MIB
+_MERGE_ROWS_HELD = 1_280  # rows' worth of memory the final merge gets (`_merge_memory_limit`)
 _REPLACE_MEMORY_LIMIT = 48 * MIB
 # Rows per INSERT of a table with a stored decision key: DuckDB costs ~35 KB per row while it
 # computes the key, so a 2,000-row batch of recorded decisions would not fit the import's
@@ -316,11 +317,30 @@ def _write_bundle(
         with contextlib.suppress(duckdb.Error):
             _delete_rows(conn, sorted(writing), orphans_only=True)
         raise
-    _merge_row_groups(conn, db_label)
+    _merge_row_groups(conn, db_label, _merge_memory_limit(scan, row_counts, memory_limit))
     return plan, row_counts
 
 
-def _merge_row_groups(conn: duckdb.DuckDBPyConnection, db_label: str) -> None:
+def _merge_memory_limit(scan: Scan, row_counts: dict[str, int], import_limit: int) -> int:
+    """The memory limit for merging the imported row groups: the import's, or more for wide rows.
+
+    The merge holds about a vector's worth (2,048 rows) of a table's values at a time, so
+    what it needs grows with the width of the rows, not with their number: 40-50 MiB for the
+    benchmark's 27 KB rows, 84-88 MiB for 89 KB ones (64 KiB bodies; FATAL "failed to pin
+    block" at 80). 1,280 times the widest table's average row leaves a margin over that.
+    """
+    widest = max(
+        (
+            scan.members[f"{TABLES_FOLDER}/{name}.jsonl"]["size"] // rows
+            for name, rows in row_counts.items()
+            if rows and f"{TABLES_FOLDER}/{name}.jsonl" in scan.members
+        ),
+        default=0,
+    )
+    return max(import_limit, _MERGE_ROWS_HELD * widest)
+
+
+def _merge_row_groups(conn: duckdb.DuckDBPyConnection, db_label: str, memory_limit: int) -> None:
     """Checkpoint now, merging the small row groups the import wrote within its memory limit.
 
     Left alone, the next checkpoint of the store (by whichever process writes it next, at
@@ -328,6 +348,7 @@ def _merge_row_groups(conn: duckdb.DuckDBPyConnection, db_label: str) -> None:
     checkpoint leaves the rows in the WAL for a later one, so it is logged, not raised.
     """
     try:
+        conn.execute(f"SET memory_limit = '{-(-memory_limit // MIB)}MiB'")
         conn.execute("CHECKPOINT")
     except duckdb.Error as error:
         log.warning(

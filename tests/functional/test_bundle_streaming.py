@@ -253,7 +253,7 @@ def test_an_import_killed_between_its_commits_leaves_a_store_that_opens_and_impo
 _KILLED_BEFORE_MERGE = """
 import os, signal, sys
 import store.bundle.importer as importer
-def merge_row_groups(conn, db_label):
+def merge_row_groups(conn, db_label, memory_limit):
     os.kill(os.getpid(), signal.SIGKILL)
 importer._merge_row_groups = merge_row_groups
 importer.import_bundle(sys.argv[1], sys.argv[2])
@@ -329,7 +329,7 @@ def test_a_failed_checkpoint_after_the_import_is_logged_not_raised(caplog):
             raise duckdb.IOException("IO Error: No space left on device")
 
     with caplog.at_level("WARNING", logger=importer.__name__):
-        importer._merge_row_groups(Unwritable(), "store.duckdb")
+        importer._merge_row_groups(Unwritable(), "store.duckdb", 64 * 1024 * 1024)
     assert caplog.messages == [
         "store.duckdb: the import is committed, but merging its row groups failed (IO Error: "
         "No space left on device); they stay in the WAL for the store's next checkpoint"
