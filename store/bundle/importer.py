@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 _FETCH_ROWS = 1_000
 _IMPORT_MEMORY_LIMIT = 64 * MIB
+_ROW_MEMORY_FACTOR = 32  # the import's memory limit, in longest rows, if over 64 MiB
 _MERGE_ROWS_HELD = 1_280  # rows' worth of memory the final merge gets (`_merge_memory_limit`)
 _REPLACE_MEMORY_LIMIT = 48 * MIB
 # Rows per INSERT of a table with a stored decision key: DuckDB costs ~35 KB per row while it
@@ -257,10 +258,12 @@ def _write_bundle(
     """Plan the import against the store, then write it (see `import_bundle`)."""
     row_counts = dict.fromkeys((spec.name for spec in store_table_specs()), 0)
     # DuckDB may cache little during an import, so committed batches are written out; one row
-    # must still fit several times over. The checkpoints merge no row groups until the last
-    # one, whose merge needs 40-50 MiB whatever the bundle's size, so the limit does not grow
-    # with it. A replacement holds its whole transaction: 1/64 of the rows' bytes on top.
-    memory_limit = max(_IMPORT_MEMORY_LIMIT, 4 * scan.longest_line)
+    # must still fit many times over: the stored decision key's SQL parses an attempt's
+    # decision JSON, ~30 times its size while it runs (a 5.3 MB row with a 2.1 MB decision
+    # needed 85 MiB). The checkpoints merge no row groups until the last one, whose merge needs
+    # 40-50 MiB whatever the bundle's size, so the limit does not grow with the bundle's size.
+    # A replacement holds its whole transaction: 1/64 of the rows' bytes on top.
+    memory_limit = max(_IMPORT_MEMORY_LIMIT, _ROW_MEMORY_FACTOR * scan.longest_line)
     if replace:
         table_bytes = sum(
             member["size"]

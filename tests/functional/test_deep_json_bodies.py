@@ -67,3 +67,27 @@ async def test_the_console_opens_an_execution_with_a_deep_json_body(deep_store) 
         await pilot.pause()
         body = app.screen.query_one(AttemptDetail).query_one("#response-body").text
         assert body.startswith("[[[[") and len(body) >= 2 * DEPTH
+
+
+def test_a_recording_of_deeply_nested_error_bodies_exports_and_imports(tool_server, tmp_path):
+    # The decision quotes the 500's error text, 1.5 MB of JSON cut short 300,000 deep: the
+    # import keys that decision in SQL, which needed ~85 MiB; at 4 times the longest row (a
+    # 64 MiB limit) the import failed, "Out of Memory Error … nothing was imported".
+    tool_server.script("/capabilities/deep", ToolReply(
+        status=200, body='{"success":true,"data":' + "[" * 200_000 + "]" * 200_000 + "}"))
+    tool_server.script("/capabilities/deep400", ToolReply(
+        status=400, body='{"success":false,"error":{"message":' + "[" * 200_000 + "]" * 200_000
+        + "}}"))
+    tool_server.script("/capabilities/deepbad", ToolReply(status=500, body='{"a":' * 300_000))
+    names = ("deep", "deep400", "deepbad")
+    document = plan(tool_server.base_url, {name: capability(name) for name in names},
+                    [step(f"step-{n}", name, {}) for n, name in enumerate(names, 1)],
+                    config={"max_attempts": 1})  # fmt: skip
+    db, bundle, target = tmp_path / "s.duckdb", tmp_path / "b.zip", tmp_path / "t.duckdb"
+    ran = run_subprocess("run", str(write_plan(tmp_path, document)), "--db", str(db))
+    assert ran.returncode in (0, 1), ran.stderr
+    exported = run_subprocess("export", "--all", "-o", str(bundle), "--db", str(db))
+    assert exported.returncode == 0, exported.stderr
+    imported = run_subprocess("import", str(bundle), "--db", str(target))
+    assert (imported.returncode, imported.stderr) == (0, "")
+    assert "imported: 1" in imported.stdout
