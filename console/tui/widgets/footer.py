@@ -35,7 +35,7 @@ class KeysFooter(Widget, can_focus=False):
     the keys are one `Text` whose spans are the segments those widgets drew (the snapshots
     are the same bytes): each key's display padded by one cell either side, its description
     followed by one cell, the command palette's key at the right behind a `vkey` border and
-    one cell of padding. A click on a key presses it (a bell when it is disabled), a disabled
+    one cell of padding (the footer's own). A click on a key presses it (a bell when it is disabled), a disabled
     key is dimmed, the key under the mouse is highlighted and its tooltip is the footer's.
     The keys are redrawn once per burst of binding updates, and only when they changed.
     """
@@ -107,6 +107,8 @@ class KeysFooter(Widget, can_focus=False):
         keys = self._keys()
         if keys != self._keys_shown:
             self._keys_shown = keys
+            # The palette's key is followed by its widget's padding: a cell of background alone.
+            self.styles.padding = (0, 1, 0, 0) if keys and keys[-1].palette else 0
             self.refresh()
 
     def _keys(self) -> tuple[FooterKeyShown, ...]:
@@ -136,7 +138,7 @@ class KeysFooter(Widget, can_focus=False):
         if not self._bindings_ready and not self._keys_shown:
             self._spans = ()
             return Text()
-        width = self.size.width
+        width = self.content_size.width
         base = self.rich_style
         hover = self.get_component_rich_style("keys-footer--hover")
         bound = [key for key in self._keys_shown if not key.palette]
@@ -154,7 +156,6 @@ class KeysFooter(Widget, can_focus=False):
             item = self._item_style(key, base, hover)
             tail = Text.assemble(("▏", Style(color=border.color, bgcolor=item.bgcolor)))
             tail.append_text(drawn)
-            tail.append(" ", item)
             room = max(0, width - len(tail))
             if len(line) > room:
                 line = line[:room]
