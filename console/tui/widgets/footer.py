@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.strip import Strip
 from textual.widget import Widget
 
 
@@ -80,6 +82,21 @@ class KeysFooter(Widget, can_focus=False):
     _keys_shown: tuple[FooterKeyShown, ...] = ()
     _spans: tuple[tuple[int, int, FooterKeyShown], ...] = ()
     _hovered: FooterKeyShown | None = None
+    _gap: tuple[int, int] | None = None
+
+    def render_line(self, y: int) -> Strip:
+        """The line rendered, its gap between the keys and the palette's key drawn as the
+        footer's blank (a background alone, as Textual's Footer showed between its keys)."""
+        strip = super().render_line(y)
+        if self._gap is None:
+            return strip
+        start, end = self._gap
+        before, gap, after = strip.divide([start, end, strip.cell_length])
+        styles = [segment.style for segment in gap if segment.style is not None]
+        if not styles:
+            return strip
+        blank = Strip([Segment(" " * (end - start), Style(bgcolor=styles[0].bgcolor))], end - start)
+        return Strip.join([before, blank, after])
 
     @property
     def keys(self) -> tuple[FooterKeyShown, ...]:
@@ -139,6 +156,7 @@ class KeysFooter(Widget, can_focus=False):
             self._spans = ()
             return Text()
         width = self.content_size.width
+        self._gap = None
         base = self.rich_style
         hover = self.get_component_rich_style("keys-footer--hover")
         bound = [key for key in self._keys_shown if not key.palette]
@@ -160,6 +178,7 @@ class KeysFooter(Widget, can_focus=False):
             if len(line) > room:
                 line = line[:room]
             elif len(line) < room:
+                self._gap = (len(line), room)
                 line.append(" " * (room - len(line)))
             start = len(line)
             line.append_text(tail)
