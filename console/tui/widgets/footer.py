@@ -37,8 +37,8 @@ class KeysFooter(Widget, can_focus=False):
     the keys are one `Text` whose spans are the segments those widgets drew (the snapshots
     are the same bytes): each key's display padded by one cell either side, its description
     followed by one cell, the command palette's key at the right behind a `vkey` border and
-    one cell of padding (the footer's own). A click on a key presses it (a bell when it is disabled), a disabled
-    key is dimmed, the key under the mouse is highlighted and its tooltip is the footer's.
+    one cell of padding (the footer's own). A click on a key presses it (a bell when it is
+    disabled), a disabled key is dimmed, the key under the mouse is highlighted and its tooltip is the footer's.
     The keys are redrawn once per burst of binding updates, and only when they changed.
     """
 
@@ -188,7 +188,9 @@ class KeysFooter(Widget, can_focus=False):
 
     def _item_style(self, key: FooterKeyShown, base: Style, hover: Style) -> Style:
         """The style of a key's own cells: FooterKey's, hovered or dimmed."""
-        style = base + Style(color=hover.color, bgcolor=hover.bgcolor) if key is self._hovered else base
+        style = base
+        if key is self._hovered:
+            style += Style(color=hover.color, bgcolor=hover.bgcolor)
         return style + Style(dim=True) if key.disabled else style
 
     def _key_text(self, key: FooterKeyShown, base: Style, hover: Style) -> Text:
@@ -213,7 +215,7 @@ class KeysFooter(Widget, can_focus=False):
     def key_at(self, x: int) -> FooterKeyShown | None:
         """The key drawn at column `x` of the footer, if any."""
         for start, end, key in self._spans:
-            if start <= x < end:
+            if start <= x < end or (key.palette and x >= start):  # its padding is the footer's
                 return key
         return None
 
