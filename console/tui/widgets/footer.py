@@ -38,8 +38,9 @@ class KeysFooter(Widget, can_focus=False):
     are the same bytes): each key's display padded by one cell either side, its description
     followed by one cell, the command palette's key at the right behind a `vkey` border and
     one cell of padding (the footer's own). A click on a key presses it (a bell when it is
-    disabled), a disabled key is dimmed, the key under the mouse is highlighted and its tooltip is the footer's.
-    The keys are redrawn once per burst of binding updates, and only when they changed.
+    disabled), a disabled key is dimmed, the key under the mouse is highlighted and its
+    tooltip is the footer's. The keys are redrawn once per burst of binding updates, and only
+    when they changed.
     """
 
     ALLOW_SELECT = False
