@@ -160,10 +160,10 @@ def build_llm_bundle(output: Path) -> None:
     """`make bench`'s bundle (bench/measures.py), with its export timed (wall and CPU)."""
     import time
 
-    from bench.measures import bundle_source
+    from bench.measures import Size, bundle_source
     from store.bundle import export_bundle
 
-    db, text_bytes = bundle_source(output.parent, False)
+    db, text_bytes = bundle_source(output.parent, Size.FULL)
     wall, cpu = time.perf_counter(), time.process_time()
     export_bundle(db, output, None, redact=True)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -37,6 +37,9 @@ def add_parser(subparsers: Any) -> None:
          "refuse bundles of over N files (default 10000)"),
         ("--max-ratio", _DEFAULT_LIMITS.max_ratio,
          "refuse bundles expanding to over N times their size, past 64 MiB (default 200)"),
+        ("--max-row-bytes", _DEFAULT_LIMITS.max_line_bytes,
+         "refuse bundles with a row (or span value) over N bytes (default 64 MiB); "
+         "the import needs a few times the longest row in memory"),
     ):  # fmt: skip
         parser.add_argument(option, type=int, default=default, metavar="N", help=meaning)
     add_json_option(parser, "print what was imported as JSON")
@@ -44,15 +47,15 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Import a bundle; 0 on success, 2 with one line on stderr when refused."""
-    if args.max_bytes < 1 or args.max_members < 1 or args.max_ratio < 1:
-        print(
-            f"truva-console: --max-bytes, --max-members and --max-ratio must be at least 1, got "
-            f"{args.max_bytes}, {args.max_members} and {args.max_ratio}",
-            file=sys.stderr,
-        )
-        return 2
+    for option, value in (("--max-bytes", args.max_bytes), ("--max-members", args.max_members),
+                          ("--max-ratio", args.max_ratio),
+                          ("--max-row-bytes", args.max_row_bytes)):  # fmt: skip
+        if value < 1:
+            print(f"truva-console: {option} must be at least 1, got {value}", file=sys.stderr)
+            return 2
     limits = BundleLimits(
-        max_total_bytes=args.max_bytes, max_members=args.max_members, max_ratio=args.max_ratio
+        max_total_bytes=args.max_bytes, max_members=args.max_members, max_ratio=args.max_ratio,
+        max_line_bytes=args.max_row_bytes,
     )
     try:
         result = import_bundle(

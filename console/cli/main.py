@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from console.exits import EXIT_BAD_INPUT, fail
+from console.exits import EXIT_BAD_INPUT, EXIT_CANCELLED, fail
 from console.printable import printable_line
 
 PACKAGES = ("console", "executor", "store")
@@ -115,7 +115,20 @@ def build_parser(default_handler: Handler) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, *, default_handler: Handler) -> int:
-    """Parse `argv` and run its command (`default_handler` when none is named)."""
+    """Parse `argv` and run its command (`default_handler` when none is named).
+
+    Ctrl-C in a command that does not cancel on its own (`export`, `import`, `ls`, … or while
+    the command is still starting) is one line and exit 130, not a traceback; the command's
+    own clean-up (a partial file removed, a transaction rolled back) runs on the way out.
+    """
+    try:
+        return dispatch(argv, default_handler)
+    except KeyboardInterrupt:
+        return fail("interrupted (Ctrl-C)", EXIT_CANCELLED)
+
+
+def dispatch(argv: Sequence[str] | None, default_handler: Handler) -> int:
+    """`main` without its Ctrl-C guard."""
     try:
         check_package_origins()
     except ShadowedPackageError as exc:

@@ -148,6 +148,9 @@ def _read_schema(path: str) -> Any:
         schema = json.loads(text)
     except ValueError as error:
         raise ProbeError(f"--schema {path}: invalid JSON: {error}") from error
+    except RecursionError:
+        raise ProbeError(f"--schema {path}: nested too deeply to be a schema (Python's "
+                         "recursion limit was reached)") from None
     if not isinstance(schema, dict):
         raise ProbeError(f"--schema {path}: expected a JSON Schema object, got "
                          f"{type(schema).__name__}")  # fmt: skip

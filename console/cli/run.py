@@ -29,12 +29,14 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the plan, run it with the store recorder, and print the outcome."""
+    from executor.llm.client import LLMSettingsError, resolve_llm_settings
     from executor.plan import PlanError, load_plan
     from executor.runtime import PlanExecutor
 
     try:
         plan = load_plan(args.plan)
-    except PlanError as exc:
+        resolve_llm_settings(plan.llm)  # a bad OPENAI_BASE_URL before the store is opened
+    except (PlanError, LLMSettingsError) as exc:
         return fail(str(exc))
     db_path = None if args.no_store else store_path(args)
     return run_and_report(
@@ -44,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json: bool) -> int:
     """`run_recorded`, then print the outcome as `run` does; the exit code of `run`."""
+    from executor.llm.client import LLMSettingsError
     from executor.plan import header_value_problem
     from store.errors import StoreError
 
@@ -53,7 +56,7 @@ def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json
         return fail(f"TRUVAG3_OAUTH_TOKEN cannot be sent as an Authorization header: {problem}")
     try:
         recorded = run_recorded(build, db_path)
-    except StoreError as exc:
+    except (StoreError, LLMSettingsError) as exc:
         return fail(str(exc))
     outcome = recorded.outcome
     settings = getattr(recorded.executor, "llm_settings", None)

@@ -84,6 +84,10 @@ def target_from_url(
     try:
         plan = parse_plan(document, source="probe")
     except PlanError as error:
+        if not error.path and error.problem.startswith("nested too deeply"):
+            # Only the schema file can make the document this deep.
+            raise ProbeError(f"--schema {schema_file}: nested too deeply to be a schema "
+                             "(Python's recursion limit was reached)") from None
         where = next((option + error.path[len(prefix):] for prefix, option in options.items()
                       if error.path.startswith(prefix)), error.path)  # fmt: skip
         raise ProbeError(f"{where}: {error.problem}") from error

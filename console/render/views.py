@@ -84,7 +84,7 @@ def body_display(body: bytes | None) -> BodyDisplay:
     if size <= PRETTY_PRINT_LIMIT_BYTES:
         try:
             pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to lay out
             pass
         else:
             return BodyDisplay(text, f"{size} bytes, JSON", pretty)

@@ -9,9 +9,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from executor.params import json_type_name
 from executor.plan import basic_authorization, split_userinfo
+from executor.redact import redact_secrets
 from executor.tracecontext import llm_headers
 from executor.wire import is_transient_status
 
@@ -102,6 +104,29 @@ def _env_text(env: Mapping[str, str], name: str) -> str | None:
     return value.strip() or None
 
 
+class LLMSettingsError(ValueError):
+    """An LLM setting from the environment that no client can use; the message is one line."""
+
+
+def _checked_env_base_url(url: str) -> str:
+    """`OPENAI_BASE_URL` as `llm.base_url` is checked in a plan: http(s), a host, a valid port."""
+    try:
+        parts = urlsplit(url)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError:
+        usable = False
+    if not usable:
+        if "@" in url:  # the userinfo may be a key: never print it
+            scheme, _, rest = url.rpartition("//")
+            url = f"{scheme}//[REDACTED]@{rest.rpartition('@')[2]}" if scheme else "[REDACTED]"
+        raise LLMSettingsError(
+            f"OPENAI_BASE_URL: expected an http:// or https:// URL with a host and a port "
+            f"from 0 to 65535, got {json.dumps(url, ensure_ascii=True)}"
+        )
+    return url
+
+
 def resolve_llm_settings(
     plan_llm: Mapping[str, Any] | None, env: Mapping[str, str] | None = None
 ) -> LLMSettings | None:
@@ -112,7 +137,9 @@ def resolve_llm_settings(
     `api_key_source` "none" so the run can say so). Userinfo is always taken out of the URL, so
     it never overrides an explicit key. model: `llm.model` > `TRUVAG3_LLM_MODEL` >
     "gpt-4o-mini". `llm.timeout_s` > 60. Empty strings count as unset. A wrongly typed value
-    raises ValueError naming the field.
+    raises ValueError naming the field; an `OPENAI_BASE_URL` that is not an http(s) URL with a
+    host and a valid port raises `LLMSettingsError` (the plan's `llm.base_url` is checked when
+    the plan is loaded).
     """
     env = os.environ if env is None else env
     plan_llm = plan_llm or {}
@@ -120,6 +147,8 @@ def resolve_llm_settings(
     raw_base_url = plan_base_url or _env_text(env, "OPENAI_BASE_URL")
     if raw_base_url is None:
         return None
+    if plan_base_url is None:
+        _checked_env_base_url(raw_base_url)
     base_url, userinfo = split_userinfo(raw_base_url)
     basic_auth = None
     if (api_key := _setting_text(plan_llm, "api_key")) is not None:
@@ -374,7 +403,9 @@ class LLMClient:
             completion_tokens=fields.completion_tokens,
             total_tokens=fields.total_tokens,
             latency_ms=latency_ms,
-            error=fields.error,
+            # The endpoint's error text may echo a credential (OpenAI's 401 quotes the key): it
+            # reaches decisions, `run` and `explain`, so it is redacted as the store's errors are.
+            error=redact_secrets(fields.error) if fields.error else fields.error,
             started_at=started_at,
             error_kind=fields.error_kind,
             response_headers=response_headers or {},

@@ -182,6 +182,12 @@ class PlanParser:
             raise self.fail(path, f"expected an http:// or https:// URL, got {quote(url)}")
         if parts.query or parts.fragment or "?" in url or "#" in url:
             raise self.fail(path, f"expected a URL without query or fragment, got {quote(url)}")
+        try:
+            parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+        except ValueError:
+            port = parts.netloc.rpartition(":")[2]
+            raise self.fail(path, f"expected a port from 0 to 65535, got {quote(port)} in "
+                                  f"{quote(url)}") from None
         return url
 
     def require_header_name(self, name: str, path: str) -> None:

@@ -12,7 +12,7 @@ from executor.events import (
     LLMCall,
 )
 from executor.policy import Decision
-from executor.redact import redact_json_value, redact_sensitive_text
+from executor.redact import redact_json_value, redact_secrets
 
 if TYPE_CHECKING:
     pass
@@ -35,7 +35,7 @@ def preview(text: str | None, limit: int = PREVIEW_CHARS) -> str | None:
     """`text` redacted, then cut like TruvaG3's truncateString: first `limit` chars plus "..."."""
     if text is None:
         return None
-    redacted = redact_sensitive_text(text)
+    redacted = redact_secrets(text)
     return redacted if len(redacted) <= limit else redacted[:limit] + "..."
 
 
@@ -160,7 +160,7 @@ def capped(text: str | None, where: str) -> str | None:
     """
     if text is None:
         return None
-    redacted = redact_sensitive_text(text)
+    redacted = redact_secrets(text)
     if len(redacted) <= CONTENT_CHARS:
         return redacted
     return (

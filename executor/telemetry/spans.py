@@ -32,7 +32,7 @@ from executor.events import (
     StepStarted,
 )
 from executor.llm import SITE_CORRECTION
-from executor.redact import redact_sensitive_text
+from executor.redact import redact_secrets
 from executor.telemetry.attributes import (
     INSTRUMENTATION_SCOPE,
     LLM_OPERATION,
@@ -630,7 +630,7 @@ class TelemetryRecorder:
                 "truva.dispatched": True,
                 "truva.correction_layer": event.correction_layer,
                 "http.request.method": event.method,
-                "url.full": redact_sensitive_text(event.url),
+                "url.full": redact_secrets(event.url),
                 "server.address": address,
                 "server.port": port,
                 "http.request.resend_count": step.dispatches or None,

@@ -138,7 +138,8 @@ def check_directory(
             raise refuse(
                 path,
                 f"its members declare over {ratio_limit} bytes uncompressed, over "
-                f"{limits.max_ratio} times the {archive_bytes}-byte archive (a zip bomb?)",
+                f"{limits.max_ratio} times the {archive_bytes}-byte archive (a zip bomb? if you "
+                "trust it, import it with --max-ratio N)",
             )
 
 
@@ -302,7 +303,7 @@ def member_lines(
                 raise refuse(
                     path,
                     f"{where} line {number + 1} is over {limits.max_line_bytes} bytes, the "
-                    "limit for one row",
+                    "limit for one row (raise it with --max-row-bytes N)",
                 )
         if pending:
             raise refuse(path, f"{where}: the last line has no newline (truncated?)")
@@ -390,7 +391,7 @@ class JsonStream:
                 raise refuse(
                     self.path,
                     f"{SPANS_MEMBER}: a value is over {self._max_value_bytes} bytes, the "
-                    "limit for one span",
+                    "limit for one span (raise it with --max-row-bytes N)",
                 )
             # Read until the text waiting doubles, so a long value is decoded a few times only.
             while len(self._text) - self._pos < 2 * waiting and self._fill():

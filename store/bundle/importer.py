@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,8 +32,12 @@ from store.connection import DEFAULT_LOCK_TIMEOUT_S, first_line, store_paths
 from store.queries import Store
 from store.schema import DERIVED_COLUMNS
 
+log = logging.getLogger(__name__)
+
 _FETCH_ROWS = 1_000
-_IMPORT_MEMORY_LIMIT = 48 * MIB
+_IMPORT_MEMORY_LIMIT = 64 * MIB
+_MERGE_ROWS_HELD = 1_280  # rows' worth of memory the final merge gets (`_merge_memory_limit`)
+_REPLACE_MEMORY_LIMIT = 48 * MIB
 # Rows per INSERT of a table with a stored decision key: DuckDB costs ~35 KB per row while it
 # computes the key, so a 2,000-row batch of recorded decisions would not fit the import's
 # memory limit; slices keep what one INSERT needs bounded (and the peak lower).
@@ -252,12 +257,17 @@ def _write_bundle(
     """Plan the import against the store, then write it (see `import_bundle`)."""
     row_counts = dict.fromkeys((spec.name for spec in store_table_specs()), 0)
     # DuckDB may cache little during an import, so committed batches are written out; one row
-    # must still fit several times over. Its checkpoints pin more as a table's row group grows
-    # (48 MiB fails at 1.1 GB of rows, 64 MiB does), hence 1/64 of the rows' bytes on top.
-    table_bytes = sum(
-        member["size"] for name, member in scan.members.items() if name.startswith(TABLES_FOLDER)
-    )
-    memory_limit = max(_IMPORT_MEMORY_LIMIT + table_bytes // 64, 4 * scan.longest_line)
+    # must still fit several times over. The checkpoints merge no row groups until the last
+    # one, whose merge needs 40-50 MiB whatever the bundle's size, so the limit does not grow
+    # with it. A replacement holds its whole transaction: 1/64 of the rows' bytes on top.
+    memory_limit = max(_IMPORT_MEMORY_LIMIT, 4 * scan.longest_line)
+    if replace:
+        table_bytes = sum(
+            member["size"]
+            for name, member in scan.members.items()
+            if name.startswith(TABLES_FOLDER)
+        )
+        memory_limit = max(memory_limit, _REPLACE_MEMORY_LIMIT + table_bytes // 64)
     conn.execute(f"SET memory_limit = '{memory_limit // MIB}MiB'")
     # One thread: on this workload (one INSERT per staged batch) a second one only contends.
     conn.execute("SET threads = 1")
@@ -288,6 +298,11 @@ def _write_bundle(
     except BaseException:
         rollback(conn)
         raise
+    # No row groups are merged while the batches go in: each automatic checkpoint then writes
+    # only the rows committed since the last one, instead of rewriting a table's growing row
+    # group (the import's CPU, and its peak memory, grew with the bundle). The checkpoint that
+    # follows the executions' rows merges them, once, within the import's memory limit.
+    conn.execute("SET max_vacuum_tasks = 0")
     try:
         for spec in specs[:-1]:
             row_counts[spec.name] = _insert_table(conn, scan, spec, writing, commit_batches=True)
@@ -295,13 +310,53 @@ def _write_bundle(
         row_counts["executions"] = _insert_table(
             conn, scan, specs[-1], writing, commit_batches=False
         )
+        conn.execute("RESET max_vacuum_tasks")  # the COMMIT may checkpoint (and merge) itself
         conn.execute("COMMIT")
     except BaseException:
         rollback(conn)
         with contextlib.suppress(duckdb.Error):
             _delete_rows(conn, sorted(writing), orphans_only=True)
         raise
+    _merge_row_groups(conn, db_label, _merge_memory_limit(scan, row_counts, memory_limit))
     return plan, row_counts
+
+
+def _merge_memory_limit(scan: Scan, row_counts: dict[str, int], import_limit: int) -> int:
+    """The memory limit for merging the imported row groups: the import's, or more for wide rows.
+
+    The merge holds about a vector's worth (2,048 rows) of a table's values at a time, so
+    what it needs grows with the width of the rows, not with their number: 40-50 MiB for the
+    benchmark's 27 KB rows, 84-88 MiB for 89 KB ones (64 KiB bodies; FATAL "failed to pin
+    block" at 80). 1,280 times the widest table's average row leaves a margin over that.
+    """
+    widest = max(
+        (
+            scan.members[f"{TABLES_FOLDER}/{name}.jsonl"]["size"] // rows
+            for name, rows in row_counts.items()
+            if rows and f"{TABLES_FOLDER}/{name}.jsonl" in scan.members
+        ),
+        default=0,
+    )
+    return max(import_limit, _MERGE_ROWS_HELD * widest)
+
+
+def _merge_row_groups(conn: duckdb.DuckDBPyConnection, db_label: str, memory_limit: int) -> None:
+    """Checkpoint now, merging the small row groups the import wrote within its memory limit.
+
+    Left alone, the next checkpoint of the store (by whichever process writes it next, at
+    DuckDB's default limit) would merge them. The import is committed already: a failed
+    checkpoint leaves the rows in the WAL for a later one, so it is logged, not raised.
+    """
+    try:
+        conn.execute(f"SET memory_limit = '{-(-memory_limit // MIB)}MiB'")
+        conn.execute("CHECKPOINT")
+    except duckdb.Error as error:
+        log.warning(
+            "%s: the import is committed, but merging its row groups failed (%s); they stay "
+            "in the WAL for the store's next checkpoint",
+            db_label,
+            first_line(error),
+        )
 
 
 @contextlib.contextmanager
@@ -364,6 +419,7 @@ def import_bundle(
                 with contextlib.suppress(duckdb.Error):
                     conn.execute("RESET memory_limit")
                     conn.execute("RESET threads")
+                    conn.execute("RESET max_vacuum_tasks")
     return ImportResult(
         bundle=path,
         db=paths.given,

@@ -434,15 +434,17 @@ def fold_segments(tables: Iterable[pa.Table]) -> FoldedRows:
             (name, table.column(name).is_valid().to_pylist(), _lengths(table.column(name)))
             for name in BYTES_FIELDS
         ]
+        payloads = table.column("payload").to_pylist()
         columns = zip(
             table.column("seq").to_pylist(),
             table.column("kind").to_pylist(),
             table.column("execution_id").to_pylist(),
-            table.column("payload").to_pylist(),
             strict=True,
         )
-        for index, (seq, kind, execution_id, payload) in enumerate(columns):
+        for index, (seq, kind, execution_id) in enumerate(columns):
+            payload, payloads[index] = payloads[index], None  # a big payload freed once parsed
             data = json.loads(payload) if payload else {}
+            del payload
             data["_kind"] = kind
             data.setdefault("execution_id", execution_id)
             for body_field, present, sizes in bodies:

@@ -196,15 +196,14 @@ def _with_lowered_parts(table_name: str, staging: pa.Table) -> pa.Table:
     where it is ASCII, null elsewhere (and where the part is null).
 
     A body handed over as a dictionary (`take_bodies(..., as_dictionary=True)`) is lowered as
-    a dictionary too: each distinct dictionary (a journal's pieces, shared by both body
-    columns) is lower-cased once, in one pass, and the rows index it."""
-    lowered_dictionaries: dict[tuple[int, ...], tuple[pa.Array, pa.Array]] = {}
+    a dictionary too, but only at the pieces its rows index: the rest of the dictionary (a
+    journal's other records and frame bytes) is never copied, so a big body costs one lowered
+    copy of itself, not of its whole journal."""
     for column, _ in _SEARCH_TEXT_PARTS.get(table_name, ()):
         values = staging.column(column)
         if pa.types.is_dictionary(values.type):
             lowered = pa.chunked_array(
-                [_ascii_lowered_rows(chunk, lowered_dictionaries) for chunk in values.chunks],
-                _LOWERED_DICTIONARY,
+                [_ascii_lowered_rows(chunk) for chunk in values.chunks], _LOWERED_DICTIONARY
             )
         else:
             # A BLOB's bytes seen as text without a UTF-8 check: only its ASCII rows are used.
@@ -217,26 +216,30 @@ def _with_lowered_parts(table_name: str, staging: pa.Table) -> pa.Table:
 
 
 _LOWERED_DICTIONARY = pa.dictionary(pa.int64(), pa.large_string())
+_LOWER_IN_ARROW_MAX = 1 << 20
 
 
-def _ascii_lowered_rows(
-    chunk: pa.DictionaryArray, cache: dict[tuple[int, ...], tuple[pa.Array, pa.Array]]
-) -> pa.DictionaryArray:
-    """A dictionary chunk's rows lower-cased where ASCII, null elsewhere, as indices into its
-    dictionary lower-cased (once per dictionary: `cache`, keyed by the dictionary's buffers)."""
-    dictionary = chunk.dictionary
-    key = (
-        dictionary.offset,
-        len(dictionary),
-        *(buffer.address if buffer is not None else 0 for buffer in dictionary.buffers()),
-    )
-    if key not in cache:
-        text = dictionary.view(pa.large_string())  # bytes as text, unchecked: ASCII rows only
-        cache[key] = (pc.ascii_lower(text), pc.fill_null(pc.string_is_ascii(text), False))
-    lowered, ascii_pieces = cache[key]
+def _ascii_lowered_rows(chunk: pa.DictionaryArray) -> pa.DictionaryArray:
+    """A dictionary chunk's rows lower-cased where ASCII, null elsewhere: indices into the
+    lower-cased pieces the rows use (each used piece copied once, the others not at all)."""
     indices = chunk.indices
-    ascii_rows = pc.fill_null(ascii_pieces.take(indices), False)
-    return pa.DictionaryArray.from_arrays(pc.if_else(ascii_rows, indices, None), lowered)
+    used = pc.unique(indices.drop_null()) if indices.null_count else pc.unique(indices)
+    # A piece over `_LOWER_IN_ARROW_MAX` is left null: DuckDB lowers it from the stored column
+    # (the same text) rather than Arrow holding a lowered copy beside the staged body.
+    used = used.filter(
+        pc.less_equal(pc.binary_length(chunk.dictionary).take(used), _LOWER_IN_ARROW_MAX)
+    )
+    if not len(used):
+        return pa.DictionaryArray.from_arrays(
+            pa.nulls(len(chunk), pa.int64()), pa.array([], pa.large_string())
+        )
+    text = chunk.dictionary.take(used).view(pa.large_string())  # unchecked: ASCII rows only
+    ascii_pieces = pc.fill_null(pc.string_is_ascii(text), False)
+    positions = pc.index_in(indices, value_set=used)
+    ascii_rows = pc.fill_null(ascii_pieces.take(positions), False)
+    return pa.DictionaryArray.from_arrays(
+        pc.if_else(ascii_rows, positions.cast(pa.int64()), None), pc.ascii_lower(text)
+    )
 
 
 def _ascii_lowered(text: pa.Array) -> pa.Array:
@@ -329,12 +332,28 @@ def _stage_table(
         return _StagedInsert(table_name, (insert_new,), staging)
     overrides = overrides or {}
     assignments = [
-        f"{c} = {overrides.get(c, f'COALESCE(excluded.{c}, {c})')}" for c in columns if c not in key
+        f"{c} = {overrides.get(c, f'COALESCE(excluded.{c}, {table_name}.{c})')}"
+        for c in columns
+        if c not in key
     ]
-    stored = [*plain, *(f"{expression} AS {name}" for name, expression in derived.items())]
+    # A derived column whose override recomputes it from the merged row is not computed for
+    # the staged row too (for a big body, that is three body-sized strings saved).
+    stored = [
+        *plain,
+        *(
+            f"NULL AS {name}"
+            if name in overrides and f"excluded.{name}" not in overrides[name]
+            else f"{expression} AS {name}"
+            for name, expression in derived.items()
+        ),
+    ]
+    # An UPDATE from the staged rows rather than `INSERT ... ON CONFLICT DO UPDATE`: DuckDB's
+    # conflict path holds several copies of each row (a 20 MB body cost ~250 MB there).
+    matches = " AND ".join(f"{table_name}.{c} = excluded.{c}" for c in key)
     merge_stored = (
-        f"{insert}SELECT {', '.join(stored)} {source} SEMI JOIN {using} "
-        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(assignments)}"
+        f"UPDATE {table_name} SET {', '.join(assignments)} "
+        f"FROM (SELECT {', '.join(stored)} {source} SEMI JOIN {using}) AS excluded "
+        f"WHERE {matches}"
     )
     # The stored rows first: once merged, the anti-join leaves them out of the plain insert.
     return _StagedInsert(table_name, (merge_stored, insert_new), staging)
@@ -461,7 +480,7 @@ def stage_rows(rows: FoldedRows) -> StagedRows:
             # A finish states its stop reason and incomplete steps, even when they are empty.
             overrides={
                 "stop_reason": "CASE WHEN excluded.finished_at IS NOT NULL "
-                "THEN excluded.stop_reason ELSE stop_reason END",
+                "THEN excluded.stop_reason ELSE executions.stop_reason END",
             },
         ),
         _stage_table(
@@ -488,8 +507,8 @@ def stage_rows(rows: FoldedRows) -> StagedRows:
             # The search text follows whichever bodies the row has once merged.
             overrides={
                 "search_text": attempt_search_text_sql(
-                    "COALESCE(excluded.request_body, request_body)",
-                    "COALESCE(excluded.response_body, response_body)",
+                    "COALESCE(excluded.request_body, attempts.request_body)",
+                    "COALESCE(excluded.response_body, attempts.response_body)",
                 )
             },
         ),

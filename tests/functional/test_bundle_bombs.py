@@ -123,7 +123,8 @@ def test_a_table_member_of_zeros_is_refused_by_its_ratio_in_bounded_memory(
     size = bomb.stat().st_size
     assert stderr == (
         f"truva-console: {bomb}: its members declare over {200 * size} bytes uncompressed, over "
-        f"200 times the {size}-byte archive (a zip bomb?); nothing was imported"
+        f"200 times the {size}-byte archive (a zip bomb? if you trust it, import it with "
+        "--max-ratio N); nothing was imported"
     )
     assert peak_mib < PEAK_RSS_LIMIT_MIB
     assert not db.exists()
@@ -165,7 +166,8 @@ def test_a_row_longer_than_the_line_limit_is_refused_while_streaming(
         import_bundle(tmp_path / "t.duckdb", bomb, limits=BundleLimits(max_line_bytes=_MIB))
 
     assert str(refused.value) == (
-        f"{bomb}: tables/events.jsonl line 1 is over {_MIB} bytes, the limit for one row; "
+        f"{bomb}: tables/events.jsonl line 1 is over {_MIB} bytes, the limit for one row "
+        "(raise it with --max-row-bytes N); "
         "nothing was imported"
     )
     assert not (tmp_path / "t.duckdb").exists()

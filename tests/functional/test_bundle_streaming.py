@@ -248,6 +248,94 @@ def test_an_import_killed_between_its_commits_leaves_a_store_that_opens_and_impo
     assert rows_of(db) == rows_of(fresh)
 
 
+# The child imports the bundle and kills itself once every row is committed, before the
+# checkpoint that merges the import's row groups.
+_KILLED_BEFORE_MERGE = """
+import os, signal, sys
+import store.bundle.importer as importer
+def merge_row_groups(conn, db_label, memory_limit):
+    os.kill(os.getpid(), signal.SIGKILL)
+importer._merge_row_groups = merge_row_groups
+importer.import_bundle(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_an_import_killed_before_merging_its_row_groups_leaves_every_execution(bundle, tmp_path):
+    db = tmp_path / "killed.duckdb"
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_BEFORE_MERGE, str(db), str(bundle)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    fresh = tmp_path / "fresh.duckdb"
+    import_bundle(fresh, bundle)
+    assert _rows_of(db) == _rows_of(fresh)  # the WAL holds what the checkpoint did not write
+    assert sorted(import_bundle(db, bundle).skipped) == sorted(IDS)
+
+
+def _rows_of(path: Path) -> dict[str, list[tuple]]:
+    with open_store(path).session() as conn:
+        return {
+            table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
+            for table in STORE_TABLES
+        }
+
+
+def _row_groups(path: Path) -> dict[str, int]:
+    with duckdb.connect(str(path), read_only=True) as conn:
+        return {
+            table: conn.execute(
+                f"SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('{table}')"
+            ).fetchone()[0]
+            for table in STORE_TABLES
+        }
+
+
+def test_an_import_checkpointed_after_every_row_leaves_one_row_group_per_table(
+    bundle, tmp_path, monkeypatch
+):
+    # Every row its own batch and every COMMIT a checkpoint: the import writes a row group per
+    # row, and merges them before it ends (not the next process to checkpoint the store).
+    from store.bundle import importer, staging
+
+    monkeypatch.setattr(staging, "STAGE_ROWS", 1)
+    real_write_bundle = importer._write_bundle
+
+    def write_bundle(conn, *args, **kwargs):
+        conn.execute("SET checkpoint_threshold = '1KB'")
+        try:
+            return real_write_bundle(conn, *args, **kwargs)
+        finally:
+            conn.execute("RESET checkpoint_threshold")
+
+    monkeypatch.setattr(importer, "_write_bundle", write_bundle)
+    db = tmp_path / "target.duckdb"
+    assert sorted(import_bundle(db, bundle).imported) == sorted(IDS)
+    monkeypatch.undo()
+    fresh = tmp_path / "fresh.duckdb"
+    import_bundle(fresh, bundle)
+    assert _rows_of(db) == _rows_of(fresh)
+    written = _row_groups(db)
+    assert all(written[table] == 1 for table in ("steps", "attempts", "events")), written
+
+
+def test_a_failed_checkpoint_after_the_import_is_logged_not_raised(caplog):
+    from store.bundle import importer
+
+    class Unwritable:
+        def execute(self, sql):
+            raise duckdb.IOException("IO Error: No space left on device")
+
+    with caplog.at_level("WARNING", logger=importer.__name__):
+        importer._merge_row_groups(Unwritable(), "store.duckdb", 64 * 1024 * 1024)
+    assert caplog.messages == [
+        "store.duckdb: the import is committed, but merging its row groups failed (IO Error: "
+        "No space left on device); they stay in the WAL for the store's next checkpoint"
+    ]
+
+
 # A decision as the executor records it for an HTTP 200 (every input it reads; ~1.6 KB).
 _RECORDED_SUCCESS = json.loads(
     '{"action": "success", "rule_id": "success.2xx", "reason": "HTTP 200 is success", '

@@ -585,6 +585,8 @@ BAD_BUNDLES: list[tuple[str, Callable[[Members], None] | bytes | str, tuple[str,
     ("zip_bomb", replace_member("tables/events.jsonl", bytes(24 * 1024 * 1024)),
      ("--max-bytes", str(16 * 1024 * 1024)), "bytes uncompressed, over the limit"),
     ("too_many_members", "valid", ("--max-members", "3"), "9 members, over the limit of 3"),
+    ("row_over_max_row_bytes", "valid", ("--max-row-bytes", "200"),
+     "bytes, the limit for one row (raise it with --max-row-bytes N)"),
     ("row_for_unknown_execution",
      edit_table("attempts", set_in_first_row("execution_id", "exec-other")), (),
      "tables/attempts.jsonl line 1: execution_id \"exec-other\" is not one of the manifest's"),
@@ -676,6 +678,16 @@ def test_bad_bundle_is_refused_and_nothing_is_written(
     assert message in err
     assert err.rstrip().endswith("nothing was imported")
     assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("option", ["--max-bytes", "--max-members", "--max-ratio",
+                                    "--max-row-bytes"])
+def test_a_limit_below_one_is_one_line(option, small_bundle, tmp_path, capsys):
+    target = tmp_path / "new.duckdb"
+    code, out, err = run_cli(capsys, "--db", str(target), "import", str(small_bundle),
+                             option, "0")  # fmt: skip
+    assert (code, out, err) == (2, "", f"truva-console: {option} must be at least 1, got 0\n")
+    assert not target.exists()
 
 
 def test_bad_bundle_does_not_create_a_missing_store(small_bundle, tmp_path, capsys):

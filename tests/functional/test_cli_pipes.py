@@ -135,3 +135,22 @@ def test_samples_with_a_command_it_cannot_serve_is_one_line(argv: list[str], mes
     result = run_subprocess(*argv)
     assert result.returncode == 2
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
+
+
+def test_ctrl_c_during_export_is_one_line_and_leaves_no_file(
+    sample_db: Path, tmp_path: Path, monkeypatch, capsys
+):
+    """Ctrl-C where no command cancels on its own: exit 130, one line, no traceback."""
+    import store.bundle.export as bundle_export
+    from console.entry import main
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bundle_export, "redact_row", interrupted)
+    target = tmp_path / "trace.zip"
+    code = main(["--db", str(sample_db), "export", "--all", "-o", str(target)])
+    stderr = capsys.readouterr().err
+    assert code == 130
+    assert stderr == "truva-console: interrupted (Ctrl-C)\n"
+    assert list(tmp_path.iterdir()) == []

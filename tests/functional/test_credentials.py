@@ -189,3 +189,23 @@ def test_an_oauth_token_with_control_characters_is_refused_in_one_line(
     assert result.stderr.startswith("truva-console: TRUVAG3_OAUTH_TOKEN cannot be sent")
     assert len(result.stderr.strip().splitlines()) == 1
     assert tool_server.received() == []
+
+
+@pytest.mark.parametrize("base_url", ["http://127.0.0.1:99999/v1", "127.0.0.1:8200/v1",
+                                      "http://me:sk-secret-key@127.0.0.1:abc/v1"],
+                         ids=["port_out_of_range", "no_scheme", "bad_port_with_userinfo"])
+def test_an_unusable_openai_base_url_is_refused_in_one_line(
+    tmp_path, tool_server, monkeypatch, base_url
+):
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    path = write_plan(tmp_path, plan(tool_server.base_url, {"x": capability("x")},
+                                     [step("step-1", "x", {})]))
+    store = tmp_path / "debug.duckdb"
+    result = run_cli("run", str(path), "--db", str(store))
+    assert result.code == 2
+    assert result.stderr.startswith("truva-console: OPENAI_BASE_URL: expected an http:// or "
+                                    "https:// URL")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "sk-secret-key" not in result.stderr
+    assert tool_server.received() == []
+    assert not store.exists()

@@ -197,6 +197,26 @@ def test_llm_503_three_times_stops_as_unavailable_not_cannot_fix(
     assert len(tool_server.received("/capabilities/search_hotels")) == 1
 
 
+async def test_an_llm_error_that_echoes_the_api_key_is_redacted_in_the_decision(
+    tool_server, llm_server
+):
+    """OpenAI's 401 quotes the key it got; the decision, its inputs and the reason must not."""
+    key = "sk-test-SECRETKEY1234567890abcdefABCDEF"
+    bad_city(tool_server)
+    llm_server.script(LLMReply(status=401, content=f"Incorrect API key provided: {key}."))
+    document = hotel_plan(tool_server, llm_server, instruction=None)
+    document["llm"]["api_key"] = key
+    outcome, recorder = await run_executor(document)
+    attempt = final(outcome)
+    assert attempt.rule == "analyzer.unavailable"
+    decided = [e for e in recorder.events if type(e).__name__ == "AttemptDecided"]
+    texts = [json.dumps(outcome.to_dict()), *(repr(e) for e in decided),
+             *(e.error for e in recorder.of_kind("llm_call"))]  # its body stays as received
+    assert decided and not [text for text in texts if key in text]
+    (call,) = recorder.of_kind("llm_call")
+    assert "Incorrect API key provided: [REDACTED]" in call.error
+
+
 async def test_llm_429_retry_after_is_waited_in_full(tool_server, llm_server):
     bad_city(tool_server, ToolReply.ok({"hotels": ["H1"]}))
     llm_server.script(LLMReply(status=429, content="slow down", headers={"Retry-After": "7"}),

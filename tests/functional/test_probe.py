@@ -272,7 +272,18 @@ def _bad_inputs(tmp_path: Path, base_url: str) -> dict[str, tuple[list[str], str
     schema = tmp_path / "schema.json"
     schema.write_text("{not json")
     good = str(_plan(tmp_path, base_url))
+    deep_list = tmp_path / "deep-list.json"
+    deep_list.write_text("[" * 100_000 + "]" * 100_000)
+    deep_schema = tmp_path / "deep-schema.json"  # readable JSON, too deep for the plan checks
+    deep_schema.write_text('{"type": "object", "properties": {"a": ' * 400
+                           + '{"type": "string"}' + "}}" * 400)
     return {
+        "schema-too-deep-to-read": (["--url", base_url, "--capability", "/x", "--schema",
+                                     str(deep_list)],
+                                    f"--schema {deep_list}: nested too deeply to be a schema"),
+        "schema-too-deep-to-check": (["--url", base_url, "--capability", "/x", "--schema",
+                                      str(deep_schema), "--side-effects", "none"],
+                                     f"--schema {deep_schema}: nested too deeply to be a schema"),
         "bad-plan": ([str(bad_plan), "--step", "step-1"], "bad.json: invalid JSON at line 1"),
         "unknown-step": ([good, "--step", "nope"],
                          "--step nope: not a step of this plan (steps: step-1)"),
@@ -294,7 +305,8 @@ def _bad_inputs(tmp_path: Path, base_url: str) -> dict[str, tuple[list[str], str
     }
 
 
-BAD_INPUTS = ["bad-plan", "unknown-step", "plan-without-step", "unreachable-url",
+BAD_INPUTS = ["schema-too-deep-to-read", "schema-too-deep-to-check",
+              "bad-plan", "unknown-step", "plan-without-step", "unreachable-url",
               "schema-not-json", "url-without-schema", "bad-url", "bad-path", "nothing",
               "header-with-plan"]
 

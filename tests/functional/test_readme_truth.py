@@ -56,3 +56,18 @@ def test_make_test_runs_lint_first_as_the_readme_says() -> None:
     _, lint = _make_rule("lint")
     assert lint == ["$(BIN)/ruff check .", "$(BIN)/lint-imports --no-cache"]
     assert "`make lint` runs ruff and `lint-imports`" in readme
+
+
+def test_readme_python_example_calls_a_tool_that_demo_serve_provides() -> None:
+    """The README's API example names `demo serve`'s weather URL and a capability it has."""
+    from console.demo.runner import DEFAULT_BASE_PORT
+    from console.demo.tools import TOOL_NAMES, build_tools
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    (name, url), = re.findall(r'Tool\("(\w+)", "([^"]+)"\)', block)
+    port = DEFAULT_BASE_PORT + TOOL_NAMES.index(name)
+    assert url == f"http://127.0.0.1:{port}"
+    used = set(re.findall(r'capability\("(\w+)"\)', block))
+    used |= set(re.findall(rf'call_tool\({name}, "(\w+)"', block))
+    assert used and used <= set(build_tools()[name].capabilities)

@@ -199,8 +199,11 @@ async def test_live_refresh_shows_a_new_and_a_running_execution(tmp_path: Path) 
                           "exec-live partial")
 
 
-async def test_empty_store_says_how_to_record_one(tmp_path: Path) -> None:
-    db = tmp_path / "nothing-yet.duckdb"
+async def test_empty_store_says_how_to_record_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a relative path: the hint's line fits whatever tmp_path is
+    db = Path("nothing-yet.duckdb")
     app = tui_app(db, db_arg=str(db))
     async with app.run_test(size=SIZE) as pilot:
         await settle_loaded(pilot)

@@ -503,3 +503,25 @@ def test_table_specs_are_built_once_per_schema_version_however_it_is_named():
     for spec in store_table_specs():
         assert spec.column_names == tuple(column.name for column in spec.columns)
         assert spec.column_names is spec.column_names  # kept, not rebuilt per row
+
+
+@pytest.mark.parametrize(
+    ("rows", "member_bytes", "expected_mib"),
+    [
+        # make bench's bundle: 4,000 LLM calls of 27 KB lines; its merge needs 40-50 MiB
+        ({"llm_calls": 4_000, "attempts": 200},
+         {"llm_calls": 109_800_000, "attempts": 334_000}, 64),
+        # 2,400 attempts with 64 KiB bodies (89 KB lines): FATAL at 80 MiB, merged at 88
+        ({"attempts": 2_400, "steps": 2_000},
+         {"attempts": 214_760_000, "steps": 1_184_000}, 109),
+    ],
+    ids=["bench_llm_bundle", "wide_attempts"],
+)
+def test_the_final_merge_gets_memory_for_the_widest_rows(rows, member_bytes, expected_mib):
+    from store.bundle.importer import _merge_memory_limit
+    from store.bundle.validate import Scan
+
+    members = {f"tables/{name}.jsonl": {"size": size} for name, size in member_bytes.items()}
+    scan = Scan(manifest={}, members=members, infos={}, statuses={}, call_ids={}, span_count=0)
+    limit = _merge_memory_limit(scan, rows | {"executions": 0}, 64 * 1024 * 1024)
+    assert round(limit / 1024 / 1024) == expected_mib

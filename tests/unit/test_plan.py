@@ -329,6 +329,18 @@ BAD_PLANS = [
         'expected a URL without query or fragment, got "http://127.0.0.1:8101/?key=1"',
     ),
     (
+        "base_url_port_out_of_range",
+        set_at("tools", "weather", "base_url", "http://127.0.0.1:99999"),
+        "tools.weather.base_url",
+        'expected a port from 0 to 65535, got "99999" in "http://127.0.0.1:99999"',
+    ),
+    (
+        "base_url_port_not_a_number",
+        set_at("tools", "weather", "base_url", "http://127.0.0.1:abc/v1"),
+        "tools.weather.base_url",
+        'expected a port from 0 to 65535, got "abc" in "http://127.0.0.1:abc/v1"',
+    ),
+    (
         "header_value_not_a_string",
         set_at("tools", "hotel", "headers", "X-Api-Key", 3),
         "tools.hotel.headers.X-Api-Key",
@@ -797,6 +809,12 @@ BAD_PLANS = [
         set_at("llm", {"base_url": "localhost:8200"}),
         "llm.base_url",
         'expected an http:// or https:// URL, got "localhost:8200"',
+    ),
+    (
+        "llm_base_url_port_out_of_range",
+        set_at("llm", {"base_url": "http://127.0.0.1:70000/v1"}),
+        "llm.base_url",
+        'expected a port from 0 to 65535, got "70000" in "http://127.0.0.1:70000/v1"',
     ),
     (
         "llm_model_empty",

@@ -13,6 +13,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+import store.ingest.upsert
 import store.spool
 from executor.events import LLMCall
 from store.connection import StorePaths, session, store_paths
@@ -219,7 +220,7 @@ def test_new_rows_are_inserted_plainly_and_only_stored_rows_merge(conn) -> None:
 
     statements = {insert.table_name: insert.statements for insert in staged.inserts}
     merge, plain = statements["attempts"]
-    assert "SEMI JOIN attempts" in merge and "ON CONFLICT" in merge
+    assert "SEMI JOIN attempts" in merge and merge.startswith("UPDATE attempts SET")
     assert "ANTI JOIN attempts" in plain and "ON CONFLICT" not in plain
     assert all("ON CONFLICT" not in statement for statement in statements["llm_calls"])
     rows = conn.execute(
@@ -366,3 +367,29 @@ def test_a_bulky_ingest_batch_is_checkpointed_by_its_commit_without_a_wal(paths,
         40,
     )
     assert conn.execute("SELECT segment FROM ingested_segments").fetchall() == [("bulky.segment",)]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["new-row", "stored-row"])
+def test_a_big_journaled_body_is_lowered_by_duckdb_with_the_same_search_text(
+    paths, conn, monkeypatch, split
+) -> None:
+    # Pieces over the limit are not lowered in Arrow (no lowered copy beside the body); the
+    # row's search text is then DuckDB's, as defined; rows stored earlier merge by UPDATE.
+    monkeypatch.setattr(store.ingest.upsert, "_LOWER_IN_ARROW_MAX", 64)
+    response = b'{"Result": "' + b"AbC" * 100 + b'"}'
+    events = execution_with_bodies("exec-big", b'{"q": "Small"}', response)
+    first = next(i for i, event in enumerate(events) if event.kind == "attempt_responded")
+    batches = [events[:first], events[first:]] if split else [events]
+    for number, batch in enumerate(batches):
+        table = journaled(paths, f"feedbeef0000b001-000000002{number}.journal", batch)
+        staged = stage_rows(fold_segments([table]))
+        attempts = next(i.staging for i in staged.inserts if i.table_name == "attempts")
+        if batch is batches[-1]:
+            assert set(attempts.column("lowered_response_body").to_pylist()) == {None}
+        apply_segments(conn, [table])
+    rows = conn.execute(
+        "SELECT request_body, response_body, search_text, "
+        f"{DERIVED_COLUMNS['attempts']['search_text']} FROM attempts"
+    ).fetchall()
+    text = '{"q": "small"}\n' + response.decode().lower()
+    assert rows and set(rows) == {(b'{"q": "Small"}', response, text, text)}

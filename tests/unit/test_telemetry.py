@@ -28,9 +28,11 @@ from executor.events import (
     AttemptDecided,
     AttemptDispatched,
     BackoffEvent,
+    ExecutionStarted,
     FanoutRecorder,
     ListRecorder,
     LLMCall,
+    StepFinished,
 )
 from executor.plan import parse_plan
 from executor.runtime import ExecutionOutcome, PlanExecutor
@@ -637,6 +639,34 @@ def test_a_secret_in_a_url_query_is_redacted_everywhere(telemetry):
     )
     leaks = [where for where, text in every_string(telemetry.spans()) if SECRET in text]
     assert leaks == []
+
+
+# Credential shapes with no secret-ish name next to them: only value-based detection finds them.
+SHAPED_SECRETS = (
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+)
+
+
+@pytest.mark.parametrize("capture_content", [False, True], ids=["previews", "content_capture"])
+def test_credential_shapes_in_a_query_and_a_step_error_never_reach_a_span(capture_content):
+    """As a trace bundle's spans are redacted: by name and by value, whatever the place."""
+    shaped = " and ".join(SHAPED_SECRETS)
+    events = realistic_execution("exec-shapes")
+    for index, event in enumerate(events):
+        if isinstance(event, ExecutionStarted):
+            events[index] = replace(event, query=f"use {shaped}")
+        elif isinstance(event, StepFinished) and event.error:
+            events[index] = replace(event, error=f"upstream said {shaped}")
+    assert any(isinstance(e, StepFinished) and e.error for e in events)
+    spans = build_spans_from_events(events, capture_content=capture_content)
+    leaks = [(where, secret[:8]) for where, text in every_string(spans)
+             for secret in SHAPED_SECRETS if secret in text]
+    assert leaks == []
+    statuses = [s.status.description or "" for s in spans]
+    assert not [d for d in statuses for secret in SHAPED_SECRETS if secret in d]
 
 
 # ------------------------------------------------------------------------ timing and ids

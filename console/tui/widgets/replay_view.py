@@ -59,7 +59,8 @@ def response_spec_text(response: ReplayResponse | None) -> str:
         text = response.body.decode("utf-8", errors="replace")
         try:
             spec["body"] = json.loads(text)
-        except ValueError:
+            return json.dumps(spec, indent=2, ensure_ascii=False)
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to lay out
             spec["body"] = text
     return json.dumps(spec, indent=2, ensure_ascii=False)
 
@@ -80,6 +81,8 @@ def edited_value(text: str, where: str) -> Any:
                 f"{where}: invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
                 ' (expected {"status": …, "headers": {…}, "body": …} or the word drop)'
             ) from error
+        except RecursionError as error:
+            raise ResponseSpecError(f"{where}: JSON nested too deeply to read") from error
     parse_response_spec(value, where)
     return value
 
@@ -90,7 +93,7 @@ def same_response_text(text: str, recorded_text: str) -> bool:
         return True
     try:
         return json.loads(text) == json.loads(recorded_text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 

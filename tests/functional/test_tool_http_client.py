@@ -1,0 +1,136 @@
+"""The executor's own httpx client on a real loopback socket: what its pool sees of a server."""
+
+from __future__ import annotations
+
+import asyncio
+
+from executor.runtime.outcomes import ToolHttpClient, default_tls_context
+
+_REPLY = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+
+
+async def _serve_then_close(connections: list[int], closed: asyncio.Event):
+    """A server that answers one request per connection, keeps it open, then closes it."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(len(connections) + 1)
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(2)
+        writer.write(_REPLY)
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        closed.set()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+async def test_an_idle_connection_the_server_closed_is_not_reused():
+    connections: list[int] = []
+    closed = asyncio.Event()
+    server = await _serve_then_close(connections, closed)
+    port = server.sockets[0].getsockname()[1]
+    async with server, ToolHttpClient(verify=default_tls_context()) as client:
+        first = await client.post(f"http://127.0.0.1:{port}/x", content=b"{}")
+        await closed.wait()  # on loopback its FIN is at the client's socket once this returns
+        second = await client.post(f"http://127.0.0.1:{port}/x", content=b"{}")
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert connections == [1, 2]
+
+
+async def test_a_live_idle_connection_is_reused():
+    connections: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            await reader.readexactly(2)
+            writer.write(_REPLY)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server, ToolHttpClient(verify=default_tls_context()) as client:
+        statuses = [(await client.post(f"http://127.0.0.1:{port}/x", content=b"{}")).status_code
+                    for _ in range(3)]
+    assert statuses == [200, 200, 200]
+    assert connections == [1]
+
+
+def test_the_pool_has_the_settings_of_httpx_default_transport():
+    import httpx
+
+    tls = default_tls_context()
+    ours = ToolHttpClient(verify=tls)._transport._pool
+    httpx_own = httpx.AsyncHTTPTransport(verify=tls)._pool
+    names = ("_ssl_context", "_max_connections", "_max_keepalive_connections",
+             "_keepalive_expiry", "_http1", "_http2", "_retries", "_local_address", "_uds",
+             "_socket_options", "_proxy")
+    assert [getattr(ours, n) for n in names] == [getattr(httpx_own, n) for n in names]
+
+
+async def _keep_alive_server(served: list[int]):
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        served.append(0)
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            served[-1] += 1
+            writer.write(_REPLY)
+            await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+async def test_a_full_pool_queues_requests_and_replaces_an_idle_connection_for_a_new_origin():
+    import httpcore
+
+    from executor.runtime.outcomes import _SocketCheckedBackend, _ToolPool
+
+    served_a: list[int] = []
+    served_b: list[int] = []
+    server_a, server_b = await _keep_alive_server(served_a), await _keep_alive_server(served_b)
+    url_a = f"http://127.0.0.1:{server_a.sockets[0].getsockname()[1]}/x"
+    url_b = f"http://127.0.0.1:{server_b.sockets[0].getsockname()[1]}/x"
+    pool = _ToolPool(max_connections=1,
+                     network_backend=_SocketCheckedBackend(httpcore.AnyIOBackend()))
+    async with server_a, server_b, pool:
+        together = await asyncio.gather(*(pool.request("GET", url_a) for _ in range(3)))
+        then_b = await pool.request("GET", url_b)
+        states = [c.info() for c in pool.connections]
+    assert [r.status for r in (*together, then_b)] == [200, 200, 200, 200]
+    assert served_a == [3]  # one connection, the other two requests queued for it
+    assert served_b == [1]  # A's idle connection was closed to open one to B
+    assert len(states) == 1 and states[0].startswith(repr(url_b.removesuffix("/x")))
+
+
+async def test_a_proxy_named_by_the_environment_carries_the_tool_calls(monkeypatch):
+    # httpx reads HTTP_PROXY only with its own transport: the client must not lose it.
+    requests: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        requests.append(head.split(b"\r\n", 1)[0])
+        await reader.readexactly(2)
+        writer.write(_REPLY)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
+    async with server, ToolHttpClient(verify=default_tls_context()) as client:
+        response = await client.post("http://tool.invalid/capabilities/x", content=b"{}")
+    assert response.status_code == 200
+    assert requests == [b"POST http://tool.invalid/capabilities/x HTTP/1.1"]
