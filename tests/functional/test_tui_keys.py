@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.widgets import Static
-from textual.widgets._footer import FooterKey
 
 from console.tui.actions import ACTIONS, actions_of
 from console.tui.screens.bundle import ExportDialog, ImportDialog
@@ -21,6 +21,7 @@ from console.tui.screens.lint import LintScreen
 from console.tui.screens.replay import ReplayScreen
 from console.tui.screens.whatif import WhatIfScreen
 from console.tui.widgets.filter_bar import FilterBar
+from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.tables import ExecutionTable, NavigableTable
 from tests.support.tui import TRIP, open_execution, screen_loaded, settle_until, shown_text, tui_app
@@ -42,7 +43,7 @@ def help_text(app) -> str:
 
 
 def footer_descriptions(screen) -> set[str]:
-    return {key.description for key in screen.query(FooterKey)}
+    return {key.description for key in screen.query_one(KeysFooter).keys}
 
 
 @pytest.mark.parametrize("key", ["f1", "question_mark"], ids=["F1", "question_mark"])
@@ -147,6 +148,57 @@ async def test_the_footer_shows_help_and_the_keys_of_the_focused_pane(synthetic_
         await pilot.pause()
         assert "Open" not in footer_descriptions(screen)
         assert "Help" in footer_descriptions(screen)
+
+
+def footer_offset(footer: KeysFooter, description: str) -> tuple[int, int]:
+    """The footer's offset of the middle of the key shown with `description`."""
+    for start, end, key in footer._spans:
+        if key.description == description:
+            return ((start + end) // 2, 0)
+    raise AssertionError(f"no key {description!r} in the footer")
+
+
+async def test_a_click_on_a_footer_key_runs_its_action(synthetic_db: Path) -> None:
+    async with on_trip(synthetic_db) as (app, pilot, screen):
+        await pilot.pause()
+        footer = screen.query_one(KeysFooter)
+        await pilot.click(KeysFooter, offset=footer_offset(footer, "Help"))
+        await pilot.pause()
+        shown = app.screen
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.click(KeysFooter, offset=footer_offset(footer, "Back"))
+        await pilot.pause()
+        back = app.screen
+    assert isinstance(shown, HelpScreen)
+    assert isinstance(back, ExecutionsScreen)
+
+
+async def test_the_footer_key_under_the_mouse_gives_its_tooltip_and_a_disabled_key_rings(
+    synthetic_db: Path,
+) -> None:
+    async with on_trip(synthetic_db) as (app, pilot, screen):
+        await pilot.pause()
+        footer = screen.query_one(KeysFooter)
+        palette = footer.keys[-1]
+        await pilot.hover(KeysFooter, offset=footer_offset(footer, palette.description))
+        hovered, tooltip = footer._hovered, footer.tooltip
+        assert footer._gap is not None
+        await pilot.hover(KeysFooter, offset=(footer._gap[0], 0))  # the blank before the palette
+        after = footer._hovered
+        rung: list[bool] = []
+        app.bell = lambda: rung.append(True)  # type: ignore[method-assign]
+        key = footer.keys[0]
+        footer._keys_shown = (replace(key, disabled=True), *footer.keys[1:])
+        footer.refresh()
+        await pilot.pause()
+        before = app.screen
+        await pilot.click(KeysFooter, offset=footer_offset(footer, key.description))
+        await pilot.pause()
+        unchanged = app.screen is before
+    assert palette.palette and hovered == palette and tooltip == palette.tooltip
+    assert after is None
+    assert rung == [True] and unchanged
 
 
 async def test_a_keymap_file_rebinds_keys_by_action_id(synthetic_db: Path, tmp_path: Path) -> None:

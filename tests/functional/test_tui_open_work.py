@@ -1,7 +1,7 @@
 """The work the execution screen does when it opens: counted, so that a regression fails.
 
 Only the Decision tab is built at open; each other tab is built (and its data read) the first
-time it is shown; the footer's keys do not restyle themselves while mounting.
+time it is shown; the footer's keys are one widget.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from textual.widgets._footer import FooterKey
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.store_source import StoreSource, StoreUnavailable
 from console.tui.widgets.attempt_detail import AttemptDetail
+from console.tui.widgets.footer import KeysFooter
 from console.tui.widgets.tables import ExecutionTable
 from tests.support.tui import (
     TRIP,
@@ -216,7 +217,7 @@ async def test_llm_texts_are_read_when_the_llm_tab_is_shown(synthetic_db: Path) 
     assert "── raw response ──" in shown
 
 
-async def test_footer_keys_do_not_restyle_themselves_when_mounted(synthetic_db: Path) -> None:
+async def test_the_footer_is_one_widget_restyled_at_most_once_per_open(synthetic_db: Path) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     restyled: list[DOMNode] = []
     async with app.run_test(size=SIZE) as pilot:
@@ -228,11 +229,13 @@ async def test_footer_keys_do_not_restyle_themselves_when_mounted(synthetic_db: 
 
         app.update_styles = counting  # type: ignore[method-assign]
         await open_execution(app, pilot, TRIP)
-        keys = [node for node in restyled if isinstance(node, FooterKey)]
-        bound = [key for key in keys if not key.has_class("-command-palette")]
-        mounted = len(app.screen.query(FooterKey))
-    assert mounted > 10
-    assert bound == []  # each used to restyle twice: its own compact default, then the footer's
+        footer = app.screen.query_one(KeysFooter)
+        footers = [node for node in restyled if node is footer]
+        key_widgets = len(app.screen.query(FooterKey))
+        shown = len(footer.keys)
+    assert key_widgets == 0  # Textual's footer mounted one FooterKey per key (13 here)
+    assert shown > 10
+    assert len(footers) <= 1
 
 
 async def test_a_palette_tab_command_builds_the_tab(synthetic_db: Path) -> None:

@@ -1,146 +1,243 @@
-"""The footer of every screen: Textual's Footer, redrawn only when the keys it shows change."""
+"""The footer of every screen: all its keys drawn by one widget, as Textual's Footer draws them."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from textual.app import ComposeResult
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
+from textual.strip import Strip
+from textual.widget import Widget
 
 
-class KeysFooter(Footer):
-    """Textual's `Footer`, recomposed once per burst of binding updates and only on a change.
+@dataclass(frozen=True)
+class FooterKeyShown:
+    """One key the footer shows: what Textual's `FooterKey` widget held."""
 
-    Textual's footer recomposes after every bindings update of its screen (each focus move,
-    each `refresh_bindings`), mounting every key widget again with its styles. Opening a large
-    execution did that a dozen times, most with the same keys. Here the updates of one refresh
-    are coalesced, and the keys are compared with those shown before recomposing. Each key is
-    given the footer's `compact` before it mounts: its own default (True) made every new key
-    restyle itself twice, once for the class its default adds and once when the binding took it
-    away (the command palette's key is not bound to the footer's and keeps its default).
-    When keys only appear, go or change whether they are enabled (Open and Replay appearing
-    once an execution is read), just those keys are mounted, removed or dimmed: the others
-    stay mounted, where a recompose would mount every key again.
+    key: str
+    key_display: str
+    description: str
+    action: str
+    disabled: bool
+    tooltip: str
+    palette: bool = False
+
+
+class KeysFooter(Widget, can_focus=False):
+    """Textual's `Footer` (not compact, no binding groups) drawn as one line by one widget.
+
+    Textual's footer mounts one `FooterKey` widget per key (13 on the execution screen), each
+    with its styles and layout, and mounts them all again after each change of the screen's
+    bindings; opening a large execution spent ~75 ms of the main thread's CPU on them. Here
+    the keys are one `Text` whose spans are the segments those widgets drew (the snapshots
+    are the same bytes): each key's display padded by one cell either side, its description
+    followed by one cell, the command palette's key at the right behind a `vkey` border and
+    one cell of padding (the footer's own). A click on a key presses it (a bell when it is
+    disabled), a disabled key is dimmed, the key under the mouse is highlighted and its
+    tooltip is the footer's. The keys are redrawn once per burst of binding updates, and only
+    when they changed.
     """
 
-    _recompose_pending = False
-    _keys_shown: tuple[Any, ...] | None = None
+    ALLOW_SELECT = False
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "footer-key--key",
+        "footer-key--description",
+        "keys-footer--hover",
+        "keys-footer--palette-border",
+    }
+    DEFAULT_CSS = """
+    KeysFooter {
+        color: $footer-foreground;
+        background: $footer-background;
+        dock: bottom;
+        height: 1;
+        text-wrap: nowrap;
+        .footer-key--key {
+            color: $footer-key-foreground;
+            background: $footer-key-background;
+            text-style: bold;
+        }
+        .footer-key--description {
+            color: $footer-description-foreground;
+            background: $footer-description-background;
+        }
+        .keys-footer--hover {
+            color: $footer-key-foreground;
+            background: $block-hover-background;
+        }
+        .keys-footer--palette-border {
+            color: $foreground 20%;
+            background: $footer-item-background;
+        }
+    }
+    """
+
+    show_command_palette = True
+    _bindings_ready = False
+    _redraw_pending = False
+    _keys_shown: tuple[FooterKeyShown, ...] = ()
+    _spans: tuple[tuple[int, int, FooterKeyShown], ...] = ()
+    _hovered: FooterKeyShown | None = None
+    _gap: tuple[int, int] | None = None
+
+    def render_line(self, y: int) -> Strip:
+        """The line rendered, its gap between the keys and the palette's key drawn as the
+        footer's blank (a background alone, as Textual's Footer showed between its keys)."""
+        strip = super().render_line(y)
+        if self._gap is None:
+            return strip
+        start, end = self._gap
+        before, gap, after = strip.divide([start, end, strip.cell_length])
+        styles = [segment.style for segment in gap if segment.style is not None]
+        if not styles:
+            return strip
+        blank = Strip([Segment(" " * (end - start), Style(bgcolor=styles[0].bgcolor))], end - start)
+        return Strip.join([before, blank, after])
+
+    @property
+    def keys(self) -> tuple[FooterKeyShown, ...]:
+        """The keys shown, in their order (the palette's last)."""
+        return self._keys_shown
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self.bindings_changed)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
 
     def bindings_changed(self, screen: Screen[Any]) -> None:
         self._bindings_ready = True
         if not screen.app.app_focus:
             return
-        if self.is_attached and screen is self.screen and not self._recompose_pending:
-            self._recompose_pending = True
-            self.call_after_refresh(self._recompose_if_changed)
+        if self.is_attached and screen is self.screen and not self._redraw_pending:
+            self._redraw_pending = True
+            self.call_after_refresh(self._redraw_if_changed)
 
-    def compose(self) -> ComposeResult:
-        for widget in super().compose():
-            if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):
-                widget.set_reactive(FooterKey.compact, self.compact)
-            yield widget
-
-    async def _recompose_if_changed(self) -> None:
-        self._recompose_pending = False
+    def _redraw_if_changed(self) -> None:
+        self._redraw_pending = False
         if not self.is_attached:
             return
         keys = self._keys()
-        if keys == self._keys_shown:
-            return
-        shown, self._keys_shown = self._keys_shown, keys
-        if shown is None or not await self._update_keys():
-            await self.recompose()
+        if keys != self._keys_shown:
+            self._keys_shown = keys
+            # The palette's key is followed by its widget's padding: a cell of background alone.
+            self.styles.padding = (0, 1, 0, 0) if keys and keys[-1].palette else 0
+            self.refresh()
 
-    async def _update_keys(self) -> bool:
-        """Bring the key widgets to the screen's bindings by mounting, removing and dimming
-        only the keys that changed, as `compose` would draw them; False, having changed
-        nothing, when that takes a recompose (binding groups, or a key's text changed)."""
-        wanted: dict[str, tuple[Binding, bool, str]] = {}
-        for _node, binding, enabled, tooltip in self.screen.active_bindings.values():
-            if binding.show:
-                if binding.group is not None:
-                    return False
-                wanted.setdefault(binding.action, (binding, enabled, tooltip))
-        keys = [child for child in self.children if isinstance(child, FooterKey)]
-        palette = [key for key in keys if key.has_class("-command-palette")]
-        shown = [key for key in keys if not key.has_class("-command-palette")]
-        palette_wanted = (self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE
-                          and self.app.COMMAND_PALETTE_BINDING in self.screen.active_bindings)
-        if len(keys) != len(self.children) or len(palette) != int(palette_wanted):
-            return False
-        by_action = {key.action: key for key in shown}
-        for action, key in by_action.items():
-            if action in wanted and _drawn_as(key) != self._drawn(*wanted[action]):
-                return False
-        kept = [action for action in wanted if action in by_action]
-        if kept != [key.action for key in shown if key.action in wanted]:
-            return False
-        if palette and not self._palette_drawn_as(palette[0]):
-            return False
-        for key in shown:
-            if key.action in wanted:
-                _set_enabled(key, wanted[key.action][1])
+    def _keys(self) -> tuple[FooterKeyShown, ...]:
+        """The keys Textual's `Footer.compose` would yield for the screen's bindings."""
+        active = self.screen.active_bindings
+        keys: list[FooterKeyShown] = []
+        actions: set[str] = set()
+        for _node, binding, enabled, tooltip in active.values():
+            if binding.show and binding.action not in actions:
+                actions.add(binding.action)
+                keys.append(self._shown(binding, enabled, tooltip))
+        if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
+            found = active.get(self.app.COMMAND_PALETTE_BINDING)
+            if found is not None:
+                binding, enabled = found[1], found[2]
+                keys.append(self._shown(binding, enabled, binding.tooltip or binding.description,
+                                        palette=True))  # fmt: skip
+        return tuple(keys)
+
+    def _shown(self, binding: Binding, enabled: bool, tooltip: str,
+               palette: bool = False) -> FooterKeyShown:  # fmt: skip
+        return FooterKeyShown(binding.key, self.app.get_key_display(binding),
+                              binding.description, binding.action, not enabled, tooltip,
+                              palette)  # fmt: skip
+
+    def render(self) -> Text:
+        if not self._bindings_ready and not self._keys_shown:
+            self._spans = ()
+            return Text()
+        width = self.content_size.width
+        self._gap = None
+        base = self.rich_style
+        hover = self.get_component_rich_style("keys-footer--hover")
+        bound = [key for key in self._keys_shown if not key.palette]
+        palette = [key for key in self._keys_shown if key.palette]
+        line = Text(no_wrap=True, end="")
+        spans: list[tuple[int, int, FooterKeyShown]] = []
+        for key in bound:
+            start = len(line)
+            line.append_text(self._key_text(key, base, hover))
+            spans.append((start, len(line), key))
         if palette:
-            _set_enabled(palette[0], self.screen.active_bindings[palette[0].key][2])
-        gone = [key for key in shown if key.action not in wanted]
-        if gone:
-            await self.remove_children(gone)
-        added: list[FooterKey] = []
-        for action, (binding, enabled, tooltip) in wanted.items():
-            if action not in by_action:
-                added.append(self._new_key(binding, enabled, tooltip))
-            elif added:
-                await self.mount(*added, before=by_action[action])
-                added = []
-        if added:
-            await self.mount(*added, before=palette[0] if palette else None)
-        self.styles.grid_size_columns = len(wanted)
-        return True
+            key = palette[0]
+            drawn = self._key_text(key, base, hover)
+            border = self.get_component_rich_style("keys-footer--palette-border")
+            item = self._item_style(key, base, hover)
+            tail = Text.assemble(("▏", Style(color=border.color, bgcolor=item.bgcolor)))
+            tail.append_text(drawn)
+            room = max(0, width - len(tail))
+            if len(line) > room:
+                line = line[:room]
+            elif len(line) < room:
+                self._gap = (len(line), room)
+                line.append(" " * (room - len(line)))
+            start = len(line)
+            line.append_text(tail)
+            spans.append((start, len(line), key))
+        self._spans = tuple(spans)
+        return line
 
-    def _drawn(self, binding: Binding, _enabled: bool, tooltip: str) -> tuple[Any, ...]:
-        """What a key widget for `binding` shows, but for whether it is enabled."""
-        return (binding.key, self.app.get_key_display(binding), binding.description,
-                tooltip or None)  # fmt: skip
+    def _item_style(self, key: FooterKeyShown, base: Style, hover: Style) -> Style:
+        """The style of a key's own cells: FooterKey's, hovered or dimmed."""
+        style = base
+        if key is self._hovered:
+            style += Style(color=hover.color, bgcolor=hover.bgcolor)
+        return style + Style(dim=True) if key.disabled else style
 
-    def _palette_drawn_as(self, key: FooterKey) -> bool:
-        """Whether the palette's key widget still shows the palette's binding."""
-        palette_key = self.app.COMMAND_PALETTE_BINDING
-        found = self.screen.active_bindings.get(palette_key)
-        if found is None or key.key != palette_key:
-            return False
-        binding = found[1]
-        drawn = (palette_key, self.app.get_key_display(binding), binding.description,
-                 binding.tooltip or binding.description or None)  # fmt: skip
-        return _drawn_as(key) == drawn
+    def _key_text(self, key: FooterKeyShown, base: Style, hover: Style) -> Text:
+        """What `FooterKey.render` draws for `key`: not compact, but the palette's key."""
+        item = self._item_style(key, base, hover)
+        key_style = self.get_component_rich_style("footer-key--key")
+        description_style = self.get_component_rich_style("footer-key--description")
+        if key is self._hovered:
+            key_style += Style(bgcolor=hover.bgcolor)
+            description_style += Style(bgcolor=hover.bgcolor)
+        if key.description and key.palette:  # its FooterKey kept its own compact default
+            text = Text.assemble((key.key_display, key_style),
+                                 (f" {key.description}", description_style))  # fmt: skip
+        elif key.description:
+            text = Text.assemble((f" {key.key_display} ", key_style),
+                                 (f"{key.description} ", description_style))  # fmt: skip
+        else:
+            text = Text.assemble((key.key_display, key_style))
+        text.stylize_before(item)
+        return text
 
-    def _new_key(self, binding: Binding, enabled: bool, tooltip: str) -> FooterKey:
-        """The key widget `compose` yields for an ungrouped binding."""
-        key = FooterKey(binding.key, self.app.get_key_display(binding), binding.description,
-                        binding.action, disabled=not enabled, tooltip=tooltip)  # fmt: skip
-        key.set_reactive(FooterKey.compact, self.compact)
-        return key.data_bind(compact=Footer.compact)
+    def key_at(self, x: int) -> FooterKeyShown | None:
+        """The key drawn at column `x` of the footer, if any."""
+        for start, end, key in self._spans:
+            if start <= x < end or (key.palette and x >= start):  # its padding is the footer's
+                return key
+        return None
 
-    def _keys(self) -> tuple[Any, ...]:
-        """What `compose` draws from: the shown bindings, enabled or not, and their tooltips."""
-        palette_key = self.app.COMMAND_PALETTE_BINDING
-        return tuple(
-            (key, binding.action, binding.description, binding.group, enabled, tooltip,
-             self.app.get_key_display(binding))
-            for key, (_node, binding, enabled, tooltip) in self.screen.active_bindings.items()
-            if binding.show or key == palette_key
-        )  # fmt: skip
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        key = self.key_at(event.x)
+        if key is None:
+            return
+        if key.disabled:
+            self.app.bell()
+        else:
+            self.app.simulate_key(key.key)
 
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        self._hover(self.key_at(event.x))
 
-def _drawn_as(key: FooterKey) -> tuple[Any, ...]:
-    """What a key widget shows, but for whether it is enabled."""
-    return (key.key, key.key_display, key.description, key.tooltip)
+    def on_leave(self, _event: events.Leave) -> None:
+        self._hover(None)
 
-
-def _set_enabled(key: FooterKey, enabled: bool) -> None:
-    """Dim a key widget (its class `-disabled`) when its binding is disabled, as compose does."""
-    if key._disabled == enabled:
-        key._disabled = not enabled
-        key.set_class(not enabled, "-disabled")
+    def _hover(self, key: FooterKeyShown | None) -> None:
+        if key is self._hovered:
+            return
+        self._hovered = key
+        self.tooltip = key.tooltip or None if key is not None else None
+        self.refresh()
