@@ -395,6 +395,11 @@ def encode_json_body(value: Any) -> bytes:
     return text.encode("utf-8")
 
 
+class UndecodableResponse(httpx.TransportError):
+    """The tool answered, but its body does not decode by its Content-Encoding (a failed
+    request, classified "protocol"); the message names the status and the encoding."""
+
+
 def classify_transport_error(exc: httpx.TransportError) -> str:
     """Name a transport failure: connect (never sent), timeout, reset, or protocol."""
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):

@@ -202,7 +202,10 @@ class StepScheduling:
         return outcome
 
     def _panic_outcome(self, step: StepSpec, exc: Exception) -> StepOutcome:
-        error = f"step {step.id} execution panic: {type(exc).__name__}: {exc}"
+        cause: BaseException = exc
+        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]  # name what failed, not "unhandled errors in a TaskGroup"
+        error = f"step {step.id} execution panic: {type(cause).__name__}: {cause}"
         self._emit(StepFinished(
             execution_id=self.execution_id, step_id=step.id, finished_at=self.clock(),
             status=STEP_FAILED, dispatch_count=0, attempts=0, validation_retries=0,

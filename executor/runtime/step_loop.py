@@ -45,6 +45,7 @@ from executor.runtime.outcomes import (
     StepContext,
     StepOutcome,
     StepState,
+    UndecodableResponse,
     classify_transport_error,
     encode_json_body,
     first_header,
@@ -335,7 +336,20 @@ class StepLoop:
             if len(self._http_urls) < _PARSED_URLS_KEPT:
                 self._http_urls[url] = target
         async with asyncio.timeout(limit_s):
-            return await self._http.post(target, content=body, headers=headers)
+            request = self._http.build_request("POST", target, content=body, headers=headers)
+            response = await self._http.send(request, stream=True)
+            try:
+                await response.aread()
+            except httpx.DecodingError as exc:
+                # Go's client fails the same way reading such a body: a failed request.
+                encoding = response.headers.get("content-encoding", "")
+                raise UndecodableResponse(
+                    f"the tool answered HTTP {response.status_code} with a body its "
+                    f"Content-Encoding ({encoding}) does not decode: {exc}", request=request,
+                ) from exc
+            finally:
+                await response.aclose()
+            return response
 
     async def _race_cancel(self, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
         """Await `awaitable` unless cancellation comes first: (finished, result or exception).
