@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 from rich.text import Text
 from textual import events, on
@@ -48,6 +48,22 @@ class NavigableTable(DataTable):
         await super()._on_idle(event)
         if widths_pending:
             self._clear_caches()
+
+    def add_row(self, *cells: Any, **options: Any) -> Any:
+        """DataTable's `add_row`; the first row shows `Open` in the footer (see check_action),
+        which the footer would otherwise learn only at the next bindings update."""
+        key = super().add_row(*cells, **options)
+        if self.row_count == 1:
+            self.refresh_bindings()
+        return key
+
+    def clear(self, columns: bool = False) -> Self:
+        """DataTable's `clear`; an emptied table hides `Open` from the footer at once."""
+        had_rows = self.row_count > 0
+        super().clear(columns)
+        if had_rows:
+            self.refresh_bindings()
+        return self
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hide `Open` from the footer while the table is empty."""
