@@ -23,8 +23,8 @@ PACKAGES = ("console", "executor", "store")
 Handler = Callable[[argparse.Namespace], int]
 # What a shell reports for a process ended by SIGPIPE (128 + 13), as `cat` is under `head`.
 EXIT_STDOUT_CLOSED = 141
-# The commands that take `--samples`: they read the store, or (replay) record into the copy.
-SAMPLES_COMMANDS = ("ls", "explain", "sql", "export", "replay", "whatif", "lint")
+# The commands that take `--samples`: they read the store, or (replay, rerun) record into the copy.
+SAMPLES_COMMANDS = ("ls", "explain", "sql", "export", "replay", "rerun", "whatif", "lint")
 DB_HELP = "debug store file (default: $TRUVA_DB or ./.truva/debug.duckdb)"
 
 

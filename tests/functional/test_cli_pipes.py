@@ -104,8 +104,16 @@ def test_samples_before_export_writes_a_sample_bundle(tmp_path: Path):
     assert bundle.is_file()
 
 
-SAMPLES_REFUSAL = ("truva-console: --samples works with ls, explain, sql, export, replay, whatif, "
-                   "lint, not with")
+SAMPLES_REFUSAL = ("truva-console: --samples works with ls, explain, sql, export, replay, rerun, "
+                   "whatif, lint, not with")
+
+
+def test_the_consoles_rerun_twin_on_the_samples_runs():
+    # The execution screen's re-run twin on the samples is `--samples rerun EXEC`.
+    execution_id = sample_execution_ids()["no-correction"]  # failed: its step is re-run
+    result = run_subprocess("--samples", "rerun", execution_id, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["rerun_of"] == execution_id
 
 
 def test_samples_before_whatif_and_lint_read_the_sample_store():
