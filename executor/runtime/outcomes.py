@@ -444,7 +444,9 @@ def layer_failure(result: LayerResult | None) -> str:
     if result is None:
         return "cancelled"
     if result.exchange.error:
-        return f"LLM call failed: {result.exchange.error}"
+        error = result.exchange.error
+        prefix = "LLM call failed: "  # the client's own words for an unexpected error
+        return error if error.startswith(prefix) else f"{prefix}{error}"
     if result.parse_error:
         return f"malformed answer: {result.parse_error}"
     return "no usable answer"
