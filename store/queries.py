@@ -519,6 +519,25 @@ class ExecutionOutline:
         return self.detail.execution.execution_id
 
 
+def _execution_head(
+    conn: duckdb.DuckDBPyConnection, params: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One execution's list row (with its counts) and its snapshot rows (none or one)."""
+    row = _dicts(
+        conn.execute(
+            "WITH page AS (SELECT $execution_id AS execution_id), " + _ROWS_FOR_PAGE, params
+        )
+    )[0]
+    snapshot_rows = _dicts(
+        conn.execute(
+            "SELECT plan, config, config_sources, llm FROM execution_snapshots "
+            "WHERE execution_id = $execution_id",
+            params,
+        )
+    )
+    return row, snapshot_rows
+
+
 class Store:
     """A debug store file; each query opens it briefly. Build with `open_store()`."""
 
@@ -712,19 +731,7 @@ class Store:
         with self.session() as conn:
             resolved = self.resolve_execution_id(conn, execution_id)
             params = {"execution_id": resolved}
-            row = _dicts(
-                conn.execute(
-                    "WITH page AS (SELECT $execution_id AS execution_id), " + _ROWS_FOR_PAGE,
-                    params,
-                )
-            )[0]
-            snapshot_rows = _dicts(
-                conn.execute(
-                    "SELECT plan, config, config_sources, llm FROM execution_snapshots "
-                    "WHERE execution_id = $execution_id",
-                    params,
-                )
-            )
+            row, snapshot_rows = _execution_head(conn, params)
             step_rows = _dicts(conn.execute(_STEPS_SQL, params))
             attempt_rows = _dicts(conn.execute(_ATTEMPTS_SQL, params), lazy=ATTEMPT_LAZY_JSON)
             llm_sql = _LLM_CALLS_SQL if llm_texts else _LLM_CALLS_WITHOUT_TEXTS_SQL
@@ -748,19 +755,7 @@ class Store:
         with self.session() as conn:
             resolved = self.resolve_execution_id(conn, execution_id)
             params = {"execution_id": resolved}
-            row = _dicts(
-                conn.execute(
-                    "WITH page AS (SELECT $execution_id AS execution_id), " + _ROWS_FOR_PAGE,
-                    params,
-                )
-            )[0]
-            snapshot_rows = _dicts(
-                conn.execute(
-                    "SELECT plan, config, config_sources, llm FROM execution_snapshots "
-                    "WHERE execution_id = $execution_id",
-                    params,
-                )
-            )
+            row, snapshot_rows = _execution_head(conn, params)
             step_ids = tuple(row[0] for row in conn.execute(_STEP_IDS_SQL, params).fetchall())
             llm_rows = _dicts(conn.execute(_OUTSIDE_STEPS_LLM_CALLS_SQL, params))
             event_rows = _dicts(conn.execute(_OUTSIDE_STEPS_EVENTS_SQL, params))
