@@ -37,6 +37,10 @@ class Prefetched:
         return detail if detail.execution == self.listed else None
 
 
+# A read to do: the row as listed when it was asked for, and the future its detail goes to.
+_Job = tuple[ExecutionRow, Future[ExecutionDetail]]
+
+
 class ExecutionPrefetch:
     """Reads the highlighted execution (`read(execution_id)`), one read at a time.
 
@@ -51,7 +55,7 @@ class ExecutionPrefetch:
         self._start = start
         self._read = read
         self._lock = threading.Lock()
-        self._current: tuple[ExecutionRow, Future[ExecutionDetail]] | None = None
+        self._current: _Job | None = None
         self._next: ExecutionRow | None = None
         self._running = False
 
@@ -65,8 +69,9 @@ class ExecutionPrefetch:
                 self._next = row
                 return
             self._running = True
-            self._current = (row, Future())
-        self._start(self._run)
+            job: _Job = (row, Future())
+            self._current = job
+        self._start(lambda: self._run(job))
 
     def take(self, execution_id: str, listed: ExecutionRow | None) -> Prefetched | None:
         """The read of `execution_id`, finished or not, if it is of the row the list shows now
@@ -80,12 +85,11 @@ class ExecutionPrefetch:
             self._current = None
             return Prefetched(current[1], listed)
 
-    def _run(self) -> None:
-        """The reads, newest request after newest, until none is waiting (in a thread)."""
+    def _run(self, job: _Job) -> None:
+        """The reads, `job` first, then the newest request after newest, until none is waiting
+        (in a thread). Each job is its own: `take` may hand it over before the thread starts."""
         while True:
-            with self._lock:
-                assert self._current is not None
-                row, future = self._current
+            row, future = job
             try:
                 future.set_result(self._read(row.execution_id))
             except BaseException as error:  # handed to whoever opens the execution
@@ -94,4 +98,5 @@ class ExecutionPrefetch:
                 if self._next is None:
                     self._running = False
                     return
-                self._current, self._next = (self._next, Future()), None
+                job = (self._next, Future())
+                self._current, self._next = job, None

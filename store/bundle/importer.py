@@ -305,6 +305,7 @@ def _write_bundle(
     # only the rows committed since the last one, instead of rewriting a table's growing row
     # group (the import's CPU, and its peak memory, grew with the bundle). The checkpoint that
     # follows the executions' rows merges them, once, within the import's memory limit.
+    merge_limit = _merge_memory_limit(scan, memory_limit)
     conn.execute("SET max_vacuum_tasks = 0")
     try:
         for spec in specs[:-1]:
@@ -313,34 +314,41 @@ def _write_bundle(
         row_counts["executions"] = _insert_table(
             conn, scan, specs[-1], writing, commit_batches=False
         )
-        conn.execute("RESET max_vacuum_tasks")  # the COMMIT may checkpoint (and merge) itself
+        # The COMMIT may checkpoint, and merge, itself: it gets the merge's memory too.
+        _set_memory_limit(conn, merge_limit)
+        conn.execute("RESET max_vacuum_tasks")
         conn.execute("COMMIT")
     except BaseException:
         rollback(conn)
         with contextlib.suppress(duckdb.Error):
             _delete_rows(conn, sorted(writing), orphans_only=True)
         raise
-    _merge_row_groups(conn, db_label, _merge_memory_limit(scan, row_counts, memory_limit))
+    _merge_row_groups(conn, db_label, merge_limit)
     return plan, row_counts
 
 
-def _merge_memory_limit(scan: Scan, row_counts: dict[str, int], import_limit: int) -> int:
+def _merge_memory_limit(scan: Scan, import_limit: int) -> int:
     """The memory limit for merging the imported row groups: the import's, or more for wide rows.
 
     The merge holds about a vector's worth (2,048 rows) of a table's values at a time, so
     what it needs grows with the width of the rows, not with their number: 40-50 MiB for the
     benchmark's 27 KB rows, 84-88 MiB for 89 KB ones (64 KiB bodies; FATAL "failed to pin
-    block" at 80). 1,280 times the widest table's average row leaves a margin over that.
+    block" at 80). 1,280 times the widest table's average line (its member's bytes over the
+    rows the manifest gives it) leaves a margin over that.
     """
     widest = max(
         (
-            scan.members[f"{TABLES_FOLDER}/{name}.jsonl"]["size"] // rows
-            for name, rows in row_counts.items()
-            if rows and f"{TABLES_FOLDER}/{name}.jsonl" in scan.members
+            scan.members[f"{TABLES_FOLDER}/{table['name']}.jsonl"]["size"] // table["rows"]
+            for table in scan.manifest.get("tables", ())
+            if table["rows"] and f"{TABLES_FOLDER}/{table['name']}.jsonl" in scan.members
         ),
         default=0,
     )
     return max(import_limit, _MERGE_ROWS_HELD * widest)
+
+
+def _set_memory_limit(conn: duckdb.DuckDBPyConnection, limit: int) -> None:
+    conn.execute(f"SET memory_limit = '{-(-limit // MIB)}MiB'")
 
 
 def _merge_row_groups(conn: duckdb.DuckDBPyConnection, db_label: str, memory_limit: int) -> None:
@@ -351,7 +359,7 @@ def _merge_row_groups(conn: duckdb.DuckDBPyConnection, db_label: str, memory_lim
     checkpoint leaves the rows in the WAL for a later one, so it is logged, not raised.
     """
     try:
-        conn.execute(f"SET memory_limit = '{-(-memory_limit // MIB)}MiB'")
+        _set_memory_limit(conn, memory_limit)
         conn.execute("CHECKPOINT")
     except duckdb.Error as error:
         log.warning(

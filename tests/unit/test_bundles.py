@@ -522,6 +522,8 @@ def test_the_final_merge_gets_memory_for_the_widest_rows(rows, member_bytes, exp
     from store.bundle.validate import Scan
 
     members = {f"tables/{name}.jsonl": {"size": size} for name, size in member_bytes.items()}
-    scan = Scan(manifest={}, members=members, infos={}, statuses={}, call_ids={}, span_count=0)
-    limit = _merge_memory_limit(scan, rows | {"executions": 0}, 64 * 1024 * 1024)
+    tables = [{"name": name, "rows": count} for name, count in (rows | {"executions": 0}).items()]
+    scan = Scan(manifest={"tables": tables}, members=members, infos={}, statuses={},
+                call_ids={}, span_count=0)  # fmt: skip
+    limit = _merge_memory_limit(scan, 64 * 1024 * 1024)
     assert round(limit / 1024 / 1024) == expected_mib

@@ -138,3 +138,17 @@ def test_a_read_still_running_is_handed_over_to_wait_for() -> None:
     assert taken is not None and taken.ready() is None
     release.set()
     assert taken.wait() == Detail(row)
+
+
+def test_a_read_taken_before_its_thread_starts_still_finishes() -> None:
+    # The app starts the read in a worker thread later: Enter may open the execution first.
+    row, reads, started = Row("e1"), [], []
+    prefetch = ExecutionPrefetch(started.append, lambda execution_id: (
+        reads.append(execution_id), Detail(row))[1])  # fmt: skip
+    prefetch.want(row)
+    taken = prefetch.take("e1", row)
+    assert taken is not None and taken.ready() is None
+    started.pop()()  # the worker thread runs now
+    assert taken.wait() == Detail(row) and reads == ["e1"]
+    prefetch.want(Row("e2"))  # and the read-ahead goes on working
+    assert len(started) == 1
