@@ -360,6 +360,14 @@ class _Runs:
             self._run, self._size = [], 0
 
 
+def _scratch_file(output: Path, prefix: str) -> Any:
+    """An unnamed temporary file beside `output` (same disk), or BundleExportError naming it."""
+    try:
+        return tempfile.TemporaryFile(dir=output.parent, prefix=prefix)
+    except OSError as error:
+        raise BundleExportError(f"{output}: cannot write: {error.strerror or error}") from error
+
+
 class _SpanSpool:
     """The spans' compact JSON lines of every batch in a temporary file, each with its key;
     read back as the pieces of the spans document, spans in key order."""
@@ -370,12 +378,7 @@ class _SpanSpool:
         self._end = 0
 
     def __enter__(self) -> _SpanSpool:
-        try:
-            self._file = tempfile.TemporaryFile(dir=self._output.parent, prefix=".truva-spans.")
-        except OSError as error:
-            raise BundleExportError(
-                f"{self._output}: cannot write: {error.strerror or error}"
-            ) from error
+        self._file = _scratch_file(self._output, ".truva-spans.")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -575,12 +578,7 @@ class _StagedMember:
         self._worker: threading.Thread | None = None
 
     def __enter__(self) -> _StagedMember:
-        try:
-            self.file = tempfile.TemporaryFile(dir=self._output.parent, prefix=".truva-member.")
-        except OSError as error:
-            raise BundleExportError(
-                f"{self._output}: cannot write: {error.strerror or error}"
-            ) from error
+        self.file = _scratch_file(self._output, ".truva-member.")
         self._worker = threading.Thread(target=self._deflate, name="bundle-deflate", daemon=True)
         self._worker.start()
         return self
