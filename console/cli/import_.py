@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from console.cli.common import add_command, add_json_option, emit, store_path
@@ -51,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
                           ("--max-ratio", args.max_ratio),
                           ("--max-row-bytes", args.max_row_bytes)):  # fmt: skip
         if value < 1:
-            print(f"truva-console: {option} must be at least 1, got {value}", file=sys.stderr)
-            return 2
+            return fail(f"{option} must be at least 1, got {value}")
     limits = BundleLimits(
         max_total_bytes=args.max_bytes, max_members=args.max_members, max_ratio=args.max_ratio,
         max_line_bytes=args.max_row_bytes,
