@@ -44,6 +44,9 @@ REFRESH_INTERVAL_S = 1.0
 # How long the list's cursor rests on an execution before it is read ahead (`prefetch`): a
 # reader who stops on a row to open it gets it at once; one passing over rows reads nothing.
 PREFETCH_REST_S = 0.5
+# How long opening an execution waits for its read before showing its screen with loading
+# indicators: a read back by then is composed with the screen (one fill, one layout).
+OPEN_WAIT_S = 0.25
 
 
 def screenshot_directory() -> Path:
@@ -97,6 +100,7 @@ class TruvaConsoleApp(App[int]):
         # The execution the list's cursor rests on is read ahead, so that opening it shows it
         # at once (a running one is not: its screen reads and polls).
         self.prefetch_rest_s = PREFETCH_REST_S
+        self.open_wait_s = OPEN_WAIT_S
         self._prefetch_timer: Timer | None = None
         self.prefetch = ExecutionPrefetch(
             lambda read: self.run_worker(read, thread=True, exit_on_error=False,
@@ -128,10 +132,21 @@ class TruvaConsoleApp(App[int]):
         self, execution_id: str, step_id: str | None = None, attempt_n: int | None = None
     ) -> None:
         """Show one execution on top of the list (on `step_id` and attempt `attempt_n`), with
-        its read ahead when the list's cursor rested on it (`prefetch`)."""
+        its read ahead when the list's cursor rested on it (`prefetch`), else with the read
+        started here if it is back within `OPEN_WAIT_S`.
+
+        That wait holds the event loop: keys pressed meanwhile wait in the queue and reach the
+        execution's screen, as they would while it showed its loading indicators; the read has
+        the interpreter to itself instead of sharing it with composing and styling the screen.
+        """
         self._stop_prefetch_timer()
+        gc_paused = False
         prefetched = self.prefetch.take(execution_id, self.listed_row(execution_id))
-        detail = None if prefetched is None else prefetched.ready()
+        if prefetched is None:
+            gc_paused = ExecutionScreen.pause_gc()  # the read is part of the open
+            prefetched = self.prefetch.read_at_open(execution_id)
+            prefetched.finished_within(self.open_wait_s)
+        detail = prefetched.ready()
         self.push_screen(
             ExecutionScreen(
                 self.source,
@@ -142,6 +157,7 @@ class TruvaConsoleApp(App[int]):
                 attempt_n=attempt_n,
                 detail=detail,
                 pending=None if detail is not None else prefetched,
+                gc_paused=gc_paused,
             )
         )
 

@@ -1,10 +1,11 @@
-"""The execution under the list's cursor, read before it is opened so its screen opens with it."""
+"""Reads of an execution made before its screen is: the one under the list's cursor, read
+ahead so its screen opens with it, and the one being opened, read while its screen waits."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from store.queries import ExecutionDetail, ExecutionRow
@@ -12,11 +13,16 @@ from store.queries import ExecutionDetail, ExecutionRow
 
 @dataclass(frozen=True, slots=True)
 class Prefetched:
-    """A read of one execution started when its row was highlighted; `listed` is its row as
-    the list shows it now, which the read must match to be shown (else it changed since)."""
+    """A read of one execution made before its screen. `listed` is its row as the list shows
+    it, which a read ahead must match to be shown (else it changed since); None for the read
+    started as the execution is opened, shown as read."""
 
     future: Future[ExecutionDetail]
-    listed: ExecutionRow
+    listed: ExecutionRow | None
+
+    def finished_within(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the read to end; whether it has."""
+        return bool(wait((self.future,), timeout=timeout_s).done)
 
     def ready(self) -> ExecutionDetail | None:
         """The detail when the read has finished and still matches the list, else None."""
@@ -34,7 +40,7 @@ class Prefetched:
         return self._matching(detail)
 
     def _matching(self, detail: ExecutionDetail) -> ExecutionDetail | None:
-        return detail if detail.execution == self.listed else None
+        return detail if self.listed is None or detail.execution == self.listed else None
 
 
 # A read to do: the row as listed when it was asked for, and the future its detail goes to.
@@ -47,7 +53,8 @@ class ExecutionPrefetch:
     `want(row)` asks for `row`'s execution; while a read runs, only the newest request waits
     for the next one (holding a key down through the list starts one read, not one per row). A
     running execution is not read ahead: its screen reads it and polls. `take` hands the read
-    over to the screen that opens the execution.
+    over to the screen that opens the execution; `read_at_open` reads one that has no read to
+    hand over, in a thread of its own that does not need the event loop (the app waits for it).
     """
 
     def __init__(self, start: Callable[[Callable[[], None]], object],
@@ -58,6 +65,13 @@ class ExecutionPrefetch:
         self._current: _Job | None = None
         self._next: ExecutionRow | None = None
         self._running = False
+        self._at_open: ThreadPoolExecutor | None = None
+
+    def read_at_open(self, execution_id: str) -> Prefetched:
+        """Start reading `execution_id` now, shown as read (`listed` None)."""
+        if self._at_open is None:
+            self._at_open = ThreadPoolExecutor(max_workers=1, thread_name_prefix="open-read")
+        return Prefetched(self._at_open.submit(self._read, execution_id), None)
 
     def want(self, row: ExecutionRow) -> None:
         """Read `row`'s execution next (unless it is running or is already being read)."""

@@ -20,7 +20,7 @@ from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.store_source import StoreSource, StoreUnavailable
 from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.footer import KeysFooter
-from console.tui.widgets.tables import ExecutionTable
+from console.tui.widgets.tables import ExecutionTable, StepTable
 from tests.support.tui import (
     TRIP,
     open_execution,
@@ -122,8 +122,86 @@ async def test_an_execution_opened_at_once_is_not_read_ahead(synthetic_db: Path)
         await app.workers.wait_for_complete()
         reads = list(source.reads)
         timer = app._prefetch_timer
-    assert reads == [highlighted]  # the screen's own read; the cursor had not rested
+    assert reads == [highlighted]  # the open's own read; the cursor had not rested
     assert timer is None
+
+
+async def test_an_execution_read_within_the_wait_opens_composed_with_it(
+    synthetic_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    app.source = source = ReadCountingSource(synthetic_db)
+    app.open_wait_s = 60.0  # the read is always back within it here
+    loading_shown: list[bool] = []
+    show_loading = ExecutionScreen._show_loading
+
+    def recording(screen: ExecutionScreen, loading: bool) -> None:
+        loading_shown.append(loading)
+        show_loading(screen, loading)
+
+    monkeypatch.setattr(ExecutionScreen, "_show_loading", recording)
+    async with app.run_test(size=SIZE) as pilot:
+        await screen_loaded(pilot)
+        app.open_execution(TRIP)
+        gc_during_open = gc.isenabled()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ExecutionScreen)
+        shown_at_first_pause = screen.detail is not None
+        rows = screen.query_one(StepTable).row_count
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        reads = list(source.reads)
+        gc_after = gc.isenabled()
+    assert shown_at_first_pause and rows == 5  # no frame of loading indicators first
+    assert True not in loading_shown
+    assert reads == [TRIP]  # read once, by the open; the screen did not read again
+    assert (gc_during_open, gc_after) == (False, True)
+
+
+async def test_a_read_slower_than_the_wait_shows_loading_and_is_not_repeated(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    app.source = source = GatedSource(synthetic_db)
+    reads: list[str] = []
+    gated_read = source.get_execution
+
+    def counting(execution_id: str, **options: Any) -> Any:
+        reads.append(execution_id)
+        return gated_read(execution_id, **options)
+
+    source.get_execution = counting  # type: ignore[method-assign]
+    app.open_wait_s = 0.01
+    async with app.run_test(size=SIZE) as pilot:
+        await screen_loaded(pilot)
+        app.open_execution(TRIP)
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ExecutionScreen)
+        waiting = (screen.detail, screen.query_one(StepTable).loading)
+        source.gate.set()
+        await screen_loaded(pilot)
+        shown = screen.detail.execution.execution_id if screen.detail else None
+        loading_after = screen.query_one(StepTable).loading
+    assert waiting == (None, True)
+    assert (shown, loading_after) == (TRIP, False)
+    assert reads == [TRIP]  # the screen waited for the open's read instead of reading again
+
+
+async def test_a_filled_table_is_sized_before_the_next_idle(synthetic_db: Path) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        steps = screen.query_one(StepTable)
+        steps.show_steps(screen.detail.steps)  # no idle between filling and looking
+        height = steps.virtual_size.height
+        widths = [column.content_width for column in steps.ordered_columns]
+        labels = [len(column.label) for column in steps.ordered_columns]
+        step_width = max(len(step.step_id) for step in screen.detail.steps)
+    assert height == steps.row_count + 1  # the rows and the header, for the next layout pass
+    assert all(width >= label for width, label in zip(widths, labels, strict=True))
+    assert widths[0] == max(step_width, labels[0])
 
 
 @pytest.mark.parametrize("fail", [False, True], ids=["loaded", "load-failed"])

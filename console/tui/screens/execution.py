@@ -101,6 +101,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         attempt_n: int | None = None,
         detail: ExecutionDetail | None = None,
         pending: Prefetched | None = None,
+        gc_paused: bool = False,
     ) -> None:
         super().__init__()
         self.source = source
@@ -120,11 +121,13 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.llm_texts: dict[str, dict[str, Any]] = {}
         self._texts_requested: set[str] = set()
         self.texts_reads_running = 0
-        self.gc_paused = False
+        # True when the opener paused the GC for this screen (`pause_gc`) before reading.
+        self.gc_paused = gc_paused
         self.gc_frozen = False
-        # The execution as read before the screen was made (`TruvaConsoleApp.prefetch`):
-        # shown as the store's first answer, with no loading indicators and no read; or that
-        # read still running, which the first load waits for instead of reading again.
+        # The execution as read before the screen was made (read ahead by
+        # `TruvaConsoleApp.prefetch`, or as it was opened): shown as the store's first answer,
+        # with no loading indicators and no read; or that read still running, which the first
+        # load waits for instead of reading again.
         self._prefetched = detail
         self._pending = pending
 
@@ -134,8 +137,6 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         # answer is handled after `on_mount` (a screen dispatches Compose and Mount first).
         if self._prefetched is None:
             self.load_execution()
-        else:
-            self.post_message(self.ExecutionLoaded(self.requests.start(), self._prefetched))
         yield Header()
         yield Static(f"Loading execution {printable(self.execution_id)}…", id="execution-summary")
         yield StepTable(id="steps")
@@ -152,6 +153,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self.query_one(StepTable).focus()
         if self._prefetched is None:
             self._show_loading(True)
+        else:  # filled before the first layout, which then sizes and paints it once
+            self._execution_loaded(self.ExecutionLoaded(self.requests.start(), self._prefetched))
         self._prefetched = None
         self.start_polling()
 
@@ -163,12 +166,19 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
             self.gc_frozen = False
             gc.unfreeze()
 
+    @staticmethod
+    def pause_gc() -> bool:
+        """Pause the cyclic GC until the screen's first answer from the store is shown, as
+        Textual does while it scrolls: the ~100k objects that opening a big execution allocates
+        set off a hundred collections, one over every object of the process (a fifth of its
+        CPU). Whether it was running: the screen given `gc_paused=True` resumes it."""
+        if not gc.isenabled():
+            return False
+        gc.disable()
+        return True
+
     def _pause_gc(self) -> None:
-        """Pause the cyclic GC until the first answer from the store is shown, as Textual does
-        while it scrolls: the ~100k objects that opening a big execution allocates set off
-        a hundred collections, one over every object of the process (a fifth of its CPU)."""
-        if gc.isenabled():
-            gc.disable()
+        if self.pause_gc():
             self.gc_paused = True
 
     def _resume_gc(self) -> None:

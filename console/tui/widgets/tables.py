@@ -49,6 +49,17 @@ class NavigableTable(DataTable):
         if widths_pending:
             self._clear_caches()
 
+    def measure_rows(self) -> None:
+        """Size the columns and the scrollable height for the rows added so far now, rather
+        than at the next idle: a layout pass before that idle would lay out and paint the
+        table with the old sizes, and the new ones would ask for a second pass."""
+        if self._require_update_dimensions:
+            self._require_update_dimensions = False
+            new_rows = self._new_rows.copy()
+            self._new_rows.clear()
+            self._update_dimensions(new_rows)
+            self._clear_caches()
+
     def add_row(self, *cells: Any, **options: Any) -> Any:
         """DataTable's `add_row`; the first row shows `Open` in the footer (see check_action),
         which the footer would otherwise learn only at the next bindings update."""
@@ -278,6 +289,7 @@ class StepTable(NavigableTable):
                 Text(printable(step.final_rule_id) or "-"),
                 key=step.step_id,
             )
+        self.measure_rows()
         self.refresh_bindings()
 
     @on(DataTable.RowHighlighted)
@@ -342,6 +354,7 @@ class AttemptTable(NavigableTable):
                 delay_text(attempt.delay_ms, attempt.delay_source),
                 key=str(attempt.n),
             )
+        self.measure_rows()
         self.refresh_bindings()
 
     @on(DataTable.RowHighlighted)
