@@ -10,6 +10,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Spacing
 from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
@@ -56,6 +57,7 @@ class KeysFooter(Widget, can_focus=False):
         background: $footer-background;
         dock: bottom;
         height: 1;
+        padding: 0 1 0 0;
         text-wrap: nowrap;
         .footer-key--key {
             color: $footer-key-foreground;
@@ -125,8 +127,11 @@ class KeysFooter(Widget, can_focus=False):
         keys = self._keys()
         if keys != self._keys_shown:
             self._keys_shown = keys
-            # The palette's key is followed by its widget's padding: a cell of background alone.
-            self.styles.padding = (0, 1, 0, 0) if keys and keys[-1].palette else 0
+            # The palette's key is followed by its widget's padding: a cell of background alone
+            # (the default, so the first keys drawn need no second layout pass).
+            padding = Spacing(0, 1 if keys and keys[-1].palette else 0, 0, 0)
+            if self.styles.padding != padding:
+                self.styles.padding = padding
             self.refresh()
 
     def _keys(self) -> tuple[FooterKeyShown, ...]:
