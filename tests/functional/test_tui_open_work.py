@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.text import Text
+from textual.app import App, ComposeResult
 from textual.dom import DOMNode
 from textual.widgets import TextArea
 from textual.widgets._footer import FooterKey
@@ -20,7 +22,7 @@ from console.tui.screens.execution import ExecutionScreen
 from console.tui.screens.store_source import StoreSource, StoreUnavailable
 from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.footer import KeysFooter
-from console.tui.widgets.tables import ExecutionTable, StepTable
+from console.tui.widgets.tables import ExecutionTable, NavigableTable, StepTable
 from tests.support.tui import (
     TRIP,
     open_execution,
@@ -202,6 +204,30 @@ async def test_a_filled_table_is_sized_before_the_next_idle(synthetic_db: Path) 
     assert height == steps.row_count + 1  # the rows and the header, for the next layout pass
     assert all(width >= label for width, label in zip(widths, labels, strict=True))
     assert widths[0] == max(step_width, labels[0])
+
+
+async def test_text_rows_are_measured_as_textual_measures_them() -> None:
+    class TableApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield NavigableTable()
+
+    rows = [(Text("日本語"), Text("two\nlonger line")), (Text("x"), Text(""))]
+
+    def filled(table: NavigableTable) -> None:
+        table.clear(columns=True)
+        table.add_columns("A", "B")
+        for cells in rows:
+            table.add_row(*cells)
+
+    async with TableApp().run_test() as pilot:
+        table = pilot.app.query_one(NavigableTable)
+        filled(table)
+        table.measure_rows()  # ours: the widest line's cells, no console
+        ours = [column.content_width for column in table.ordered_columns]
+        filled(table)
+        table._update_dimensions(list(table._new_rows))  # Textual's own measurement
+        textual = [column.content_width for column in table.ordered_columns]
+    assert ours == textual == [6, 11]
 
 
 @pytest.mark.parametrize("fail", [False, True], ids=["loaded", "load-failed"])

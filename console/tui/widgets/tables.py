@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events, on
 from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
 
 from console.printable import printable
 from console.render.execution_columns import (
@@ -57,8 +60,25 @@ class NavigableTable(DataTable):
             self._require_update_dimensions = False
             new_rows = self._new_rows.copy()
             self._new_rows.clear()
-            self._update_dimensions(new_rows)
+            self._update_dimensions(() if self._widen_for_text_rows(new_rows) else new_rows)
             self._clear_caches()
+
+    def _widen_for_text_rows(self, row_keys: Iterable[RowKey]) -> bool:
+        """Widen the columns for rows of one-line-high `Text` cells without labels, measured
+        as Textual measures them (the widest line's cells) but without a console per cell;
+        False, having measured nothing for certain, when a row is not of that kind."""
+        columns = self.ordered_columns
+        for row_key in row_keys:
+            row, cells = self.rows.get(row_key), self._data.get(row_key)
+            if row is None or cells is None or row.label is not None or row.auto_height:
+                return False
+            if not all(isinstance(cells.get(column.key), Text) for column in columns):
+                return False
+            for column in columns:
+                lines = cells[column.key].plain.splitlines()
+                width = max(map(cell_len, lines)) if lines else 0
+                column.content_width = max(column.content_width, width)
+        return True
 
     def add_row(self, *cells: Any, **options: Any) -> Any:
         """DataTable's `add_row`; the first row shows `Open` in the footer (see check_action),
