@@ -31,11 +31,14 @@ class Prefetched:
         return self._matching(self.future.result())
 
     def wait(self) -> ExecutionDetail | None:
-        """Wait for the read: the detail, or None when it failed or does not match the list
-        (the caller then reads the execution itself, and meets any error there)."""
+        """Wait for the read: the detail, or None when a read ahead failed or does not match
+        the list (the caller then reads the execution itself, and meets any error there). The
+        read at open is as current as the caller's own: its error is raised."""
         try:
             detail = self.future.result()
         except Exception:
+            if self.listed is None:
+                raise
             return None
         return self._matching(detail)
 

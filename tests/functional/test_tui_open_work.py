@@ -191,6 +191,31 @@ async def test_a_read_slower_than_the_wait_shows_loading_and_is_not_repeated(
     assert reads == [TRIP]  # the screen waited for the open's read instead of reading again
 
 
+async def test_a_failed_read_at_open_is_reported_without_a_second_read(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    app.source = source = GatedSource(synthetic_db, fail=True)
+    reads: list[str] = []
+    gated_read = source.get_execution
+
+    def counting(execution_id: str, **options: Any) -> Any:
+        reads.append(execution_id)
+        return gated_read(execution_id, **options)
+
+    source.get_execution = counting  # type: ignore[method-assign]
+    source.gate.set()  # it fails at once: a held store, say
+    async with app.run_test(size=SIZE) as pilot:
+        await screen_loaded(pilot)
+        app.open_execution(TRIP)
+        await screen_loaded(pilot)
+        screen = app.screen
+        assert isinstance(screen, ExecutionScreen)
+        shown = (screen.detail, screen.problem, screen.query_one(StepTable).loading)
+    assert shown == (None, "the store is held by another process", False)
+    assert reads == [TRIP]  # the open's error is the screen's: not met twice (a lock wait each)
+
+
 async def test_a_filled_table_is_sized_before_the_next_idle(synthetic_db: Path) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:
