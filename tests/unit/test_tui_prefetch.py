@@ -1,4 +1,5 @@
-"""The read-ahead of the execution under the list's cursor (console/tui/prefetch.py)."""
+"""Reads of an execution before its screen (console/tui/prefetch.py): the read-ahead of the one
+under the list's cursor, and the read at open."""
 
 from __future__ import annotations
 
@@ -152,3 +153,38 @@ def test_a_read_taken_before_its_thread_starts_still_finishes() -> None:
     assert taken.wait() == Detail(row) and reads == ["e1"]
     prefetch.want(Row("e2"))  # and the read-ahead goes on working
     assert len(started) == 1
+
+
+def test_a_read_at_open_is_shown_as_read_even_off_the_list() -> None:
+    row, reads = Row("e1", status="running"), []
+    prefetch = prefetch_of({"e1": row}, reads)
+    opened = prefetch.read_at_open("e1")  # a running one too: its screen polls after
+    assert opened.finished_within(10.0)
+    assert opened.listed is None and opened.ready() == Detail(row) == opened.wait()
+    assert reads == ["e1"]
+
+
+def test_a_read_at_open_that_failed_raises_its_error_to_whoever_waits() -> None:
+    def read(execution_id: str) -> Any:
+        raise OSError(f"{execution_id}: held")
+
+    opened = ExecutionPrefetch(run_now, read).read_at_open("e1")
+    assert opened.finished_within(10.0)
+    assert opened.ready() is None
+    with pytest.raises(OSError, match="e1: held"):
+        opened.wait()
+
+
+def test_a_read_at_open_not_back_in_time_is_still_running() -> None:
+    gate = threading.Event()
+
+    def read(execution_id: str) -> Any:
+        assert gate.wait(timeout=10)
+        return Detail(Row(execution_id))
+
+    opened = ExecutionPrefetch(run_now, read).read_at_open("e1")
+    waited = opened.finished_within(0.01)
+    ready_before = opened.ready()
+    gate.set()
+    assert (waited, ready_before) == (False, None)
+    assert opened.wait() == Detail(Row("e1"))
