@@ -45,7 +45,8 @@ REFRESH_INTERVAL_S = 1.0
 # reader who stops on a row to open it gets it at once; one passing over rows reads nothing.
 PREFETCH_REST_S = 0.5
 # How long opening an execution waits for its read before showing its screen with loading
-# indicators: a read back by then is composed with the screen (one fill, one layout).
+# indicators: a read back by then fills the screen before its first layout pass (one fill,
+# no loading indicators).
 OPEN_WAIT_S = 0.25
 
 
