@@ -42,6 +42,7 @@ from store.bundle.format import (
 )
 from store.bundle.manifest import build_manifest
 from store.bundle.redaction import redact_row, redaction_manifest
+from store.bundle.span_child import chunked
 from store.bundle.span_worker import SpanWorker
 from store.bundle.spans import (
     SPANS_MARKER,
@@ -269,20 +270,18 @@ def _write_in_batches(
         for rows in stack.enter_context(contextlib.closing(_batch_rows(store, batches))):
             if redact:
                 rows = _redacted(rows)
-            if worker is not None:
-                if worker.stopped:
-                    break  # its answer, read by `finish`, says why
-                worker.send(rows)
-                events = None
-            else:
-                events = events_from_rows(rows)
+            if worker is not None and worker.stopped:
+                break  # its answer, read by `finish`, says why
+            # The child builds the spans unless it is behind; then this process builds them.
+            events = None if worker is not None and worker.offer(rows) else events_from_rows(rows)
             for spec in specs:  # each table's rows let go once written; the events keep values
                 table_rows = rows.pop(spec.name, [])
                 runs[spec.name].add(row_line(spec, row) for row in table_rows)
                 row_counts[spec.name] += len(table_rows)
                 del table_rows
             if events is not None:
-                spool.add(keyed_span_lines(events, resource))
+                for lines in chunked(keyed_span_lines(events, resource)):
+                    spool.add(lines)
             del rows, events
         if worker is not None:
             worker.finish()
@@ -410,6 +409,7 @@ class _SpanSpool:
         self._output = output
         self._entries: list[tuple[SpanKey, int, int]] = []
         self._end = 0
+        self._lock = threading.Lock()  # `add` is called by a `SpanWorker`'s reader thread too
 
     def __enter__(self) -> _SpanSpool:
         self._file = _scratch_file(self._output, ".truva-spans.")
@@ -422,15 +422,16 @@ class _SpanSpool:
     def count(self) -> int:
         return len(self._entries)
 
-    def add(self, keyed: Iterable[tuple[SpanKey, bytes]]) -> None:
+    def add(self, keyed: Sequence[tuple[SpanKey, bytes]]) -> None:
         """Keep the `keyed` lines, written about `_PIECE_BYTES` at a time."""
-        for piece in _batched(self._record(keyed)):
-            try:
-                self._file.write(piece)
-            except OSError as error:
-                raise BundleExportError(
-                    f"{self._output}: cannot write: {error.strerror or error}"
-                ) from error
+        with self._lock:
+            for piece in _batched(self._record(keyed)):
+                try:
+                    self._file.write(piece)
+                except OSError as error:
+                    raise BundleExportError(
+                        f"{self._output}: cannot write: {error.strerror or error}"
+                    ) from error
 
     def _record(self, keyed: Iterable[tuple[SpanKey, bytes]]) -> Iterator[bytes]:
         for key, line in keyed:
