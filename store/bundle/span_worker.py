@@ -140,19 +140,20 @@ class SpanWorker:
     def _write(self) -> None:
         stdin = self._process.stdin
         assert stdin is not None
+        data: bytes | None = b""
         try:
             while (data := self._batches.get()) is not None:
                 stdin.write(frame_head(data))
                 stdin.write(data)
-                del data
+                data = b""  # let the batch go while waiting for the next
             stdin.write(frame(None))  # no more batches
             stdin.close()
         except OSError as error:  # the child stopped reading: its answer says why
             self._error = self._error or error
             with contextlib.suppress(OSError):
                 stdin.close()
-            while self._batches.get() is not None:  # let `send` and `finish` return
-                pass
+            while data is not None:  # take what is still put, up to the end (`finish`'s None)
+                data = self._batches.get()
 
     def _read(self) -> None:
         stdout = self._process.stdout
