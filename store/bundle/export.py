@@ -42,6 +42,8 @@ from store.bundle.format import (
 )
 from store.bundle.manifest import build_manifest
 from store.bundle.redaction import redact_row, redaction_manifest
+from store.bundle.span_child import chunked
+from store.bundle.span_worker import SpanWorker
 from store.bundle.spans import (
     SPANS_MARKER,
     SpanKey,
@@ -50,6 +52,7 @@ from store.bundle.spans import (
     events_from_rows,
     keyed_span_lines,
     otlp_json,
+    plain_spans_possible,
     span_document_frame,
     spans_document,
 )
@@ -261,17 +264,27 @@ def _write_in_batches(
         spool = stack.enter_context(_SpanSpool(output))
         runs = {name: _Runs(member) for name, member in members.items()}
         row_counts = dict.fromkeys(members, 0)
+        worker = _span_worker(output, resource, spool, batches)
+        if worker is not None:
+            stack.enter_context(worker)
         for rows in stack.enter_context(contextlib.closing(_batch_rows(store, batches))):
             if redact:
                 rows = _redacted(rows)
-            events = events_from_rows(rows)
+            if worker is not None and worker.stopped:
+                break  # its answer, read by `finish`, says why
+            # The child builds the spans unless it is behind; then this process builds them.
+            events = None if worker is not None and worker.offer(rows) else events_from_rows(rows)
             for spec in specs:  # each table's rows let go once written; the events keep values
                 table_rows = rows.pop(spec.name, [])
                 runs[spec.name].add(row_line(spec, row) for row in table_rows)
                 row_counts[spec.name] += len(table_rows)
                 del table_rows
-            spool.add(keyed_span_lines(events, resource))
+            if events is not None:
+                for lines in chunked(keyed_span_lines(events, resource)):
+                    spool.add(lines)
             del rows, events
+        if worker is not None:
+            worker.finish()
         for name, member in members.items():
             runs[name].close()
             member.close()
@@ -302,6 +315,26 @@ def _write_in_batches(
             overwrite=overwrite,
         )
     return size, row_counts, spool.count
+
+
+# Batches from which the spans are built in a child process (`span_worker`), beside the row
+# lines: below, its start (~0.4 CPU-s of imports) would cost about what it saves.
+_SPAN_WORKER_BATCHES = 2
+
+
+def _span_worker(
+    output: Path, resource: Any, spool: _SpanSpool, batches: Sequence[Sequence[str]]
+) -> SpanWorker | None:
+    """A child building the spans into `spool`, or None where they are built here (few
+    batches, or no child could be started). Raises SpansNeedSdk where the SDK must."""
+    if not plain_spans_possible():
+        raise SpansNeedSdk
+    if len(batches) < _SPAN_WORKER_BATCHES:
+        return None
+    try:
+        return SpanWorker(output, resource, spool.add)
+    except OSError:
+        return None
 
 
 def _batch_rows(
@@ -376,6 +409,7 @@ class _SpanSpool:
         self._output = output
         self._entries: list[tuple[SpanKey, int, int]] = []
         self._end = 0
+        self._lock = threading.Lock()  # `add` is called by a `SpanWorker`'s reader thread too
 
     def __enter__(self) -> _SpanSpool:
         self._file = _scratch_file(self._output, ".truva-spans.")
@@ -388,15 +422,16 @@ class _SpanSpool:
     def count(self) -> int:
         return len(self._entries)
 
-    def add(self, keyed: Iterable[tuple[SpanKey, bytes]]) -> None:
+    def add(self, keyed: Sequence[tuple[SpanKey, bytes]]) -> None:
         """Keep the `keyed` lines, written about `_PIECE_BYTES` at a time."""
-        for piece in _batched(self._record(keyed)):
-            try:
-                self._file.write(piece)
-            except OSError as error:
-                raise BundleExportError(
-                    f"{self._output}: cannot write: {error.strerror or error}"
-                ) from error
+        with self._lock:
+            for piece in _batched(self._record(keyed)):
+                try:
+                    self._file.write(piece)
+                except OSError as error:
+                    raise BundleExportError(
+                        f"{self._output}: cannot write: {error.strerror or error}"
+                    ) from error
 
     def _record(self, keyed: Iterable[tuple[SpanKey, bytes]]) -> Iterator[bytes]:
         for key, line in keyed:

@@ -245,13 +245,21 @@ def _row_order(spec: TableSpec) -> str:
 def read_execution_rows(
     conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str]
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every bundled table's rows for `execution_ids`, as raw values, in a stable order."""
+    """Every bundled table's rows for `execution_ids`, as raw values, in a stable order.
+
+    The ids' range is a filter too (the same rows): DuckDB skips the row groups outside it
+    by their min/max, which it cannot do for `list_contains` (a batch of an export reads ids
+    next to each other)."""
     rows: dict[str, list[dict[str, Any]]] = {}
+    if not execution_ids:
+        return {spec.name: [] for spec in store_table_specs()}
+    ids = list(execution_ids)
     for spec in store_table_specs():
         cursor = conn.execute(
             f"SELECT {', '.join(column_sql(c) for c in spec.columns)} FROM {quote(spec.name)} "
-            f"WHERE list_contains($ids, execution_id) ORDER BY {_row_order(spec)}",
-            {"ids": list(execution_ids)},
+            "WHERE execution_id BETWEEN $first AND $last AND list_contains($ids, execution_id) "
+            f"ORDER BY {_row_order(spec)}",
+            {"ids": ids, "first": min(ids), "last": max(ids)},
         )
         rows[spec.name] = [
             dict(zip(spec.column_names, values, strict=True)) for values in cursor.fetchall()

@@ -539,7 +539,7 @@ def default_resource() -> Any:
     return Resource.create({"service.name": DEFAULT_SERVICE_NAME, "service.version": __version__})
 
 
-def _plain_possible() -> bool:
+def plain_spans_possible() -> bool:
     """Whether the SDK would build spans as the plain provider does in this process."""
     import os
 
@@ -555,7 +555,7 @@ def _plain_spans(events: Sequence[Event], resource: Any) -> list[_PlainSpan] | N
     """The spans of `events` built on `_PlainTracerProvider`, or None where the SDK must."""
     from executor.telemetry import TelemetryRecorder
 
-    if not _plain_possible():
+    if not plain_spans_possible():
         return None
     resource = resource or default_resource()
     provider = _PlainTracerProvider(resource)
@@ -775,7 +775,7 @@ def keyed_span_lines(events: list[Event | None], resource: Any) -> Iterator[tupl
     from executor.telemetry import TelemetryRecorder
     from executor.tracecontext import trace_id_for_execution
 
-    if not _plain_possible():
+    if not plain_spans_possible():
         raise SpansNeedSdk
     provider = _PlainTracerProvider(resource)
     recorder = TelemetryRecorder(tracer_provider=provider)  # type: ignore[arg-type]
