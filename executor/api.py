@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Self
 
@@ -67,12 +67,12 @@ class Tool:
     headers: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "headers", dict(self.headers))
+        object.__setattr__(self, "headers", _object(self.headers))
         _Validator(CODE_SOURCE).parse_tools({self.name: self.to_dict()})
 
     def to_dict(self) -> dict[str, Any]:
         """The plan-file object of this tool."""
-        return {"base_url": self.base_url, "headers": dict(self.headers)}
+        return {"base_url": self.base_url, "headers": _object(self.headers)}
 
     def capability(self, name: str, **fields: Any) -> Capability:
         """A capability of this tool: `Capability(self, name, **fields)`."""
@@ -111,7 +111,7 @@ class Capability:
         """The plan-file object of this capability (without the default `path`)."""
         data: dict[str, Any] = {
             "description": self.description,
-            "schema": dict(self.schema) if self.schema is not None else None,
+            "schema": _object(self.schema),
             "orchestrator": self.orchestrator,
             "side_effects": self.side_effects,
         }
@@ -141,9 +141,9 @@ class Step:
             "id": self.id,
             "tool": self.capability.tool.name,
             "capability": self.capability.name,
-            "parameters": dict(self.parameters),
-            "depends_on": [d.id if isinstance(d, Step) else d for d in self.depends_on],
-            "hitl_approved": list(self.hitl_approved),
+            "parameters": _object(self.parameters),
+            "depends_on": _array(self.depends_on, lambda d: d.id if isinstance(d, Step) else d),
+            "hitl_approved": _array(self.hitl_approved),
             "instruction": self.instruction,
         }
 
@@ -188,16 +188,18 @@ class Plan:
     spec: PlanSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "steps", tuple(self.steps))
+        steps = _array(self.steps)
+        object.__setattr__(self, "steps", tuple(steps) if isinstance(steps, list) else steps)
         object.__setattr__(self, "capabilities", tuple(self.capabilities))
-        object.__setattr__(self, "config", dict(self.config))
+        object.__setattr__(self, "config", _object(self.config))
         spec = parse_plan(self._document(), source=self.source)
         object.__setattr__(self, "spec", replace(spec, source_path=self.plan_path))
 
     def _document(self) -> dict[str, Any]:
         tools: dict[str, Tool] = {}
         capabilities: dict[str, Capability] = {}
-        used = [step.capability for step in self.steps if isinstance(step, Step)]
+        steps = self.steps if isinstance(self.steps, tuple) else ()  # else the validator names it
+        used = [step.capability for step in steps if isinstance(step, Step)]
         for capability in (*used, *self.capabilities):
             _add_once(tools, capability.tool.name, capability.tool, "tools", "tools")
             _add_once(capabilities, capability.key, capability, "capabilities", "capabilities")
@@ -205,8 +207,8 @@ class Plan:
             "query": self.query,
             "tools": {name: tool.to_dict() for name, tool in tools.items()},
             "capabilities": {key: c.to_dict() for key, c in capabilities.items()},
-            "steps": [step.to_dict() if isinstance(step, Step) else step for step in self.steps],
-            "config": dict(self.config),
+            "steps": _array(self.steps, _step_document),
+            "config": _object(self.config),
         }
         if self.llm is not None:
             document["llm"] = self.llm.to_dict() if isinstance(self.llm, LLM) else self.llm
@@ -247,6 +249,24 @@ class Plan:
             capabilities=[c for key, c in capabilities.items() if key not in used],
             source=source, plan_path=plan_path,
         )  # fmt: skip
+
+
+def _step_document(step: Any) -> Any:
+    return step.to_dict() if isinstance(step, Step) else step
+
+
+def _object(value: Any) -> Any:
+    """A mapping as a dict; anything else as given, for the validator to name (not dict()'s
+    "dictionary update sequence element #0 has length 1")."""
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+def _array(value: Any, item: Callable[[Any], Any] = lambda x: x) -> Any:
+    """A sequence as a list of `item(x)`; a string, mapping or scalar as given, so
+    `hitl_approved="city"` is "expected an array", not a check of the names "c", "i", "t", "y"."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        return value
+    return [item(x) for x in value]
 
 
 def _capability_of(spec: CapabilitySpec, tool: Tool) -> Capability:
@@ -408,7 +428,15 @@ class _SignalledRun:
 
 def run_plan_sync(plan: Plan | PlanSpec, **options: Any) -> ExecutionOutcome:
     """`run_plan` for code without an event loop; Ctrl-C cancels the run as in `truva-console run`
-    (the outcome is then `cancelled`). Takes the options of `run_plan`."""
+    (the outcome is then `cancelled`). Takes the options of `run_plan`. Inside a running event
+    loop it raises RuntimeError saying to `await run_plan(...)` instead."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("run_plan_sync() cannot run inside a running event loop; "
+                           "use `await run_plan(plan, ...)` there")  # fmt: skip
 
     async def main() -> ExecutionOutcome:
         return await run_cancellable(_SignalledRun(plan, dict(options)))

@@ -277,9 +277,10 @@ def connect(
                 raise StoreOpenError(f"{paths.label}: cannot open: {first_line(error)}") from error
             remaining_s = deadline - time.monotonic()
             if remaining_s <= 0:
+                holder = f"{lock_holder(error)} holds {paths.label}"
                 raise StoreBusyError(
-                    f"{lock_holder(error)} holds {paths.label}; close it, or use "
-                    "'truva-console sql' to query the store"
+                    f"{holder}; close it, or use 'truva-console sql' to query the store",
+                    holder=holder,
                 ) from error
             time.sleep(min(remaining_s, random.uniform(pause_s, pause_s * 2)))
             pause_s = min(pause_s * 2, 0.02)

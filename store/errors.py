@@ -16,7 +16,15 @@ class StoreAccessError(StoreError):
 
 
 class StoreBusyError(StoreError):
-    """Another process held the store file for longer than the lock timeout."""
+    """Another process held the store file for longer than the lock timeout.
+
+    `holder` is the line naming the process that holds it, without advice (None when the wait
+    in line ran out instead); `str(error)` adds what to do about it.
+    """
+
+    def __init__(self, message: str, *, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class ExecutionNotFoundError(StoreError):

@@ -19,7 +19,7 @@ from console.exits import EXIT_CANCELLED, fail
 from console.printable import printable
 from console.render.sql_values import cell_text, jsonable, value_text
 from console.words import counted
-from store.errors import StoreError
+from store.errors import StoreBusyError, StoreError
 from store.sql import QueryResult, SqlError, SqlSession
 
 FORMATS = ("table", "csv", "json", "parquet")
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         sql = SqlSession(store_path(args))
     except StoreError as error:
-        return fail(error)
+        return fail(_without_sql_advice(error))
     try:
         if args.query is not None:
             return run_one(sql, args.query, args.format, args.output)
@@ -80,7 +80,7 @@ def run_one(sql: SqlSession, query: str, output_format: str, output: str | None)
     except SqlError as error:
         return fail(f"sql: {error}")
     except StoreError as error:
-        return fail(error)
+        return fail(_without_sql_advice(error))
     text = render(result, output_format)
     if output is None:
         sys.stdout.write(text)
@@ -231,3 +231,11 @@ def write_text_file(target: Path, text: str) -> None:
     """Write `text` beside `target` and rename it onto `target`, so nothing is half-written."""
     with _partial_text_file(target) as out:
         out.write(text)
+
+
+def _without_sql_advice(error: StoreError) -> StoreError | str:
+    """A held store's line without "or use 'truva-console sql'": this is that command, and it
+    waited for the file as every command does."""
+    if isinstance(error, StoreBusyError) and error.holder is not None:
+        return f"{error.holder}; close it, then run the query again"
+    return error

@@ -88,11 +88,20 @@ def target_from_url(
             # Only the schema file can make the document this deep.
             raise ProbeError(f"--schema {schema_file}: nested too deeply to be a schema "
                              "(Python's recursion limit was reached)") from None
-        where = next((option + error.path[len(prefix):] for prefix, option in options.items()
+        where = next((_within(option, error.path[len(prefix):])
+                      for prefix, option in options.items()
                       if error.path.startswith(prefix)), error.path)  # fmt: skip
         raise ProbeError(f"{where}: {error.problem}") from error
     target = target_from_plan(plan, "probe")
     return replace(target, side_effects_known=side_effects is not None)
+
+
+def _within(option: str, rest: str) -> str:
+    """Where in an option's value a problem is: `--schema FILE: properties.a.type` (was
+    `--schema FILE.properties.a.type`, a file name that does not exist)."""
+    if option.startswith("--schema ") and rest:
+        return f"{option}: {rest.lstrip('.')}"
+    return option + rest
 
 
 def check_reachable(url: str, timeout_s: float) -> None:

@@ -39,7 +39,9 @@ class RequestDiff:
 
     @property
     def source_text(self) -> str:
-        """`analyzer layer, LLM call 1 (error_analysis, model m)`, or why nothing changed."""
+        """`analyzer layer, LLM call 1 of attempt #2 (error_analysis, model m)`, or why nothing
+        changed. The call is numbered as in that attempt's LLM tab: the first LLM call of the
+        step's second correction is that attempt's call 1, not the execution's."""
         if not self.changes:
             return "resent unchanged"
         if self.layer is None:
@@ -47,7 +49,8 @@ class RequestDiff:
         text = f"{self.layer} layer"
         call = self.proposed_by
         if call is not None:
-            text += f", LLM call {self.call_number} ({call.site}, model {call.model})"
+            text += (f", LLM call {self.call_number} of attempt #{self.before} "
+                     f"({call.site}, model {call.model})")  # fmt: skip
         return text
 
 

@@ -57,7 +57,7 @@ def whatif_view(report: WhatIfReport, *, filtered: bool = False) -> WhatIfView:
     """The report as `whatif` shows it; `filtered`: the ls filters selected the executions."""
     config = ", ".join(config_arguments(report.overrides))
     against = f"config {config}" if config else "the recorded config (policy code regression check)"
-    scope = "matching executions" if filtered else "executions"
+    scope = counted(report.executions, "matching execution" if filtered else "execution")
     follow = None
     if report.after_earlier_change:
         follow = (f"{report.after_earlier_change} of them follow an earlier change in the same "
@@ -83,7 +83,7 @@ def whatif_view(report: WhatIfReport, *, filtered: bool = False) -> WhatIfView:
     return WhatIfView(
         overrides=dict(report.overrides),
         headline=f"what-if under {against}: {counted(report.decisions, 'decision')} in "
-        f"{report.executions} {scope} re-decided",
+        f"{scope} re-decided",
         changed_line=f"{counted(report.changed, 'decision')} would change, in "
         f"{counted(report.changed_steps, 'step')}",
         follow_note=follow,

@@ -11,6 +11,14 @@ from executor.policy.decision import TASK_BUDGET_RULE_IDS, Action, Outcome, Rule
 from executor.policy.inputs import DecisionInputs
 from executor.policy.rules_response import UNAVAILABLE_RULE_IDS
 
+# Who corrected a `retry_corrected` resend, in words (was the layer's id: "corrected by the
+# re_resolution", "by the legacy").
+_CORRECTORS = {
+    "analyzer": "the analyzer",
+    "re_resolution": "the layer 4 re-resolver",
+    "legacy": "the legacy correction callback",
+}
+
 # Actions whose recovery does not follow from the failure class alone: (recovery, consequence,
 # advice); None keeps the class's own.
 _ACTION_RECOVERY: dict[Action, tuple[Recovery, str, str | None]] = {
@@ -71,7 +79,8 @@ def fault_cell(
         )
     elif rule.action is Action.RETRY_CORRECTED:
         recovery, advice = Recovery.MODIFY, None
-        consequence = f"the executor resends with parameters corrected by the {outcome.layer}"
+        corrector = _CORRECTORS.get(outcome.layer or "", outcome.layer)
+        consequence = f"the executor resends with parameters corrected by {corrector}"
     elif rule.action in _ACTION_RECOVERY:
         recovery, consequence, override = _ACTION_RECOVERY[rule.action]
         advice = override or advice

@@ -1,4 +1,4 @@
-"""Well-known credential shapes found by value (sk-, AKIA, ghp_, JWTs, PEM keys, random-looking)."""
+"""Well-known credential shapes found by value (sk-, AKIA, ghp_, npm_, JWTs, PEM keys, …)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,13 @@ _CREDENTIAL_SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     ),
     (("xox", "xapp-"), re.compile(r"(?<![A-Za-z0-9])(?:xox[abposr]|xapp)-[A-Za-z0-9-]{10,}")),
     (("AIza",), re.compile(r"(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{30,}")),
+    (("npm_",), re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36,}")),
+    (("hf_",), re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}")),
+    (("pypi-",), re.compile(r"(?<![A-Za-z0-9_-])pypi-AgE[A-Za-z0-9_-]{50,}")),
 )
 _SHAPE_HINT = re.compile(
-    r"sk-|sk_|rk_|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|eyJ|xox|xapp-|AIza|PRIVATE KEY"
+    r"sk-|sk_|rk_|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|eyJ|xox|xapp-|AIza|npm_|hf_|pypi-|"
+    r"PRIVATE KEY"
 )
 
 # Words that make an adjacent random-looking value a secret (in text, a key or a header name).

@@ -31,7 +31,8 @@ def redact_secrets(value: str) -> str:
 
     The shapes: OpenAI `sk-…`/`sk-proj-…`, AWS access key ids `AKIA…`/`ASIA…`, GitHub
     `ghp_…`/`gho_…`/`github_pat_…`, GitLab `glpat-…`, JWTs `eyJ….….…`, Slack `xox?-…`, Stripe
-    `sk_live_…`/`rk_live_…`, Google `AIza…`, PEM private key blocks, and a long random-looking
+    `sk_live_…`/`rk_live_…`, Google `AIza…`, npm `npm_…`, Hugging Face `hf_…`, PyPI
+    `pypi-AgE…`, PEM private key blocks, and a long random-looking
     value assigned to a secret-ish word (`token=…`, `session: …`, `aws_key="…"`).
     """
     return _redact_text(value, shapes=True)
@@ -50,7 +51,8 @@ def _hint_prefilter() -> Any:
         "credential", "bearer", "basic", "://",
         "password", "passwd", "pwd", "auth", "session", "sid", "sig", "private", "aws",
         "sk-", "sk_", "rk_", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
-        "github_pat_", "glpat-", "eyj", "xox", "xapp-", "aiza", "private key",
+        "github_pat_", "glpat-", "eyj", "xox", "xapp-", "aiza", "npm_", "hf_", "pypi-",
+        "private key",
     )  # fmt: skip
     return re2.compile("|".join(re.escape(word) for word in words))
 

@@ -22,6 +22,7 @@ from executor import (
     Decision,
     ExecutionOutcome,
     Plan,
+    PlanError,
     Step,
     Tool,
     ToolCallCancelled,
@@ -103,6 +104,26 @@ def test_run_plan_sync_runs_without_an_event_loop(tool_server: ScriptedToolServe
     assert (outcome.status, outcome.steps[0].result["data"]) == ("succeeded", {"temp": 9})
     assert recorder.events[0].kind == "execution_started"
     assert [r.json for r in tool_server.received("/capabilities/forecast")] == [{"city": "Oslo"}]
+
+
+async def test_run_plan_sync_inside_an_event_loop_says_to_await_run_plan(
+    tool_server: ScriptedToolServer,
+) -> None:
+    # Was asyncio.run()'s "cannot be called from a running event loop" and a "coroutine
+    # 'run_plan_sync.<locals>.main' was never awaited" warning (found by an outside check).
+    plan = Plan([Step("step-1", weather(tool_server).capability("forecast"), {"city": "Oslo"})])
+    with pytest.raises(RuntimeError, match=r"use `await run_plan\(plan, \.\.\.\)` there"):
+        run_plan_sync(plan)
+    assert tool_server.received("/capabilities/forecast") == []
+
+
+async def test_call_tool_with_parameters_not_an_object_is_a_plan_error(
+    tool_server: ScriptedToolServer,
+) -> None:
+    expected = r"steps\[0\]\.parameters: expected an object, got an array"
+    with pytest.raises(PlanError, match=expected):
+        await call_tool(weather(tool_server), "forecast", ["Rome"])  # type: ignore[arg-type]
+    assert tool_server.received("/capabilities/forecast") == []
 
 
 async def test_call_tool_returns_the_parsed_response(tool_server: ScriptedToolServer) -> None:

@@ -52,7 +52,7 @@ def test_explain_shows_what_the_correction_changed_and_who_proposed_it(db: str) 
     lines = result.stdout.splitlines()
     index = next(i for i, line in enumerate(lines) if line.strip().startswith("changed "))
     assert lines[index].split(None, 1)[1] == (
-        "#1 → #2  analyzer layer, LLM call 1 (error_analysis, model gpt-test)"
+        "#1 → #2  analyzer layer, LLM call 1 of attempt #1 (error_analysis, model gpt-test)"
     )
     assert lines[index + 1].strip() == 'age: "thirty" → 30'
     resent = run_cli("--db", db, "explain", TRIP, "step-1")  # a 429 resent as it was

@@ -277,7 +277,13 @@ def _bad_inputs(tmp_path: Path, base_url: str) -> dict[str, tuple[list[str], str
     deep_schema = tmp_path / "deep-schema.json"  # readable JSON, too deep for the plan checks
     deep_schema.write_text('{"type": "object", "properties": {"a": ' * 400
                            + '{"type": "string"}' + "}}" * 400)
+    typo_schema = tmp_path / "typo-schema.json"
+    typo_schema.write_text('{"type": "object", "properties": {"a": {"type": "strng"}}}')
     return {
+        "schema-type-typo": (["--url", base_url, "--capability", "/x", "--schema",
+                              str(typo_schema), "--side-effects", "none"],
+                             f"--schema {typo_schema}: properties.a.type: unknown type "
+                             '"strng" (did you mean "string"?'),
         "schema-too-deep-to-read": (["--url", base_url, "--capability", "/x", "--schema",
                                      str(deep_list)],
                                     f"--schema {deep_list}: nested too deeply to be a schema"),
@@ -305,7 +311,7 @@ def _bad_inputs(tmp_path: Path, base_url: str) -> dict[str, tuple[list[str], str
     }
 
 
-BAD_INPUTS = ["schema-too-deep-to-read", "schema-too-deep-to-check",
+BAD_INPUTS = ["schema-type-typo", "schema-too-deep-to-read", "schema-too-deep-to-check",
               "bad-plan", "unknown-step", "plan-without-step", "unreachable-url",
               "schema-not-json", "url-without-schema", "bad-url", "bad-path", "nothing",
               "header-with-plan"]

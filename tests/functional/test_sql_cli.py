@@ -17,7 +17,7 @@ import pytest
 from store.queries import open_store
 from store.recorder import StoreRecorder
 from tests.support.events_factory import small_execution
-from tests.support.holder import hold_file, release
+from tests.support.holder import HOLDER_NAME, hold_file, release
 from tests.support.plans import run_cli, run_subprocess
 
 EXECUTION_ID = "exec-sql-0001"
@@ -285,8 +285,22 @@ def test_ls_names_the_process_holding_the_file(held: tuple[Path, subprocess.Pope
     assert result.code == 2
     assert result.stdout == ""
     assert result.stderr == (
-        f"truva-console: python -c (pid {holder.pid}) holds {db}; close it, or use "
+        f"truva-console: {HOLDER_NAME} (pid {holder.pid}) holds {db}; close it, or use "
         "'truva-console sql' to query the store\n"
+    )
+
+
+def test_sql_on_a_held_file_does_not_advise_itself(
+    held: tuple[Path, subprocess.Popen[str]],
+) -> None:
+    # Was "…; close it, or use 'truva-console sql' to query the store", said by that very
+    # command (found by an outside check).
+    db, holder = held
+    result = run_cli("sql", "SELECT count(*) FROM executions", "--db", str(db))
+    assert (result.code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"truva-console: {HOLDER_NAME} (pid {holder.pid}) holds {db}; close it, then run the query "
+        "again\n"
     )
 
 
@@ -304,7 +318,7 @@ def test_run_records_into_the_spool_while_the_file_is_held_and_says_so(
     left = segments(db)
     assert left
     assert result.stderr == (
-        f"truva-console: python -c (pid {holder.pid}) holds {db}; close it, or use "
+        f"truva-console: {HOLDER_NAME} (pid {holder.pid}) holds {db}; close it, or use "
         f"'truva-console sql' to query the store; {len(left)} recorded segment(s) wait in "
         f"{left[0].parent} (run 'truva-console ls --db {db}' to ingest them)\n"
     )

@@ -20,7 +20,7 @@ import pytest
 
 from console.demo.runner import DEMO_PLAN_NAMES
 from store.queries import open_store
-from tests.support.holder import hold_file
+from tests.support.holder import HOLDER_NAME, hold_file
 from tests.support.plans import chain_plan, run_subprocess, write_plan
 from tests.support.tool_server import ReceivedRequest, ScriptedToolServer, ToolReply
 
@@ -106,7 +106,8 @@ def test_a_run_whose_file_stays_held_leaves_its_segments_and_says_so(
     left = spool_files(db)
     assert left and all(name.endswith(".segment") for name in left)
     assert re.fullmatch(
-        rf"truva-console: python -c \(pid {holder.pid}\) holds {re.escape(str(db))}; close it, "
+        rf"truva-console: {re.escape(HOLDER_NAME)} \(pid {holder.pid}\) holds "
+        rf"{re.escape(str(db))}; close it, "
         rf"or use 'truva-console sql' to query the store; {len(left)} recorded segment\(s\) "
         rf"wait in {re.escape(str(segments_dir))} \(run 'truva-console ls --db "
         rf"{re.escape(str(db))}' to ingest them\)\n",

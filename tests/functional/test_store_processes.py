@@ -12,7 +12,7 @@ import duckdb
 
 from store.errors import StoreBusyError
 from store.queries import open_store
-from tests.support.holder import hold_file
+from tests.support.holder import HOLDER_NAME, hold_file
 
 FINISHED = ("succeeded", "partial", "failed", "cancelled")
 STEPS_PER_EXECUTION = 3
@@ -215,6 +215,6 @@ def test_reader_reports_a_file_held_for_too_long_in_one_line(tmp_path: Path) -> 
         holder.wait()
     assert "\n" not in message
     assert message == (
-        f"python -c (pid {holder.pid}) holds {db}; close it, or use 'truva-console sql' to "
+        f"{HOLDER_NAME} (pid {holder.pid}) holds {db}; close it, or use 'truva-console sql' to "
         "query the store"
     )

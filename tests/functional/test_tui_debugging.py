@@ -146,7 +146,8 @@ async def test_key_7_shows_the_request_diff_with_layer_and_llm_call(synthetic_db
         screen = await trip_at(app, pilot, "step-2", 2, "7")
         assert screen.query_one("#detail-tabs", TabbedContent).active == "tab-diff"
         diff = static_text(screen, "#diff-body", width=120)
-        assert "▶ #1 → #2  analyzer layer, LLM call 1 (error_analysis, model gpt-test)" in diff
+        assert ("▶ #1 → #2  analyzer layer, LLM call 1 of attempt #1 (error_analysis, "
+                "model gpt-test)") in diff
         assert 'age: "thirty" → 30' in " ".join(diff.split())
         screen.select_step("step-1")
         screen.select_attempt(1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from console.tui.screens.executions import ExecutionsScreen
-from tests.support.holder import hold_file, release
+from tests.support.holder import HOLDER_NAME, hold_file, release
 from tests.support.tui import (
     listed_ids,
     record_synthetic_store,
@@ -34,7 +34,7 @@ async def test_list_keeps_its_rows_and_says_why_when_a_refresh_meets_a_held_file
             screen.poll_store()
             await settle_loaded(pilot)
             problem = (
-                f"python -c (pid {holder.pid}) holds {db}; close it, or use "
+                f"{HOLDER_NAME} (pid {holder.pid}) holds {db}; close it, or use "
                 "'truva-console sql' to query the store"
             )
             assert screen.held_notice == problem
@@ -43,7 +43,7 @@ async def test_list_keeps_its_rows_and_says_why_when_a_refresh_meets_a_held_file
             assert screen.query_one("#executions-switcher").current == "executions-table"
             assert [n.message for n in app._notifications] == [problem]
             assert [n.title for n in app._notifications] == ["Showing what was last read"]
-            assert f"last read; python -c (pid {holder.pid}) holds" in status_line(app)
+            assert f"last read; {HOLDER_NAME} (pid {holder.pid}) holds" in status_line(app)
         finally:
             release(holder)
 

@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+# How the store names that process: its /proc command name, the executable as started (`python`
+# under `make test`'s `python -m pytest`, `python3` under `.venv/bin/pytest`), then `-c`.
+HOLDER_NAME = f"{Path(sys.executable).name[:15]} -c"
+
 
 def hold_file(db: Path) -> subprocess.Popen[str]:
     """A child python process keeping `duckdb.connect(db)` open until its stdin gets a line."""

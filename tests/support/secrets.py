@@ -56,6 +56,10 @@ def secret_forms() -> dict[str, tuple[str, str]]:
         "stripe_secret": _bare("sk_live_" + random_chars(24)),
         "stripe_restricted": _bare("rk_live_" + random_chars(24)),
         "google_api_key": _bare("AIza" + random_chars(35)),
+        # Found surviving an export by an outside check (npm in a 200 body); and their kin.
+        "npm_token": _bare("npm_" + random_chars(36)),
+        "hugging_face": _bare("hf_" + random_chars(34)),
+        "pypi_token": _bare("pypi-AgEIcHlwaS5vcmc" + random_chars(60, _ALNUM + "_-")),
         "pem_private_key": (
             "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(pem_lines)
             + "\n-----END RSA PRIVATE KEY-----",

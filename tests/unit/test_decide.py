@@ -478,6 +478,20 @@ RECOVERY_CASES = [
 ]
 
 
+@pytest.mark.parametrize(("inputs", "corrector"), [
+    (base(status=400, analyzer=ANALYZER_FIX), "the analyzer"),
+    (base(status=400, analyzer=ANALYZER_CANNOT, resolver=RESOLVER_FIX, has_dependencies=True),
+     "the layer 4 re-resolver"),
+    (base(status=400, error_analyzer_enabled=False, legacy_callback_set=True,
+          legacy_pattern="type mismatch", legacy=LEGACY_FIX), "the legacy correction callback"),
+], ids=["analyzer", "re_resolution", "legacy"])  # fmt: skip
+def test_a_corrected_resend_names_its_corrector_in_words(inputs, corrector):
+    # Was the layer's id: "corrected by the re_resolution", "corrected by the legacy" (found by
+    # an outside check).
+    impact = decide(inputs).to_dict()["impact"]
+    assert impact.endswith(f"the executor resends with parameters corrected by {corrector}")
+
+
 def test_unavailable_layer_note_says_unavailable_not_cannot_fix():
     notes = decide(base(status=400, analyzer=ANALYZER_UNAVAILABLE)).to_dict()["layers"]
     assert notes[0] == {"layer": "analyzer", "consulted": True,

@@ -16,7 +16,8 @@ GATE_WORDS = (
     "key", "appid", "token", "authorization", "secret", "passw", "passphrase", "cookie",
     "credential", "bearer", "basic", "://", "password", "passwd", "pwd", "auth", "session",
     "sid", "sig", "private", "aws", "sk-", "sk_", "rk_", "AKIA", "ASIA", "ghp_", "gho_", "ghu_",
-    "ghs_", "ghr_", "github_pat_", "glpat-", "eyJ", "xox", "xapp-", "AIza", "PRIVATE KEY",
+    "ghs_", "ghr_", "github_pat_", "glpat-", "eyJ", "xox", "xapp-", "AIza", "npm_", "hf_",
+    "pypi-", "PRIVATE KEY",
 )  # fmt: skip
 
 

@@ -61,6 +61,8 @@ KEPT = [
     ("git_sha_in_prose", "commit 9fceb02d0ae598e95dc970b74767f19372d61af8 fixed it"),
     ("uuid_request_id", "request 123e4567-e89b-12d3-a456-426614174000 failed"),
     ("monkey_is_not_key", "monkey=" + "Ab1" * 8),
+    ("npm_script_name", "run npm_config_cache_dir_for_the_build_step_of_app first"),
+    ("shelf_hf_in_a_word", "shelf_hfLifeOfTheProductInDaysAndMonths12 is a column"),
 ]
 
 
