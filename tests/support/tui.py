@@ -8,9 +8,13 @@ of `tests.support.events_factory` (used where output must be byte-stable, as in 
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
 import io
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +25,7 @@ from rich.console import Console
 
 from console.tui.app import TruvaConsoleApp
 from store.recorder import StoreRecorder
+from tests.support.demo_store import copy_store
 from tests.support.events_factory import (
     START_AT,
     exhausted_execution,
@@ -96,6 +101,20 @@ def record_real_store(directory: Path) -> RealStore:
                 ids.append(result.json()["execution_id"])
             prompt = llm.prompts[0]
     return RealStore(db, *ids, analyzer_prompt=prompt)
+
+
+_REAL_STORES: list[RealStore] = []
+
+
+def real_store_copy(directory: Path) -> RealStore:
+    """`record_real_store`'s store, recorded once per test process (~1.5 s) and copied to
+    `directory/debug.duckdb`; the ids and the analyzer's prompt are those of the recording."""
+    if not _REAL_STORES:
+        recorded = Path(tempfile.mkdtemp(prefix="truva-real-store-"))
+        atexit.register(shutil.rmtree, recorded, True)
+        _REAL_STORES.append(record_real_store(recorded))
+    store = _REAL_STORES[0]
+    return dataclasses.replace(store, db=copy_store(store.db, directory / "debug.duckdb"))
 
 
 def record_synthetic_store(db: Path) -> Path:
