@@ -9,6 +9,7 @@ of `tests.support.events_factory` (used where output must be byte-stable, as in 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import io
 import json
@@ -130,14 +131,25 @@ def record_synthetic_store(db: Path) -> Path:
 
 
 async def settle_until(pilot: Any, condition: Callable[[], bool], what: str) -> None:
-    """Await workers and message processing until `condition()` holds (at most 200 rounds)."""
+    """Await workers and message processing until `condition()` holds (at most 200 rounds).
+
+    A worker cancelled by a newer one of its exclusive group (a live list's timer polling while
+    the test polls) is no failure: the round ends and `condition()` is asked again."""
     for _ in range(200):
-        await pilot.app.workers.wait_for_complete()
+        await workers_done(pilot)
         await pilot.pause()
         if condition():
             await pilot.pause()
             return
     raise AssertionError(f"the console never got to: {what}")
+
+
+async def workers_done(pilot: Any) -> None:
+    """Await the app's workers; one cancelled by a newer worker of its exclusive group is done."""
+    from textual.worker import WorkerCancelled
+
+    with contextlib.suppress(WorkerCancelled):
+        await pilot.app.workers.wait_for_complete()
 
 
 async def llm_tab_shown(pilot: Any) -> str:
@@ -183,7 +195,7 @@ def shown_text(renderable: object, width: int = 116) -> str:
 async def settle_loaded(pilot: Any) -> None:
     """Wait until the screen has its first answer and every worker's messages are handled."""
     await screen_loaded(pilot)
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot)
     await pilot.pause()
 
 
