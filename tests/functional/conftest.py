@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.tui import RealStore, record_real_store, record_synthetic_store
+from tests.support.tui import RealStore, real_store_copy, record_synthetic_store
 
 
 @pytest.fixture(scope="module")
 def real_store(tmp_path_factory: pytest.TempPathFactory) -> RealStore:
-    """Three plans recorded by `truva-console run` on loopback servers (tests.support.tui)."""
-    return record_real_store(tmp_path_factory.mktemp("tui-real"))
+    """Three plans recorded by `truva-console run` on loopback servers (tests.support.tui),
+    once per test process; each module gets its own copy of the store."""
+    return real_store_copy(tmp_path_factory.mktemp("tui-real"))
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,14 +30,24 @@ from tests.support.events_factory import (
 IDS = ("exec-stream-0001", "exec-stream-0002")
 
 
-@pytest.fixture
-def bundle(tmp_path: Path) -> Path:
-    db = tmp_path / "source.duckdb"
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two executions recorded and exported once per module."""
+    work = tmp_path_factory.mktemp("streaming")
+    db = work / "source.duckdb"
     with StoreRecorder(db) as recorder:
         for event in [*realistic_execution(IDS[0]), *small_execution(IDS[1], start_at=1.9e9)]:
             recorder.record(event)
-    path = tmp_path / "runs.zip"
+    path = work / "runs.zip"
     export_bundle(db, path, None)
+    return path
+
+
+@pytest.fixture
+def bundle(exported: Path, tmp_path: Path) -> Path:
+    """A copy of the module's bundle in tmp_path, for the test to read or change."""
+    path = tmp_path / "runs.zip"
+    shutil.copyfile(exported, path)
     return path
 
 

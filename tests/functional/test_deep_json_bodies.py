@@ -13,8 +13,9 @@ from console.replay.edits import ResponseSpecError
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.replay_view import edited_value, same_response_text
+from tests.support.demo_store import copy_store
 from tests.support.plans import capability, plan, run_subprocess, step, write_plan
-from tests.support.tool_server import ToolReply
+from tests.support.tool_server import ScriptedToolServer, ToolReply
 from tests.support.tui import screen_loaded, tui_app
 
 DEPTH = 200_000
@@ -33,16 +34,26 @@ def test_replay_edit_of_deep_json_is_one_line() -> None:
     assert same_response_text(DEEP, "[]") is False
 
 
-@pytest.fixture
-def deep_store(tmp_path: Path, tool_server) -> tuple[Path, str]:
-    tool_server.script("/capabilities/search", ToolReply(status=404, body=DEEP))
-    document = plan(tool_server.base_url, {"search": capability("search")},
-                    [step("step-1", "search", {"city": "Paris"})])  # fmt: skip
-    db = tmp_path / "store.duckdb"
-    result = run_subprocess("run", str(write_plan(tmp_path, document)), "--db", str(db))
+@pytest.fixture(scope="module")
+def deep_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The deep body's run recorded by the real CLI once per module."""
+    work = tmp_path_factory.mktemp("deep")
+    with ScriptedToolServer() as tool_server:
+        tool_server.script("/capabilities/search", ToolReply(status=404, body=DEEP))
+        document = plan(tool_server.base_url, {"search": capability("search")},
+                        [step("step-1", "search", {"city": "Paris"})])  # fmt: skip
+        db = work / "store.duckdb"
+        result = run_subprocess("run", str(write_plan(work, document)), "--db", str(db))
     assert result.returncode == 0, result.stderr
     listed = run_subprocess("ls", "--db", str(db), "--json")
     return db, json.loads(listed.stdout)["executions"][0]["execution_id"]
+
+
+@pytest.fixture
+def deep_store(deep_recording: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the module's recording in tmp_path, and its execution id."""
+    db, execution_id = deep_recording
+    return copy_store(db, tmp_path / "store.duckdb"), execution_id
 
 
 def test_explain_and_the_response_tab_show_a_deep_json_body(deep_store) -> None:

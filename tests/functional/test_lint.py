@@ -7,22 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from console.demo import record_demo
 from console.entry import main
-from store.recorder import StoreRecorder
+from tests.support.demo_store import record_demo_store
 from tests.support.plans import capability, plan, step, write_plan
 from tests.support.tool_server import ScriptedToolServer, ToolReply
 
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory) -> Path:
-    db = Path(tmp_path_factory.mktemp("lint")) / "demo.duckdb"
-    recorder = StoreRecorder(db)
-    try:
-        record_demo(recorder)
-    finally:
-        recorder.close()
-    return db
+    """Every demo plan's run (recorded once per test process; this module's copy)."""
+    return record_demo_store(Path(tmp_path_factory.mktemp("lint")) / "demo.duckdb")
 
 
 def _lint(db: Path, capsys, *args: str) -> tuple[int, dict]:

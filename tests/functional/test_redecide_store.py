@@ -8,20 +8,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from console.demo import DEMO_PLAN_NAMES, record_demo
+from console.demo import DEMO_PLAN_NAMES
 from executor.policy import DecisionInputs, decide, redecide
-from store.recorder import StoreRecorder
+from tests.support.demo_store import record_demo_store
 
 
 @pytest.fixture(scope="module")
 def decision_rows(tmp_path_factory) -> list[tuple[str, str, int, str, str, str]]:
     """The demo plans recorded into a DuckDB store: (execution, step, n, action, rule, decision)."""
-    db = Path(tmp_path_factory.mktemp("redecide")) / "demo.duckdb"
-    recorder = StoreRecorder(db)
-    try:
-        record_demo(recorder)
-    finally:
-        recorder.close()
+    db = record_demo_store(Path(tmp_path_factory.mktemp("redecide")) / "demo.duckdb")
     with duckdb.connect(str(db), read_only=True) as conn:
         return conn.execute(
             "SELECT execution_id, step_id, n, action, rule_id, decision FROM attempts "

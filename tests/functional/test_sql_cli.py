@@ -16,6 +16,7 @@ import pytest
 
 from store.queries import open_store
 from store.recorder import StoreRecorder
+from tests.support.demo_store import copy_store
 from tests.support.events_factory import small_execution
 from tests.support.holder import HOLDER_NAME, hold_file, release
 from tests.support.plans import run_cli, run_subprocess
@@ -28,10 +29,16 @@ SPOOLED_ID = "exec-sql-spooled"
 
 
 
+@pytest.fixture(scope="module")
+def one_execution(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with one execution, recorded once per module (tests get copies)."""
+    return record(tmp_path_factory.mktemp("one-execution") / "debug.duckdb", EXECUTION_ID)
+
+
 @pytest.fixture
-def held(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+def held(one_execution: Path, tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     """A store with one execution, held open by another process for the test."""
-    db = record(tmp_path / "debug.duckdb", EXECUTION_ID)
+    db = copy_store(one_execution, tmp_path / "debug.duckdb")
     holder = hold_file(db)
     try:
         yield db, holder
@@ -51,16 +58,24 @@ def segments(db: Path) -> list[Path]:
     return sorted(folder.iterdir()) if folder.exists() else []
 
 
-@pytest.fixture
-def spooled_store(tmp_path: Path) -> Path:
-    """One execution in the database and one only in spool segments, not yet ingested."""
-    db = record(tmp_path / "debug.duckdb", EXECUTION_ID)
+@pytest.fixture(scope="module")
+def spooled_template(one_execution: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One execution in the database and one only in spool segments, made once per module."""
+    db = copy_store(one_execution, tmp_path_factory.mktemp("spooled") / "debug.duckdb")
     holder = hold_file(db)
     try:
         record(db, SPOOLED_ID, lock_timeout_s=0.05)
     finally:
         release(holder)
     assert segments(db), "the recorder could not get the file, so its events wait in the spool"
+    return db
+
+
+@pytest.fixture
+def spooled_store(spooled_template: Path, tmp_path: Path) -> Path:
+    """A copy of the spooled store (its file and spool) in tmp_path: the spool not yet ingested."""
+    db = copy_store(spooled_template, tmp_path / "debug.duckdb")
+    assert segments(db), "the copy has the spooled segments"
     return db
 
 
@@ -328,8 +343,8 @@ def test_run_records_into_the_spool_while_the_file_is_held_and_says_so(
     assert ids == {EXECUTION_ID, result.json()["execution_id"]}
 
 
-def test_ls_names_a_holder_by_the_script_it_runs(tmp_path: Path) -> None:
-    db = record(tmp_path / "debug.duckdb", EXECUTION_ID)
+def test_ls_names_a_holder_by_the_script_it_runs(one_execution: Path, tmp_path: Path) -> None:
+    db = copy_store(one_execution, tmp_path / "debug.duckdb")
     script = tmp_path / "harlequin"
     script.write_text(
         f"#!{sys.executable}\nimport duckdb, sys\nc = duckdb.connect(sys.argv[1])\n"

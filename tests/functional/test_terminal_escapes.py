@@ -16,8 +16,9 @@ from console.printable import printable, printable_line
 from console.tui.screens.execution import ExecutionScreen
 from console.tui.widgets.attempt_detail import AttemptDetail
 from console.tui.widgets.tables import ExecutionTable
+from tests.support.demo_store import copy_store
 from tests.support.plans import capability, plan, run_subprocess, step, write_plan
-from tests.support.tool_server import ToolReply
+from tests.support.tool_server import ScriptedToolServer, ToolReply
 from tests.support.tui import screen_loaded, shown_text, tui_app
 
 TITLE = "\x1b]0;pwned\x07"
@@ -25,21 +26,31 @@ CLEAR = "\x1b[2J\x1b[H"
 QUERY = f"find hotels {TITLE}now"
 
 
-@pytest.fixture
-def hostile_store(tmp_path: Path, tool_server) -> tuple[Path, str]:
-    tool_server.script(
-        "/capabilities/search",
-        ToolReply(status=404, body=f"no such city {TITLE}{CLEAR}\r\nbye\x9b31m",
-                  headers={"X-Debug": "a\x1b[31mred"}),
-    )  # fmt: skip
-    document = plan(tool_server.base_url, {"search": capability("search")},
-                    [step("step-1", "search", {"city": "Paris"})], query=QUERY)  # fmt: skip
-    db = tmp_path / "store.duckdb"
-    result = run_subprocess("run", str(write_plan(tmp_path, document)), "--db", str(db))
+@pytest.fixture(scope="module")
+def hostile_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The hostile answer's run recorded by the real CLI once per module."""
+    work = tmp_path_factory.mktemp("escapes")
+    with ScriptedToolServer() as tool_server:
+        tool_server.script(
+            "/capabilities/search",
+            ToolReply(status=404, body=f"no such city {TITLE}{CLEAR}\r\nbye\x9b31m",
+                      headers={"X-Debug": "a\x1b[31mred"}),
+        )  # fmt: skip
+        document = plan(tool_server.base_url, {"search": capability("search")},
+                        [step("step-1", "search", {"city": "Paris"})], query=QUERY)  # fmt: skip
+        db = work / "store.duckdb"
+        result = run_subprocess("run", str(write_plan(work, document)), "--db", str(db))
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout
     listed = run_subprocess("ls", "--db", str(db), "--json")
     return db, json.loads(listed.stdout)["executions"][0]["execution_id"]
+
+
+@pytest.fixture
+def hostile_store(hostile_recording: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the module's recording in tmp_path, and its execution id."""
+    db, execution_id = hostile_recording
+    return copy_store(db, tmp_path / "store.duckdb"), execution_id
 
 
 CASES = [

@@ -9,22 +9,16 @@ import duckdb
 import pytest
 
 import console.whatif
-from console.demo import record_demo
 from console.entry import main
 from console.whatif import unaffected_rule_ids, what_if
 from store.queries import ExecutionFilter, open_store
-from store.recorder import StoreRecorder
+from tests.support.demo_store import record_demo_store
 
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory) -> Path:
-    db = Path(tmp_path_factory.mktemp("whatif")) / "demo.duckdb"
-    recorder = StoreRecorder(db)
-    try:
-        record_demo(recorder)
-    finally:
-        recorder.close()
-    return db
+    """Every demo plan's run (recorded once per test process; this module's copy)."""
+    return record_demo_store(Path(tmp_path_factory.mktemp("whatif")) / "demo.duckdb")
 
 
 def _execution_of(db: Path, plan: str) -> str:

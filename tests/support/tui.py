@@ -8,9 +8,14 @@ of `tests.support.events_factory` (used where output must be byte-stable, as in 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import dataclasses
 import io
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +26,7 @@ from rich.console import Console
 
 from console.tui.app import TruvaConsoleApp
 from store.recorder import StoreRecorder
+from tests.support.demo_store import copy_store
 from tests.support.events_factory import (
     START_AT,
     exhausted_execution,
@@ -98,6 +104,20 @@ def record_real_store(directory: Path) -> RealStore:
     return RealStore(db, *ids, analyzer_prompt=prompt)
 
 
+_REAL_STORES: list[RealStore] = []
+
+
+def real_store_copy(directory: Path) -> RealStore:
+    """`record_real_store`'s store, recorded once per test process (~1.5 s) and copied to
+    `directory/debug.duckdb`; the ids and the analyzer's prompt are those of the recording."""
+    if not _REAL_STORES:
+        recorded = Path(tempfile.mkdtemp(prefix="truva-real-store-"))
+        atexit.register(shutil.rmtree, recorded, True)
+        _REAL_STORES.append(record_real_store(recorded))
+    store = _REAL_STORES[0]
+    return dataclasses.replace(store, db=copy_store(store.db, directory / "debug.duckdb"))
+
+
 def record_synthetic_store(db: Path) -> Path:
     """The factory's partial trip, a small success and an exhausted failure, at fixed times."""
     with StoreRecorder(db) as recorder:
@@ -111,14 +131,25 @@ def record_synthetic_store(db: Path) -> Path:
 
 
 async def settle_until(pilot: Any, condition: Callable[[], bool], what: str) -> None:
-    """Await workers and message processing until `condition()` holds (at most 200 rounds)."""
+    """Await workers and message processing until `condition()` holds (at most 200 rounds).
+
+    A worker cancelled by a newer one of its exclusive group (a live list's timer polling while
+    the test polls) is no failure: the round ends and `condition()` is asked again."""
     for _ in range(200):
-        await pilot.app.workers.wait_for_complete()
+        await workers_done(pilot)
         await pilot.pause()
         if condition():
             await pilot.pause()
             return
     raise AssertionError(f"the console never got to: {what}")
+
+
+async def workers_done(pilot: Any) -> None:
+    """Await the app's workers; one cancelled by a newer worker of its exclusive group is done."""
+    from textual.worker import WorkerCancelled
+
+    with contextlib.suppress(WorkerCancelled):
+        await pilot.app.workers.wait_for_complete()
 
 
 async def llm_tab_shown(pilot: Any) -> str:
@@ -164,7 +195,7 @@ def shown_text(renderable: object, width: int = 116) -> str:
 async def settle_loaded(pilot: Any) -> None:
     """Wait until the screen has its first answer and every worker's messages are handled."""
     await screen_loaded(pilot)
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot)
     await pilot.pause()
 
 
