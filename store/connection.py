@@ -163,6 +163,15 @@ def is_lock_conflict(error: BaseException) -> bool:
     )
 
 
+def is_query_interrupt(error: BaseException) -> bool:
+    """Whether `error` is DuckDB's answer to a Ctrl-C that landed inside a query: its
+    InterruptException, or the bare RuntimeError("Query interrupted") its client raises on some
+    paths (seen from `conn.execute` during `export`)."""
+    if isinstance(error, duckdb.InterruptException):
+        return True
+    return type(error) is RuntimeError and str(error) == "Query interrupted"
+
+
 def lock_holder(error: BaseException) -> str:
     """Who holds the file, from DuckDB's lock error: `harlequin (pid 9711)` or `another process`.
 

@@ -125,6 +125,12 @@ def main(argv: Sequence[str] | None = None, *, default_handler: Handler) -> int:
         return dispatch(argv, default_handler)
     except KeyboardInterrupt:
         return fail("interrupted (Ctrl-C)", EXIT_CANCELLED)
+    except Exception as error:  # DuckDB turns a Ctrl-C inside a query into its own error
+        from store.connection import is_query_interrupt
+
+        if is_query_interrupt(error):
+            return fail("interrupted (Ctrl-C)", EXIT_CANCELLED)
+        raise
 
 
 def dispatch(argv: Sequence[str] | None, default_handler: Handler) -> int:

@@ -162,3 +162,48 @@ def test_ctrl_c_during_export_is_one_line_and_leaves_no_file(
     assert code == 130
     assert stderr == "truva-console: interrupted (Ctrl-C)\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [RuntimeError("Query interrupted"), "InterruptException"],
+    ids=["runtime_error", "interrupt_exception"],
+)
+def test_ctrl_c_inside_a_duckdb_query_is_one_line_and_leaves_no_file(
+    sample_db: Path, tmp_path: Path, monkeypatch, capsys, raised
+):
+    """A Ctrl-C that lands inside a DuckDB query comes back as DuckDB's error, not
+    KeyboardInterrupt (a RuntimeError from `conn.execute` during a real export): the same one
+    line and exit 130."""
+    import duckdb
+
+    import store.bundle.export as bundle_export
+    from console.entry import main
+
+    error = duckdb.InterruptException("INTERRUPT Error: Interrupted!") if raised == (
+        "InterruptException") else raised
+
+    def interrupted(*_args, **_kwargs):
+        raise error
+
+    monkeypatch.setattr(bundle_export, "redact_row", interrupted)
+    target = tmp_path / "trace.zip"
+    code = main(["--db", str(sample_db), "export", "--all", "-o", str(target)])
+    stderr = capsys.readouterr().err
+    assert code == 130
+    assert stderr == "truva-console: interrupted (Ctrl-C)\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_another_runtime_error_is_not_taken_for_ctrl_c(
+    sample_db: Path, tmp_path: Path, monkeypatch
+):
+    import store.bundle.export as bundle_export
+    from console.entry import main
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("Query interrupted, said nobody")
+
+    monkeypatch.setattr(bundle_export, "redact_row", broken)
+    with pytest.raises(RuntimeError, match="said nobody"):
+        main(["--db", str(sample_db), "export", "--all", "-o", str(tmp_path / "t.zip")])
