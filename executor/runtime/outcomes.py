@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import ssl
@@ -239,26 +240,57 @@ class _ResponseCookies(httpx.Cookies):
             super().extract_cookies(response)
 
 
+# A request's head and a body up to this size leave in one write (one copy of the body).
+_JOINED_WRITE_BYTES = 64 * 1024
+
+
 class _SocketCheckedStream(httpcore.AsyncNetworkStream):
-    """A connection's stream that answers httpcore's idle check from the socket it keeps.
+    """A connection's stream that answers httpcore's idle check from the socket it keeps, and
+    sends a request's head with its body in one write.
 
     httpcore asks every idle connection of the pool whether its socket is readable (a server
     that closed it) each time it assigns a request; anyio answered by building a dict of the
     socket's attributes, `getpeername()` included (a syscall that lets other threads take the
     GIL), to find the same socket every time. The check itself is httpcore's, unchanged.
+    httpcore writes the head, then the body, with nothing awaited between: the head waits here
+    for the body's first write (or the response's first read) and goes with it, the same bytes
+    in one `send` and one pass through anyio instead of two.
     """
 
     def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
         self._stream = stream
         self._socket = stream.get_extra_info("socket")
+        self._request_started = False  # a write came since the last read
+        self._head = b""
+        self._head_timeout: float | None = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self._request_started = False
+        if self._head:
+            head, self._head = self._head, b""
+            # What httpcore does with a failed request write: read the response all the same.
+            with contextlib.suppress(httpcore.WriteError):
+                await self._stream.write(head, self._head_timeout)
         return await self._stream.read(max_bytes, timeout)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        if not self._request_started:
+            self._request_started = True
+            if len(buffer) <= _JOINED_WRITE_BYTES:
+                self._head, self._head_timeout = buffer, timeout
+                return
+        if self._head:
+            head, self._head = self._head, b""
+            if len(buffer) > _JOINED_WRITE_BYTES:
+                await self._stream.write(head, self._head_timeout)
+            else:
+                buffer = head + buffer
         await self._stream.write(buffer, timeout)
 
     async def aclose(self) -> None:
+        self._head = b""  # a request given up before its body: nothing of it is sent
         await self._stream.aclose()
 
     async def start_tls(
