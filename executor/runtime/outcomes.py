@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -323,10 +324,41 @@ class _SocketCheckedBackend(httpcore.AsyncNetworkBackend):
         await self._backend.sleep(seconds)
 
 
+class _ToolConnection(httpcore.AsyncHTTPConnection):
+    """httpcore's connection, whose locks (its own, held while it connects, and its HTTP/1.1
+    connection's, taken twice per request) are asyncio's: httpcore's anyio locks pass once
+    through the event loop and a cancel scope at every acquire, even when free (three extra
+    loop passes per request). The same exclusion; a wait happens only when a lock is held."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._request_lock = asyncio.Lock()
+
+    @property
+    def _connection(self) -> httpcore.AsyncConnectionInterface | None:
+        return self._protocol_connection
+
+    @_connection.setter
+    def _connection(self, connection: httpcore.AsyncConnectionInterface | None) -> None:
+        if isinstance(connection, httpcore.AsyncHTTP11Connection):
+            connection._state_lock = asyncio.Lock()
+        self._protocol_connection = connection
+
+
 class _ToolPool(httpcore.AsyncConnectionPool):
-    """httpcore's pool, which skips closing connections when none is to be closed (it entered
-    a shielded anyio cancel scope for the empty list after every request and every response)
-    and assigns requests without its quadratic walks of the pool."""
+    """httpcore's pool of `_ToolConnection`s, which skips closing connections when none is to
+    be closed (it entered a shielded anyio cancel scope for the empty list after every request
+    and every response) and assigns requests without its quadratic walks of the pool."""
+
+    def create_connection(self, origin: httpcore.Origin) -> httpcore.AsyncConnectionInterface:
+        if self._proxy is not None:
+            return super().create_connection(origin)
+        return _ToolConnection(
+            origin=origin, ssl_context=self._ssl_context, keepalive_expiry=self._keepalive_expiry,
+            http1=self._http1, http2=self._http2, retries=self._retries,
+            local_address=self._local_address, uds=self._uds,
+            network_backend=self._network_backend, socket_options=self._socket_options,
+        )
 
     def _assign_requests_to_connections(self) -> list[httpcore.AsyncConnectionInterface]:
         """httpcore's assignment: the same decisions in the same order. httpcore counted the
