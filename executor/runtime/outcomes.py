@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import httpcore
 import httpx
+from httpcore._backends.anyio import AnyIOStream
 from httpcore._utils import is_socket_readable
 
 from executor.llm import (
@@ -261,6 +263,8 @@ class _SocketCheckedStream(httpcore.AsyncNetworkStream):
     def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
         self._stream = stream
         self._socket = stream.get_extra_info("socket")
+        # httpcore's anyio stream: its byte stream is read and written here directly.
+        self._bytes = stream._stream if isinstance(stream, AnyIOStream) else None
         self._request_started = False  # a write came since the last read
         self._head = b""
         self._head_timeout: float | None = None
@@ -271,8 +275,20 @@ class _SocketCheckedStream(httpcore.AsyncNetworkStream):
             head, self._head = self._head, b""
             # What httpcore does with a failed request write: read the response all the same.
             with contextlib.suppress(httpcore.WriteError):
-                await self._stream.write(head, self._head_timeout)
-        return await self._stream.read(max_bytes, timeout)
+                await self._write(head, self._head_timeout)
+        if self._bytes is None:
+            return await self._stream.read(max_bytes, timeout)
+        try:
+            if timeout is None:
+                return await self._bytes.receive(max_bytes)
+            async with asyncio.timeout(timeout):
+                return await self._bytes.receive(max_bytes)
+        except anyio.EndOfStream:
+            return b""
+        except TimeoutError as exc:
+            raise httpcore.ReadTimeout(exc) from exc
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise httpcore.ReadError(exc) from exc
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
@@ -285,10 +301,25 @@ class _SocketCheckedStream(httpcore.AsyncNetworkStream):
         if self._head:
             head, self._head = self._head, b""
             if len(buffer) > _JOINED_WRITE_BYTES:
-                await self._stream.write(head, self._head_timeout)
+                await self._write(head, self._head_timeout)
             else:
                 buffer = head + buffer
-        await self._stream.write(buffer, timeout)
+        await self._write(buffer, timeout)
+
+    async def _write(self, buffer: bytes, timeout: float | None) -> None:
+        if self._bytes is None:
+            await self._stream.write(buffer, timeout)
+            return
+        try:
+            if timeout is None:
+                await self._bytes.send(buffer)
+                return
+            async with asyncio.timeout(timeout):
+                await self._bytes.send(buffer)
+        except TimeoutError as exc:
+            raise httpcore.WriteTimeout(exc) from exc
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise httpcore.WriteError(exc) from exc
 
     async def aclose(self) -> None:
         self._head = b""  # a request given up before its body: nothing of it is sent

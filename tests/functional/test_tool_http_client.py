@@ -290,3 +290,31 @@ async def test_a_pooled_request_takes_fewer_passes_of_the_event_loop_than_httpx(
         ours_passes = await _loop_passes_per_request(ours, url)
         theirs_passes = await _loop_passes_per_request(theirs, url)
     assert ours_passes <= theirs_passes - 3, (ours_passes, theirs_passes)
+
+
+async def test_a_silent_or_closing_server_fails_a_request_as_it_fails_httpx():
+    # The stream reads and writes anyio's socket itself: the same errors, the same words.
+    import httpx
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.read(100)  # never answers; the client gives up first
+
+    async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    async def failure(client_class, handler) -> tuple[str, str]:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/x"
+        async with server, client_class(timeout=httpx.Timeout(0.05)) as client:
+            try:
+                await client.post(url, content=b"{}")
+            except httpx.TransportError as error:
+                return type(error).__name__, str(error)
+        raise AssertionError("the request succeeded")
+
+    for handler in (silent, closing):
+        assert await failure(ToolHttpClient, handler) == await failure(httpx.AsyncClient, handler)
+    assert (await failure(ToolHttpClient, silent))[0] == "ReadTimeout"
+    assert (await failure(ToolHttpClient, closing))[0] == "RemoteProtocolError"
