@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import json
 import ssl
@@ -13,8 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import httpcore
 import httpx
+from httpcore._backends.anyio import AnyIOStream
 from httpcore._utils import is_socket_readable
 
 from executor.llm import (
@@ -239,26 +243,86 @@ class _ResponseCookies(httpx.Cookies):
             super().extract_cookies(response)
 
 
+# A request's head and a body up to this size leave in one write (one copy of the body).
+_JOINED_WRITE_BYTES = 64 * 1024
+
+
 class _SocketCheckedStream(httpcore.AsyncNetworkStream):
-    """A connection's stream that answers httpcore's idle check from the socket it keeps.
+    """A connection's stream that answers httpcore's idle check from the socket it keeps, and
+    sends a request's head with its body in one write.
 
     httpcore asks every idle connection of the pool whether its socket is readable (a server
     that closed it) each time it assigns a request; anyio answered by building a dict of the
     socket's attributes, `getpeername()` included (a syscall that lets other threads take the
     GIL), to find the same socket every time. The check itself is httpcore's, unchanged.
+    httpcore writes the head, then the body, with nothing awaited between: the head waits here
+    for the body's first write (or the response's first read) and goes with it, the same bytes
+    in one `send` and one pass through anyio instead of two.
     """
 
     def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
         self._stream = stream
         self._socket = stream.get_extra_info("socket")
+        # httpcore's anyio stream: its byte stream is read and written here directly.
+        self._bytes = stream._stream if isinstance(stream, AnyIOStream) else None
+        self._request_started = False  # a write came since the last read
+        self._head = b""
+        self._head_timeout: float | None = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._stream.read(max_bytes, timeout)
+        self._request_started = False
+        if self._head:
+            head, self._head = self._head, b""
+            # What httpcore does with a failed request write: read the response all the same.
+            with contextlib.suppress(httpcore.WriteError):
+                await self._write(head, self._head_timeout)
+        if self._bytes is None:
+            return await self._stream.read(max_bytes, timeout)
+        try:
+            if timeout is None:
+                return await self._bytes.receive(max_bytes)
+            async with asyncio.timeout(timeout):
+                return await self._bytes.receive(max_bytes)
+        except anyio.EndOfStream:
+            return b""
+        except TimeoutError as exc:
+            raise httpcore.ReadTimeout(exc) from exc
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise httpcore.ReadError(exc) from exc
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._stream.write(buffer, timeout)
+        if not buffer:
+            return
+        if not self._request_started:
+            self._request_started = True
+            if len(buffer) <= _JOINED_WRITE_BYTES:
+                self._head, self._head_timeout = buffer, timeout
+                return
+        if self._head:
+            head, self._head = self._head, b""
+            if len(buffer) > _JOINED_WRITE_BYTES:
+                await self._write(head, self._head_timeout)
+            else:
+                buffer = head + buffer
+        await self._write(buffer, timeout)
+
+    async def _write(self, buffer: bytes, timeout: float | None) -> None:
+        if self._bytes is None:
+            await self._stream.write(buffer, timeout)
+            return
+        try:
+            if timeout is None:
+                await self._bytes.send(buffer)
+                return
+            async with asyncio.timeout(timeout):
+                await self._bytes.send(buffer)
+        except TimeoutError as exc:
+            raise httpcore.WriteTimeout(exc) from exc
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise httpcore.WriteError(exc) from exc
 
     async def aclose(self) -> None:
+        self._head = b""  # a request given up before its body: nothing of it is sent
         await self._stream.aclose()
 
     async def start_tls(
@@ -291,10 +355,41 @@ class _SocketCheckedBackend(httpcore.AsyncNetworkBackend):
         await self._backend.sleep(seconds)
 
 
+class _ToolConnection(httpcore.AsyncHTTPConnection):
+    """httpcore's connection, whose locks (its own, held while it connects, and its HTTP/1.1
+    connection's, taken twice per request) are asyncio's: httpcore's anyio locks pass once
+    through the event loop and a cancel scope at every acquire, even when free (three extra
+    loop passes per request). The same exclusion; a wait happens only when a lock is held."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._request_lock = asyncio.Lock()
+
+    @property
+    def _connection(self) -> httpcore.AsyncConnectionInterface | None:
+        return self._protocol_connection
+
+    @_connection.setter
+    def _connection(self, connection: httpcore.AsyncConnectionInterface | None) -> None:
+        if isinstance(connection, httpcore.AsyncHTTP11Connection):
+            connection._state_lock = asyncio.Lock()
+        self._protocol_connection = connection
+
+
 class _ToolPool(httpcore.AsyncConnectionPool):
-    """httpcore's pool, which skips closing connections when none is to be closed (it entered
-    a shielded anyio cancel scope for the empty list after every request and every response)
-    and assigns requests without its quadratic walks of the pool."""
+    """httpcore's pool of `_ToolConnection`s, which skips closing connections when none is to
+    be closed (it entered a shielded anyio cancel scope for the empty list after every request
+    and every response) and assigns requests without its quadratic walks of the pool."""
+
+    def create_connection(self, origin: httpcore.Origin) -> httpcore.AsyncConnectionInterface:
+        if self._proxy is not None:
+            return super().create_connection(origin)
+        return _ToolConnection(
+            origin=origin, ssl_context=self._ssl_context, keepalive_expiry=self._keepalive_expiry,
+            http1=self._http1, http2=self._http2, retries=self._retries,
+            local_address=self._local_address, uds=self._uds,
+            network_backend=self._network_backend, socket_options=self._socket_options,
+        )
 
     def _assign_requests_to_connections(self) -> list[httpcore.AsyncConnectionInterface]:
         """httpcore's assignment: the same decisions in the same order. httpcore counted the
