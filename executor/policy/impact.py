@@ -84,6 +84,11 @@ def fault_cell(
     elif rule.action in _ACTION_RECOVERY:
         recovery, consequence, override = _ACTION_RECOVERY[rule.action]
         advice = override or advice
+    elif rule.rule_id in UNAVAILABLE_RULE_IDS and (refused := _refusal(inputs, rule.rule_id)):
+        consequence = (f"the step failed: the LLM endpoint refused the call ({refused}), so no "
+                       "correction ran")
+        advice = (f"{advice} (or fix the LLM credential, llm.api_key or OPENAI_API_KEY, and "
+                  "rerun it)") if advice else None
     elif rule.rule_id in UNAVAILABLE_RULE_IDS:
         consequence = "the step failed: the LLM endpoint was unavailable, so no correction ran"
         advice = f"{advice} (or rerun it once the LLM endpoint answers)" if advice else None
@@ -99,3 +104,18 @@ def fault_cell(
         consequence = "the step stopped"
     impact = f"{cause} ({evidence}): {consequence}" + (f"; {advice}" if advice else "")
     return failure_class, recovery, impact
+
+
+_REFUSALS = ("HTTP 401", "HTTP 403")
+
+
+def _refusal(inputs: DecisionInputs, rule_id: str) -> str | None:
+    """`HTTP 401` when the layer's LLM endpoint refused its credential: no wait mends that."""
+    layer = rule_id.split(".", 1)[0]
+    verdict = {"analyzer": inputs.analyzer, "re_resolution": inputs.resolver,
+               "legacy": inputs.legacy}[layer]  # fmt: skip
+    failures = verdict.unavailable if verdict is not None else None
+    if failures is None:
+        return None
+    last = failures.split(";", 1)[0].split(", ")[-1].split(" ×", 1)[0]
+    return last if last in _REFUSALS else None

@@ -279,6 +279,8 @@ async def test_llm_401_is_not_retried(tool_server, llm_server):
     outcome, _ = await run_executor(hotel_plan(tool_server, llm_server, instruction=None))
     assert final(outcome).rule == "analyzer.unavailable"
     assert "(HTTP 401 ×1; not retried: HTTP 401 is not transient)" in final(outcome).reason
+    assert "the LLM endpoint refused the call (HTTP 401)" in final(outcome).impact
+    assert "fix the LLM credential, llm.api_key or OPENAI_API_KEY" in final(outcome).impact
     assert len(llm_server.requests) == 1
 
 

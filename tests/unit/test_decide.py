@@ -475,6 +475,24 @@ RECOVERY_CASES = [
      base(status=400, analyzer=ANALYZER_UNAVAILABLE), "modify", "schema",
      "the LLM endpoint was unavailable, so no correction ran; correct the parameters (or the "
      "plan), then rerun the step (or rerun it once the LLM endpoint answers)"),
+    # A refused credential is not mended by waiting (found by an outside check: a 401 from the
+    # LLM advised "rerun it once the LLM endpoint answers").
+    ("analyzer_refused_names_the_credential",
+     base(status=400, analyzer=unavailable(
+         Layer.ANALYZER, "HTTP 401 ×1; not retried: HTTP 401 is not transient")),
+     "modify", "schema",
+     "the LLM endpoint refused the call (HTTP 401), so no correction ran; correct the parameters "
+     "(or the plan), then rerun the step (or fix the LLM credential, llm.api_key or "
+     "OPENAI_API_KEY, and rerun it)"),
+    ("resolver_refused_after_a_503_names_the_credential",
+     base(status=400, analyzer=ANALYZER_CANNOT, has_dependencies=True,
+          resolver=unavailable(Layer.RE_RESOLUTION,
+                               "HTTP 503 ×1, HTTP 403 ×1; not retried: HTTP 403 is not transient")),
+     "modify", "schema", "the LLM endpoint refused the call (HTTP 403)"),
+    ("legacy_failing_with_a_429_still_waits_for_the_endpoint",
+     base(status=400, error_analyzer_enabled=False, legacy_callback_set=True,
+          legacy_pattern="type mismatch", legacy=unavailable(Layer.LEGACY, "HTTP 429 ×3")),
+     "modify", "schema", "(or rerun it once the LLM endpoint answers)"),
 ]
 
 
