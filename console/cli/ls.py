@@ -19,7 +19,7 @@ from console.render.execution_columns import (
     query_markers,
     sort_rows,
 )
-from console.render.formats import ArgumentProblem, parse_time
+from console.render.formats import ArgumentProblem, parse_time, unknown_rule
 from executor.contract import WARNING_CODES
 from store.errors import StoreError
 from store.queries import (
@@ -111,8 +111,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def filters_from_args(args: argparse.Namespace, *, now: float | None = None) -> ExecutionFilter:
-    """The ExecutionFilter the options describe; ArgumentProblem for an unusable time."""
+    """The ExecutionFilter the options describe; ArgumentProblem for an unusable time or rule."""
     now = time.time() if now is None else now
+    if args.rule_id is not None and (problem := unknown_rule(args.rule_id)):
+        raise ArgumentProblem(f"--rule: {problem}")
     return ExecutionFilter(
         status=args.status,
         tool=args.tool,

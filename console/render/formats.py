@@ -3,11 +3,15 @@ TUI."""
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from datetime import UTC, datetime
 
 from console.replay.setup import replayed_from
+from executor.policy import ALL_RULES
+
+RULE_IDS = tuple(rule.rule_id for rule in ALL_RULES)
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _AGE_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -18,6 +22,16 @@ _LATEST_S = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 
 class ArgumentProblem(ValueError):
     """A command-line value that cannot be used; the message names the option and value."""
+
+
+def unknown_rule(rule_id: str) -> str | None:
+    """None for a rule id of the policy's table; else what to say: `no rule is named 'x'`,
+    with the nearest ids. A filter on a misspelt rule would match nothing and say nothing."""
+    if rule_id in RULE_IDS:
+        return None
+    near = difflib.get_close_matches(rule_id, RULE_IDS, n=2, cutoff=0.6)
+    hint = f"did you mean {' or '.join(near)}?" if near else "docs/rules.md lists them"
+    return f"no rule is named {rule_id!r} ({hint})"
 
 
 def parse_time(option: str, text: str, *, now: float) -> float:

@@ -113,6 +113,11 @@ LS_BAD_OPTION_CASES = [
     ("age-past-year-1", ["--since", "999999999999w"], f"--since '999999999999w': {OUT_OF_RANGE}"),
     ("huge-offset", ["--offset", TOO_MANY], f"--offset must be at least 0 and at most {2**63 - 1}"),
     ("huge-limit", ["--limit", TOO_MANY], f"--limit must be at least 1 and at most {2**63 - 1}"),
+    # A misspelt rule matched nothing and said nothing (found by an outside check).
+    ("misspelt-rule", ["--rule", "budget.attempt"],
+     "--rule: no rule is named 'budget.attempt' (did you mean budget.attempts or"),
+    ("unknown-rule", ["--rule", "retry"],
+     "--rule: no rule is named 'retry' (docs/rules.md lists them)"),
 ]  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import Input
 
-from console.render.formats import ArgumentProblem, parse_time
+from console.render.formats import ArgumentProblem, parse_time, unknown_rule
 from console.tui.actions import bindings
 from executor.contract import WARNING_CODES
 from store.queries import ACTIONS, EXECUTION_STATUSES, ExecutionFilter
@@ -107,6 +107,8 @@ def _typed(name: str, value: str, *, now: float) -> str | int | float:
         raise FilterSyntaxError(
             f"filter warn:{value}: expected any or one of {', '.join(WARNING_CODES)}"
         )
+    if name == "rule_id" and (problem := unknown_rule(value)):
+        raise FilterSyntaxError(f"filter rule:{value}: {problem}")
     if name == "http_status":
         if not value.isdigit():
             raise FilterSyntaxError(f"filter http:{value}: expected a number such as 429")
