@@ -20,7 +20,6 @@ from store.bundle.archive import (
     MemberDigest,
     check_directory,
     count_spans,
-    hashing,
     member_lines,
     member_stream,
     open_archive,
@@ -178,8 +177,9 @@ def _scan_table(
     rows = 0
     info, member = scan.infos[spec.member], scan.members[spec.member]
     digest = MemberDigest()
+    lines = member_lines(path, archive, info, member, limits, digest)
     try:
-        for number, line in member_lines(path, archive, info, member, limits, digest):
+        for number, line in lines:
             row = _bundle_row(path, scan, spec, number, line, execution_ids)
             rows += 1
             scan.longest_line = max(scan.longest_line, len(line))
@@ -193,6 +193,7 @@ def _scan_table(
                 staged.append(row)
     except BundleError:
         # A changed or cut member is refused as such, whatever its first bad line says.
+        lines.close()
         verify_member(path, archive, info, member)
         raise
     digest.check(path, info, member)
@@ -318,8 +319,8 @@ def scan_bundle(
     spans_info, spans_member = by_name[SPANS_MEMBER], members[SPANS_MEMBER]
     digest = MemberDigest()
     try:
-        with member_stream(path, archive, spans_info, spans_member["size"]) as read:
-            stream = JsonStream(path, hashing(read, digest), limits.max_line_bytes)
+        with member_stream(path, archive, spans_info, spans_member["size"], digest) as read:
+            stream = JsonStream(path, read, limits.max_line_bytes)
             scan.span_count = count_spans(path, stream)
     except BundleError:
         verify_member(path, archive, spans_info, spans_member)
