@@ -34,9 +34,10 @@ from store.bundle.format import (
     BundleError,
     BundleValueError,
     TableSpec,
-    decode_value,
+    decode_json,
     describe,
     encode_value,
+    fast_decoders,
     reject_constant,
     store_table_specs,
     upgrade_row,
@@ -50,11 +51,11 @@ def _decode_line(
     path: Path, spec: TableSpec, number: int, line: str, execution_ids: set[str]
 ) -> dict[str, Any]:
     """One table row, decoded and checked; BundleError names the member, line and column."""
-    where = f"{spec.member} line {number}"
     try:
-        encoded = json.loads(line, parse_constant=reject_constant)
+        encoded = decode_json(line)
     except (ValueError, RecursionError) as error:
-        raise refuse(path, f"{where}: not a JSON object") from error
+        raise refuse(path, f"{spec.member} line {number}: not a JSON object") from error
+    where = f"{spec.member} line {number}"
     if not isinstance(encoded, dict):
         raise refuse(path, f"{where}: not a JSON object")
     names = spec.column_names
@@ -67,11 +68,11 @@ def _decode_line(
             f"{missing or 'none'}, unknown {extra or 'none'})",
         )
     row = {}
-    for column in spec.columns:
-        try:
-            row[column.name] = decode_value(column, encoded[column.name])
-        except BundleValueError as problem:
-            raise refuse(path, f"{where}: column {column.name}: {problem}") from None
+    try:
+        for name, decode in fast_decoders(spec):
+            row[name] = decode(encoded[name])
+    except BundleValueError as problem:
+        raise refuse(path, f"{where}: column {name}: {problem}") from None
     if row["execution_id"] not in execution_ids:
         raise refuse(
             path,
@@ -82,10 +83,20 @@ def _decode_line(
 
 
 def _bundle_row(
-    path: Path, scan: Scan, spec: TableSpec, number: int, line: str, execution_ids: set[str]
+    path: Path,
+    scan: Scan,
+    spec: TableSpec,
+    number: int,
+    line: str,
+    execution_ids: set[str],
+    bundle_spec: TableSpec | None = None,
 ) -> dict[str, Any]:
-    """A row decoded with the bundle's columns, then given every current column (NULL if new)."""
-    row = _decode_line(path, scan.bundle_spec(spec), number, line, execution_ids)
+    """A row decoded with the bundle's columns (`bundle_spec`, when the caller has it), then
+    given every current column (NULL if new)."""
+    bundle_spec = bundle_spec or scan.bundle_spec(spec)
+    row = _decode_line(path, bundle_spec, number, line, execution_ids)
+    if bundle_spec is spec:  # the current schema: the row has its columns, in order
+        return row
     row = upgrade_row(spec.name, row, scan.manifest["schema_version"])
     return {name: row.get(name) for name in spec.column_names}
 
@@ -173,6 +184,7 @@ def _scan_table(
     SHA-256 are taken on the way and checked at its end."""
     declared_rows = next(t["rows"] for t in scan.manifest["tables"] if t["name"] == spec.name)
     execution_ids = set(scan.execution_ids)
+    bundle_spec = scan.bundle_spec(spec)
     key_hashes: list[int] = []
     rows = 0
     info, member = scan.infos[spec.member], scan.members[spec.member]
@@ -180,7 +192,7 @@ def _scan_table(
     lines = member_lines(path, archive, info, member, limits, digest)
     try:
         for number, line in lines:
-            row = _bundle_row(path, scan, spec, number, line, execution_ids)
+            row = _bundle_row(path, scan, spec, number, line, execution_ids, bundle_spec)
             rows += 1
             scan.longest_line = max(scan.longest_line, len(line))
             if spec.primary_key:
