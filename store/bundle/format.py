@@ -87,11 +87,19 @@ class TableSpec:
     name: str
     columns: tuple[ColumnSpec, ...]
     primary_key: tuple[str, ...]
-    # The column names, in order (kept: an import reads them twice per row).
+    # The column names, in order and as a set, and each column's name with its `fast_decoder`
+    # (kept: an import reads them for every row).
     column_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    column_set: frozenset[str] = field(init=False, repr=False, compare=False)
+    decoders: tuple[tuple[str, Callable[[Any], Any]], ...] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "column_names", tuple(column.name for column in self.columns))
+        object.__setattr__(self, "column_set", frozenset(self.column_names))
+        decoders = tuple((column.name, fast_decoder(column)) for column in self.columns)
+        object.__setattr__(self, "decoders", decoders)
 
     @property
     def member(self) -> str:
@@ -534,9 +542,3 @@ _TEXT_CHECKS: dict[str, Callable[[str], Any]] = {
     "JSON": _checked_json,
     "BLOB": _checked_base64,
 }
-
-
-@functools.cache
-def fast_decoders(spec: TableSpec) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
-    """Each column's name and `fast_decoder`, in the table's order."""
-    return tuple((column.name, fast_decoder(column)) for column in spec.columns)

@@ -37,7 +37,6 @@ from store.bundle.format import (
     decode_json,
     describe,
     encode_value,
-    fast_decoders,
     reject_constant,
     store_table_specs,
     upgrade_row,
@@ -59,7 +58,7 @@ def _decode_line(
     if not isinstance(encoded, dict):
         raise refuse(path, f"{where}: not a JSON object")
     names = spec.column_names
-    if len(encoded) != len(names) or any(name not in encoded for name in names):
+    if encoded.keys() != spec.column_set:
         missing = sorted(set(names) - set(encoded))
         extra = sorted(set(encoded) - set(names))
         raise refuse(
@@ -69,7 +68,7 @@ def _decode_line(
         )
     row = {}
     try:
-        for name, decode in fast_decoders(spec):
+        for name, decode in spec.decoders:
             row[name] = decode(encoded[name])
     except BundleValueError as problem:
         raise refuse(path, f"{where}: column {name}: {problem}") from None
