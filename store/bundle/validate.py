@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -230,15 +231,16 @@ def _refuse_duplicate_key(
     repeated = {item["values"] for item in counts.to_pylist() if item["counts"] > 1}
     seen: set[tuple[Any, ...]] = set()
     lines = member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
-    for number, line in lines:
-        row = _bundle_row(path, scan, spec, number, line, set(scan.execution_ids))
-        if _key_hash(spec, row) not in repeated:
-            continue
-        key = tuple(row[name] for name in spec.primary_key)
-        if key in seen:
-            named = ", ".join(f"{name}={row[name]!r}" for name in spec.primary_key)
-            raise refuse(path, f"{spec.member} line {number}: a second row for {named}")
-        seen.add(key)
+    with contextlib.closing(lines):  # its reader thread stops at the refusal
+        for number, line in lines:
+            row = _bundle_row(path, scan, spec, number, line, set(scan.execution_ids))
+            if _key_hash(spec, row) not in repeated:
+                continue
+            key = tuple(row[name] for name in spec.primary_key)
+            if key in seen:
+                named = ", ".join(f"{name}={row[name]!r}" for name in spec.primary_key)
+                raise refuse(path, f"{spec.member} line {number}: a second row for {named}")
+            seen.add(key)
 
 
 def scan_bundle(
