@@ -10,8 +10,10 @@ import codecs
 import contextlib
 import hashlib
 import json
+import queue
 import re
 import stat
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -145,30 +147,117 @@ def check_directory(
 
 @contextlib.contextmanager
 def member_stream(
-    path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, expected_size: int
+    path: Path,
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    expected_size: int,
+    digest: MemberDigest | None = None,
 ) -> Iterator[Callable[[int], bytes]]:
     """A `read(n)` over the member that refuses more bytes than `expected_size`.
 
-    A damaged member (bad CRC, bad deflate data) is refused naming it.
+    A thread reads ahead (inflate, CRC-32 and `digest`'s SHA-256 release the GIL, so they run
+    beside the caller's decoding), at most `_READ_AHEAD` chunks. A damaged member (bad CRC, bad
+    deflate data) is refused naming it, when the caller reaches the damage.
     """
-    total = 0
-
-    def read(size: int) -> bytes:
-        nonlocal total
-        chunk = handle.read(min(size, expected_size - total + 1))
-        total += len(chunk)
-        if total > expected_size:
-            raise refuse(
-                path,
-                f"member {info.filename!r} holds more than the {expected_size} bytes it declares",
-            )
-        return chunk
-
+    ahead = None
     try:
-        with archive.open(info) as handle:
-            yield read
+        ahead = _ReadAhead(path, archive, info, expected_size, digest)
+        yield ahead.read
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as error:
         raise refuse(path, f"member {info.filename!r} is damaged ({first_line(error)})") from error
+    finally:
+        if ahead is not None:
+            ahead.close()
+
+
+# Chunks read ahead of the caller (READ_CHUNK each): enough to keep the reader busy while the
+# caller decodes one.
+_READ_AHEAD = 2
+_END = b""
+
+
+class _ReadAhead:
+    """A member's chunks, read in a thread into a bounded queue, handed out in order."""
+
+    def __init__(
+        self,
+        path: Path,
+        archive: zipfile.ZipFile,
+        info: zipfile.ZipInfo,
+        expected_size: int,
+        digest: MemberDigest | None,
+    ) -> None:
+        self._path = path
+        self._info = info
+        self._expected_size = expected_size
+        self._digest = digest
+        self._chunks: queue.Queue[bytes | BaseException] = queue.Queue(_READ_AHEAD)
+        self._stopped = threading.Event()
+        self._chunk = b""
+        self._offset = 0
+        self._ended = False
+        # The member is opened here, so an unreadable one fails in the caller's thread.
+        self._handle = archive.open(info)
+        self._thread = threading.Thread(
+            target=self._read_all, name=f"read {info.filename}", daemon=True
+        )
+        self._thread.start()
+
+    def _put(self, item: bytes | BaseException) -> bool:
+        """Queue `item` unless the caller has stopped reading; False once it has."""
+        while not self._stopped.is_set():
+            try:
+                self._chunks.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _read_all(self) -> None:
+        total = 0
+        try:
+            while True:
+                chunk = self._handle.read(min(READ_CHUNK, self._expected_size - total + 1))
+                total += len(chunk)
+                if total > self._expected_size:
+                    self._put(
+                        refuse(
+                            self._path,
+                            f"member {self._info.filename!r} holds more than the "
+                            f"{self._expected_size} bytes it declares",
+                        )
+                    )
+                    return
+                if self._digest is not None:
+                    self._digest.update(chunk)
+                if not self._put(chunk) or not chunk:
+                    return
+        except BaseException as error:  # handed to the caller, in order
+            self._put(error)
+
+    def read(self, size: int) -> bytes:
+        """At most `size` of the member's next bytes; b"" at its end."""
+        if self._offset == len(self._chunk):
+            if self._ended:
+                return _END
+            item = self._chunks.get()
+            if isinstance(item, BaseException):
+                self._ended = True
+                raise item
+            self._ended = not item
+            self._chunk, self._offset = item, 0
+        if self._offset == 0 and size >= len(self._chunk):
+            self._offset = len(self._chunk)
+            return self._chunk
+        piece = self._chunk[self._offset : self._offset + size]
+        self._offset += len(piece)
+        return piece
+
+    def close(self) -> None:
+        """Stop the reader thread and close the member."""
+        self._stopped.set()
+        self._thread.join()
+        self._handle.close()
 
 
 def read_member(
@@ -198,25 +287,14 @@ class MemberDigest:
         check_digest(path, info, member, self.size, self._sha256.hexdigest())
 
 
-def hashing(read: Callable[[int], bytes], digest: MemberDigest) -> Callable[[int], bytes]:
-    """`read` that also feeds every chunk to `digest`."""
-
-    def read_hashed(size: int) -> bytes:
-        chunk = read(size)
-        digest.update(chunk)
-        return chunk
-
-    return read_hashed
-
-
 def verify_member(
     path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, member: Mapping[str, Any]
 ) -> None:
     """Check a member's size and SHA-256 against the manifest, reading it in chunks."""
     digest = MemberDigest()
-    with member_stream(path, archive, info, member["size"]) as read:
-        while chunk := read(READ_CHUNK):
-            digest.update(chunk)
+    with member_stream(path, archive, info, member["size"], digest) as read:
+        while read(READ_CHUNK):
+            pass
     digest.check(path, info, member)
 
 
@@ -283,8 +361,7 @@ def member_lines(
     """Each line of a table member as text, numbered from 1, read in bounded pieces (each
     piece fed to `digest` too, when given)."""
     where = info.filename
-    with member_stream(path, archive, info, member["size"]) as stream:
-        read = stream if digest is None else hashing(stream, digest)
+    with member_stream(path, archive, info, member["size"], digest) as read:
         pending = bytearray()
         number = 0
         while True:

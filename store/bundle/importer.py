@@ -194,9 +194,14 @@ def _insert_table(
     keyed = "decision_key" in DERIVED_COLUMNS.get(spec.name, {})
     slice_rows = _KEYED_SLICE_ROWS if keyed else None
     written = 0
+    every = writing.issuperset(scan.execution_ids)  # then no row is filtered out
     wanted = pa.array(sorted(writing), type=pa.large_string())
     for staged in scan.staged[spec.name].batches():
-        batch = staged.filter(pc.is_in(staged.column("execution_id"), value_set=wanted))
+        batch = (
+            staged
+            if every
+            else staged.filter(pc.is_in(staged.column("execution_id"), value_set=wanted))
+        )
         if not batch.num_rows:
             continue
         if commit_batches:

@@ -7,6 +7,7 @@ those batches to DuckDB without decoding any member again.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,19 @@ def arrow_schema(spec: TableSpec) -> pa.Schema:
     return pa.schema([(column.name, ARROW_TYPES[column.type]) for column in spec.columns])
 
 
-def row_bytes(row: Mapping[str, Any]) -> int:
-    return sum(len(value) for value in row.values() if isinstance(value, str | bytes))
+def binary_array(values: list[bytes | None]) -> pa.LargeBinaryArray:
+    """`pa.array(values, type=pa.large_binary())`, the bytes copied by one join (a third of
+    the time, for bodies)."""
+    lengths = [0 if value is None else len(value) for value in values]
+    null_count = values.count(None)
+    validity = None
+    if null_count:
+        validity = pa.array([value is not None for value in values]).buffers()[1]
+    offsets = pa.array(itertools.accumulate(lengths, initial=0), type=pa.int64()).buffers()[1]
+    data = pa.py_buffer(b"".join([value for value in values if value is not None]))
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(values), [validity, offsets, data], null_count
+    )
 
 
 class StagedTable:
@@ -40,6 +52,11 @@ class StagedTable:
         self._sink = pa.OSFile(str(path), "wb")
         self._writer = pa.ipc.new_stream(self._sink, self._schema)
         self._columns: dict[str, list[Any]] = {name: [] for name in self._schema.names}
+        self._text_names = [
+            field.name
+            for field in self._schema
+            if field.type in (pa.large_string(), pa.large_binary())
+        ]
         self._pending_rows = 0
         self._pending_bytes = 0
 
@@ -47,7 +64,8 @@ class StagedTable:
         for name, values in self._columns.items():
             values.append(row[name])
         self._pending_rows += 1
-        self._pending_bytes += row_bytes(row)
+        # The bytes of its text and bodies (the columns that hold str or bytes).
+        self._pending_bytes += sum(map(len, filter(None, map(row.__getitem__, self._text_names))))
         if self._pending_rows >= STAGE_ROWS or self._pending_bytes >= STAGE_BYTES:
             self._flush()
 
@@ -55,7 +73,12 @@ class StagedTable:
         if not self._pending_rows:
             return
         batch = pa.record_batch(
-            [pa.array(self._columns[field.name], type=field.type) for field in self._schema],
+            [
+                binary_array(self._columns[field.name])
+                if field.type == pa.large_binary()
+                else pa.array(self._columns[field.name], type=field.type)
+                for field in self._schema
+            ],
             schema=self._schema,
         )
         self._writer.write_batch(batch)

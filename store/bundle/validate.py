@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,7 +21,6 @@ from store.bundle.archive import (
     MemberDigest,
     check_directory,
     count_spans,
-    hashing,
     member_lines,
     member_stream,
     open_archive,
@@ -35,7 +35,7 @@ from store.bundle.format import (
     BundleError,
     BundleValueError,
     TableSpec,
-    decode_value,
+    decode_json,
     describe,
     encode_value,
     reject_constant,
@@ -51,15 +51,15 @@ def _decode_line(
     path: Path, spec: TableSpec, number: int, line: str, execution_ids: set[str]
 ) -> dict[str, Any]:
     """One table row, decoded and checked; BundleError names the member, line and column."""
-    where = f"{spec.member} line {number}"
     try:
-        encoded = json.loads(line, parse_constant=reject_constant)
+        encoded = decode_json(line)
     except (ValueError, RecursionError) as error:
-        raise refuse(path, f"{where}: not a JSON object") from error
+        raise refuse(path, f"{spec.member} line {number}: not a JSON object") from error
+    where = f"{spec.member} line {number}"
     if not isinstance(encoded, dict):
         raise refuse(path, f"{where}: not a JSON object")
     names = spec.column_names
-    if len(encoded) != len(names) or any(name not in encoded for name in names):
+    if encoded.keys() != spec.column_set:
         missing = sorted(set(names) - set(encoded))
         extra = sorted(set(encoded) - set(names))
         raise refuse(
@@ -68,11 +68,11 @@ def _decode_line(
             f"{missing or 'none'}, unknown {extra or 'none'})",
         )
     row = {}
-    for column in spec.columns:
-        try:
-            row[column.name] = decode_value(column, encoded[column.name])
-        except BundleValueError as problem:
-            raise refuse(path, f"{where}: column {column.name}: {problem}") from None
+    try:
+        for name, decode in spec.decoders:
+            row[name] = decode(encoded[name])
+    except BundleValueError as problem:
+        raise refuse(path, f"{where}: column {name}: {problem}") from None
     if row["execution_id"] not in execution_ids:
         raise refuse(
             path,
@@ -83,10 +83,20 @@ def _decode_line(
 
 
 def _bundle_row(
-    path: Path, scan: Scan, spec: TableSpec, number: int, line: str, execution_ids: set[str]
+    path: Path,
+    scan: Scan,
+    spec: TableSpec,
+    number: int,
+    line: str,
+    execution_ids: set[str],
+    bundle_spec: TableSpec | None = None,
 ) -> dict[str, Any]:
-    """A row decoded with the bundle's columns, then given every current column (NULL if new)."""
-    row = _decode_line(path, scan.bundle_spec(spec), number, line, execution_ids)
+    """A row decoded with the bundle's columns (`bundle_spec`, when the caller has it), then
+    given every current column (NULL if new)."""
+    bundle_spec = bundle_spec or scan.bundle_spec(spec)
+    row = _decode_line(path, bundle_spec, number, line, execution_ids)
+    if bundle_spec is spec:  # the current schema: the row has its columns, in order
+        return row
     row = upgrade_row(spec.name, row, scan.manifest["schema_version"])
     return {name: row.get(name) for name in spec.column_names}
 
@@ -174,13 +184,15 @@ def _scan_table(
     SHA-256 are taken on the way and checked at its end."""
     declared_rows = next(t["rows"] for t in scan.manifest["tables"] if t["name"] == spec.name)
     execution_ids = set(scan.execution_ids)
+    bundle_spec = scan.bundle_spec(spec)
     key_hashes: list[int] = []
     rows = 0
     info, member = scan.infos[spec.member], scan.members[spec.member]
     digest = MemberDigest()
+    lines = member_lines(path, archive, info, member, limits, digest)
     try:
-        for number, line in member_lines(path, archive, info, member, limits, digest):
-            row = _bundle_row(path, scan, spec, number, line, execution_ids)
+        for number, line in lines:
+            row = _bundle_row(path, scan, spec, number, line, execution_ids, bundle_spec)
             rows += 1
             scan.longest_line = max(scan.longest_line, len(line))
             if spec.primary_key:
@@ -193,6 +205,7 @@ def _scan_table(
                 staged.append(row)
     except BundleError:
         # A changed or cut member is refused as such, whatever its first bad line says.
+        lines.close()
         verify_member(path, archive, info, member)
         raise
     digest.check(path, info, member)
@@ -218,15 +231,16 @@ def _refuse_duplicate_key(
     repeated = {item["values"] for item in counts.to_pylist() if item["counts"] > 1}
     seen: set[tuple[Any, ...]] = set()
     lines = member_lines(path, archive, scan.infos[spec.member], scan.members[spec.member], limits)
-    for number, line in lines:
-        row = _bundle_row(path, scan, spec, number, line, set(scan.execution_ids))
-        if _key_hash(spec, row) not in repeated:
-            continue
-        key = tuple(row[name] for name in spec.primary_key)
-        if key in seen:
-            named = ", ".join(f"{name}={row[name]!r}" for name in spec.primary_key)
-            raise refuse(path, f"{spec.member} line {number}: a second row for {named}")
-        seen.add(key)
+    with contextlib.closing(lines):  # its reader thread stops at the refusal
+        for number, line in lines:
+            row = _bundle_row(path, scan, spec, number, line, set(scan.execution_ids))
+            if _key_hash(spec, row) not in repeated:
+                continue
+            key = tuple(row[name] for name in spec.primary_key)
+            if key in seen:
+                named = ", ".join(f"{name}={row[name]!r}" for name in spec.primary_key)
+                raise refuse(path, f"{spec.member} line {number}: a second row for {named}")
+            seen.add(key)
 
 
 def scan_bundle(
@@ -318,8 +332,8 @@ def scan_bundle(
     spans_info, spans_member = by_name[SPANS_MEMBER], members[SPANS_MEMBER]
     digest = MemberDigest()
     try:
-        with member_stream(path, archive, spans_info, spans_member["size"]) as read:
-            stream = JsonStream(path, hashing(read, digest), limits.max_line_bytes)
+        with member_stream(path, archive, spans_info, spans_member["size"], digest) as read:
+            stream = JsonStream(path, read, limits.max_line_bytes)
             scan.span_count = count_spans(path, stream)
     except BundleError:
         verify_member(path, archive, spans_info, spans_member)

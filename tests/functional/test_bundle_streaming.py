@@ -392,3 +392,64 @@ def test_an_execution_of_thousands_of_recorded_decisions_imports_in_bounded_memo
     with duckdb.connect(str(source), read_only=True) as conn:
         recorded = conn.execute("SELECT DISTINCT decision_key FROM attempts").fetchall()
     assert keys == (3_000, 1) and len(recorded) == 1
+
+
+def _rewrite_listed(source: Path, target: Path, name: str, data: bytes) -> None:
+    """`source` with member `name` replaced by `data`, the manifest listing its true digest."""
+    with zipfile.ZipFile(source) as old:
+        members = {info.filename: old.read(info) for info in old.infolist()}
+    members[name] = data
+    manifest = json.loads(members["manifest.json"])
+    for entry in manifest["members"]:
+        entry["size"] = len(members[entry["name"]])
+        entry["sha256"] = hashlib.sha256(members[entry["name"]]).hexdigest()
+    members["manifest.json"] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as new:
+        for member, content in members.items():
+            new.writestr(member, content)
+
+
+def test_a_bad_first_row_of_a_long_member_is_refused_by_its_line_and_its_reader_stops(
+    bundle, tmp_path
+):
+    """The member is read ahead in a thread: a refusal long before its end names the line,
+    and leaves no reader behind (one blocked on a full queue would hang the process)."""
+    import threading
+
+    with zipfile.ZipFile(bundle) as archive:
+        lines = archive.read("tables/attempts.jsonl").splitlines(keepends=True)
+    bad = lines[0].replace(b'"execution_id":"', b'"execution_id":7,"x":"', 1)
+    long_member = bad + b"".join(lines) * (12 * 1024 * 1024 // sum(map(len, lines)) + 1)
+    assert len(long_member) > 12 * 1024 * 1024  # many read-ahead chunks past line 1
+    changed = tmp_path / "long.zip"
+    _rewrite_listed(bundle, changed, "tables/attempts.jsonl", long_member)
+    target = tmp_path / "target.duckdb"
+    with pytest.raises(BundleError) as refused:
+        import_bundle(target, changed)
+    assert "tables/attempts.jsonl line 1: columns differ" in str(refused.value)
+    assert not target.exists()
+    readers = [thread.name for thread in threading.enumerate() if thread.name.startswith("read ")]
+    assert readers == []
+
+
+def test_a_member_damaged_past_the_read_ahead_is_refused_as_damaged(bundle, tmp_path):
+    """A bad CRC is found by the reader thread at the member's end, and reported as before."""
+    with zipfile.ZipFile(bundle) as archive:
+        lines = archive.read("tables/attempts.jsonl").splitlines(keepends=True)
+    long_member = b"".join(lines) * 4
+    changed = tmp_path / "crc.zip"
+    _rewrite_listed(bundle, changed, "tables/attempts.jsonl", long_member)
+    with zipfile.ZipFile(changed) as archive:
+        info = archive.getinfo("tables/attempts.jsonl")
+    data = bytearray(changed.read_bytes())
+    # The CRC-32 in the central directory is what zipfile checks the inflated bytes against.
+    entry = data.find(b"PK\x01\x02")
+    while data[entry + 46 : entry + 46 + len(info.filename)] != info.filename.encode():
+        entry = data.find(b"PK\x01\x02", entry + 4)
+    data[entry + 16 : entry + 20] = (info.CRC ^ 1).to_bytes(4, "little")
+    changed.write_bytes(bytes(data))
+    target = tmp_path / "target.duckdb"
+    with pytest.raises(BundleError) as refused:
+        import_bundle(target, changed)
+    assert "member 'tables/attempts.jsonl' is damaged (Bad CRC-32" in str(refused.value)
+    assert not target.exists()
