@@ -325,12 +325,16 @@ def session(
             if not unchanged:
                 try:
                     ensure_schema(conn, paths.label, create=create, writable=not read_only)
+                except duckdb.InterruptException:  # a Ctrl-C, not a store problem
+                    raise
                 except duckdb.Error as error:
                     raise StoreOpenError(
                         f"{paths.label}: cannot read the schema: {first_line(error)}"
                     ) from error
             try:
                 yield conn
+            except duckdb.InterruptException:  # a Ctrl-C, not a store problem: main says so
+                raise
             except duckdb.Error as error:
                 raise StoreAccessError(f"{paths.label}: {first_line(error)}") from error
             ended = True

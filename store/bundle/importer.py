@@ -426,6 +426,8 @@ def import_bundle(
         with store.session(create=True) as conn:
             try:
                 plan, row_counts = _write_bundle(conn, store.path, scan, replace=replace)
+            except duckdb.InterruptException:  # a Ctrl-C: rolled back, and main says so
+                raise
             except duckdb.Error as error:
                 raise BundleError(
                     f"{store.path}: writing {path} failed ({first_line(error)}); nothing "

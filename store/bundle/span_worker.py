@@ -55,6 +55,7 @@ class SpanWorker:
         self._outstanding = threading.BoundedSemaphore(_OUTSTANDING_BATCHES)
         self._verdict: str | None = None
         self._error: BaseException | None = None
+        self._take_error: BaseException | None = None  # this process's own failure, not the child's
         self._finished = False
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by __exit__
         # The parent's module path, so the child runs this very code whatever its directory.
@@ -117,9 +118,16 @@ class SpanWorker:
 
     def finish(self) -> None:
         """Wait for the child's last answer. Raises SpansNeedSdk or BundleExportError."""
-        self._finished = True
         self._put(None)
         self._stop()
+        self._finished = True  # only now: a Ctrl-C in the wait leaves `__exit__` to kill and join
+        if isinstance(self._take_error, BundleExportError):
+            raise self._take_error
+        if self._take_error is not None:  # keeping the lines failed here, not in the child
+            raise BundleExportError(
+                f"{self._output}: keeping the spans failed: "
+                f"{(str(self._take_error) or type(self._take_error).__name__).splitlines()[0]}"
+            ) from self._take_error
         if self._verdict == NEED_SDK:
             raise SpansNeedSdk
         if isinstance(self._error, BundleExportError):
@@ -163,7 +171,11 @@ class SpanWorker:
                 while True:
                     kind, payload = read_frame(stdout)
                     if kind == LINES:
-                        self._take(payload)
+                        try:
+                            self._take(payload)
+                        except BaseException as error:
+                            self._take_error = error
+                            raise
                     elif kind == BATCH_DONE:
                         self._outstanding.release()
                     else:

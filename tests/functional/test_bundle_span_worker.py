@@ -170,6 +170,47 @@ def test_an_error_keeping_the_lines_stops_the_child_and_is_raised(tmp_path):
     assert worker._process.returncode is not None
 
 
+def test_a_failure_keeping_the_lines_here_is_not_blamed_on_the_child(tmp_path):
+    # Was "the process building the spans failed: exit code -9" (found by review).
+    from store.bundle.format import read_execution_rows
+    from store.queries import open_store
+
+    store = open_store(_store(tmp_path, [small_execution("exec-a")]))
+    with store.session() as conn:
+        rows = read_execution_rows(conn, ["exec-a"])
+
+    def take(lines):
+        raise ValueError("write to closed file")
+
+    worker = span_worker.SpanWorker(tmp_path / "out.zip", FIXED_RESOURCE, take)
+    with worker:
+        assert worker.offer(rows)
+        with pytest.raises(BundleExportError) as caught:
+            worker.finish()
+    assert str(caught.value) == (
+        f"{tmp_path / 'out.zip'}: keeping the spans failed: write to closed file"
+    )
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+def test_an_interrupted_finish_still_ends_the_child(tmp_path, monkeypatch):
+    # `finish` marked itself finished before it waited, so a Ctrl-C in the wait left the child
+    # and the reader running after the `with` (found by review).
+    taken: list = []
+    worker = span_worker.SpanWorker(tmp_path / "out.zip", FIXED_RESOURCE, taken.extend)
+    stop = worker._stop
+
+    def interrupted_stop():
+        monkeypatch.setattr(worker, "_stop", stop)  # the `with`'s own clean-up waits for real
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(worker, "_stop", interrupted_stop)
+    with pytest.raises(KeyboardInterrupt), worker:
+        worker.finish()
+    assert worker._process.returncode is not None
+    assert not worker._reader.is_alive() and not worker._writer.is_alive()
+
+
 def test_an_export_refused_midway_ends_its_child_and_leaves_nothing(tmp_path, monkeypatch):
     db = _store(tmp_path, [small_execution("exec-a"), small_execution("exec-b")])
     original = export.read_execution_rows
