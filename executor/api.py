@@ -23,6 +23,7 @@ from executor.events import FanoutRecorder, NullRecorder, Recorder
 from executor.plan import CapabilitySpec, PlanError, ToolSpec, load_plan, parse_plan
 from executor.plan import Plan as PlanSpec
 from executor.plan.validation import PlanParser as _Validator
+from executor.plan.validation import _describe as describe_json
 from executor.policy import Decision
 from executor.runtime import (
     STEP_REJECTED,
@@ -190,7 +191,7 @@ class Plan:
     def __post_init__(self) -> None:
         steps = _array(self.steps)
         object.__setattr__(self, "steps", tuple(steps) if isinstance(steps, list) else steps)
-        object.__setattr__(self, "capabilities", tuple(self.capabilities))
+        object.__setattr__(self, "capabilities", _capabilities(self.capabilities, self.source))
         object.__setattr__(self, "config", _object(self.config))
         spec = parse_plan(self._document(), source=self.source)
         object.__setattr__(self, "spec", replace(spec, source_path=self.plan_path))
@@ -267,6 +268,26 @@ def _array(value: Any, item: Callable[[Any], Any] = lambda x: x) -> Any:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         return value
     return [item(x) for x in value]
+
+
+def _capabilities(value: Any, source: str) -> tuple[Capability, ...]:
+    """`Plan(capabilities=…)` as a tuple of Capability; PlanError naming a value that is not."""
+    items = _array(value)
+    if not isinstance(items, list):
+        raise PlanError(source, "capabilities",
+                        f"expected an array of Capability, got {_describe_value(value)}")
+    for index, item in enumerate(items):
+        if not isinstance(item, Capability):
+            raise PlanError(source, f"capabilities[{index}]",
+                            f"expected a Capability, got {_describe_value(item)}")
+    return tuple(items)
+
+
+def _describe_value(value: Any) -> str:
+    """A builder value as the plan file's messages show it, or its type's name (`a Step`)."""
+    if isinstance(value, (str, int, float, bool, Mapping, list, tuple)) or value is None:
+        return describe_json(value)
+    return f"a {type(value).__name__}"
 
 
 def _capability_of(spec: CapabilitySpec, tool: Tool) -> Capability:

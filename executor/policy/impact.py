@@ -5,6 +5,8 @@ seed 003: "The user sees impact, a concrete recovery action, and relevant eviden
 
 from __future__ import annotations
 
+import re
+
 from executor.faults import FAULT_MATRIX, FailureClass, Recovery, classify_failure
 from executor.policy.conditions import counted, source_text, status_text
 from executor.policy.decision import TASK_BUDGET_RULE_IDS, Action, Outcome, Rule
@@ -106,7 +108,9 @@ def fault_cell(
     return failure_class, recovery, impact
 
 
-_REFUSALS = ("HTTP 401", "HTTP 403")
+# `_layer_call`'s words when the endpoint's last answer was a refused credential: a 401/403 is
+# never retried, so it is the last failure of that consultation.
+_REFUSAL = re.compile(r"; not retried: (HTTP 40[13]) is not transient$")
 
 
 def _refusal(inputs: DecisionInputs, rule_id: str) -> str | None:
@@ -115,7 +119,5 @@ def _refusal(inputs: DecisionInputs, rule_id: str) -> str | None:
     verdict = {"analyzer": inputs.analyzer, "re_resolution": inputs.resolver,
                "legacy": inputs.legacy}[layer]  # fmt: skip
     failures = verdict.unavailable if verdict is not None else None
-    if failures is None:
-        return None
-    last = failures.split(";", 1)[0].split(", ")[-1].split(" ×", 1)[0]
-    return last if last in _REFUSALS else None
+    found = _REFUSAL.search(failures) if failures is not None else None
+    return found.group(1) if found else None

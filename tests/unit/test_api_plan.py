@@ -206,3 +206,29 @@ def test_from_file_reports_a_bad_file_as_load_plan_does(tmp_path: Path) -> None:
     assert str(raised.value) == (
         f'{bad}: unknown field "paramters" (expected one of: capabilities, config, llm, query, '
         "steps, tools)")
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "message"),
+    [
+        (FORECAST, "<plan>: capabilities: expected an array of Capability, got a Capability"),
+        ("abc", '<plan>: capabilities: expected an array of Capability, got "abc"'),
+        (None, "<plan>: capabilities: expected an array of Capability, got null"),
+        ([FORECAST, "y"], '<plan>: capabilities[1]: expected a Capability, got "y"'),
+        ([Step("step-9", FORECAST)], "<plan>: capabilities[0]: expected a Capability, got a Step"),
+    ],
+    ids=["one-capability", "a-string", "none", "a-string-item", "a-step-item"],
+)
+def test_capabilities_of_the_wrong_type_are_one_line(capabilities, message):
+    # Were "'Capability' object is not iterable" and "'str' object has no attribute 'tool'"
+    # tracebacks (found by review).
+    with pytest.raises(PlanError) as raised:
+        Plan(base_steps(), capabilities=capabilities)
+    assert str(raised.value) == message
+
+
+def test_capabilities_no_step_uses_are_kept():
+    spare = Capability(WEATHER, "history")
+    plan = Plan(base_steps(), capabilities=[spare])
+    assert plan.capabilities == (spare,)
+    assert "weather.history" in plan.to_dict()["capabilities"]
