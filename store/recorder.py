@@ -24,6 +24,7 @@ import time
 from types import TracebackType
 from typing import Any
 
+from executor.policy.conditions import counted
 from store.connection import (
     DEFAULT_LOCK_TIMEOUT_S,
     first_line,
@@ -173,7 +174,8 @@ class StoreRecorder:
             why = self._ingest_problem or "the file stayed held by another process"
             lead = why if label in why else f"{label}: {why}"
             return (
-                f"{lead}; {self.spooled_segments} recorded segment(s) wait in "
+                f"{lead}; {counted(self.spooled_segments, 'recorded segment')} "
+                f"{'waits' if self.spooled_segments == 1 else 'wait'} in "
                 f"{self.paths.segments} (run 'truva-console ls --db {label}' to ingest them)"
             )
         return None

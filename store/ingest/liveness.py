@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from executor.policy.conditions import counted
 from store.connection import StorePaths, first_line
 from store.errors import StoreAccessError, StoreOpenError
 from store.ingest.upsert import SegmentDecodeError, apply_segments
@@ -85,8 +86,9 @@ def ingest_spool(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> int:
 def _ingest_failed(paths: StorePaths, error: duckdb.Error) -> StoreAccessError:
     kept = len(ready_segments(paths))
     return StoreAccessError(
-        f"{paths.label}: cannot ingest the spool ({first_line(error)}); its {kept} "
-        f"segment(s) are kept in {paths.segments} for the next try"
+        f"{paths.label}: cannot ingest the spool ({first_line(error)}); its "
+        f"{counted(kept, 'segment')} {'is' if kept == 1 else 'are'} kept in {paths.segments} "
+        "for the next try"
     )
 
 

@@ -334,7 +334,8 @@ def test_run_records_into_the_spool_while_the_file_is_held_and_says_so(
     assert left
     assert result.stderr == (
         f"truva-console: {HOLDER_NAME} (pid {holder.pid}) holds {db}; close it, or use "
-        f"'truva-console sql' to query the store; {len(left)} recorded segment(s) wait in "
+        f"'truva-console sql' to query the store; {len(left)} recorded "
+        f"{'segment waits' if len(left) == 1 else 'segments wait'} in "
         f"{left[0].parent} (run 'truva-console ls --db {db}' to ingest them)\n"
     )
     release(holder)

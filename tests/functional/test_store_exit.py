@@ -108,8 +108,9 @@ def test_a_run_whose_file_stays_held_leaves_its_segments_and_says_so(
     assert re.fullmatch(
         rf"truva-console: {re.escape(HOLDER_NAME)} \(pid {holder.pid}\) holds "
         rf"{re.escape(str(db))}; close it, "
-        rf"or use 'truva-console sql' to query the store; {len(left)} recorded segment\(s\) "
-        rf"wait in {re.escape(str(segments_dir))} \(run 'truva-console ls --db "
+        rf"or use 'truva-console sql' to query the store; {len(left)} recorded "
+        rf"{'segment waits' if len(left) == 1 else 'segments wait'} "
+        rf"in {re.escape(str(segments_dir))} \(run 'truva-console ls --db "
         rf"{re.escape(str(db))}' to ingest them\)\n",
         result.stderr,
     ), result.stderr

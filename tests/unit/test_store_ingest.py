@@ -301,7 +301,7 @@ def test_a_database_failure_keeps_good_segments_for_the_next_try(conn, paths, mo
     written = ingest_spool(conn, paths)
 
     assert "No space left on device" in str(raised.value)
-    assert "its 3 segment(s) are kept" in str(raised.value)
+    assert "its 3 segments are kept" in str(raised.value)
     assert "\n" not in str(raised.value)
     assert kept == [path.name for path in segments]
     assert written == 3
