@@ -6,34 +6,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.resources import Resource
 
 import store.bundle.export as export
-import store.bundle.spans as spans
 from store.bundle import BundleExportError, export_bundle, import_bundle
 from store.bundle.format import SPANS_MEMBER
-from store.recorder import StoreRecorder
+from tests.support.bundle_export import (  # noqa: F401 - the fixture is autouse
+    fixed_time_and_resource,
+    recorded_store,
+)
 from tests.support.events_factory import START_AT, realistic_execution, small_execution
-
-FIXED_RESOURCE = Resource.create({"service.name": "truva-console", "service.version": "t"})
-CREATED_AT = "2026-01-02T03:04:05.000006Z"
-
-
-@pytest.fixture(autouse=True)
-def fixed_time_and_resource(monkeypatch):
-    """Both exports of a test get the same creation time and resource (its instance id)."""
-    monkeypatch.setattr(export, "_utc_now_text", lambda: CREATED_AT)
-    monkeypatch.setattr(export, "default_resource", lambda: FIXED_RESOURCE)
-    monkeypatch.setattr(spans, "default_resource", lambda: FIXED_RESOURCE)
-
-
-def _store(tmp_path: Path, executions: list[list]) -> Path:
-    db = tmp_path / "source.duckdb"
-    with StoreRecorder(db) as recorder:
-        for events in executions:
-            for event in events:
-                recorder.record(event)
-    return db
 
 
 def _both_ways(db: Path, tmp_path: Path, monkeypatch) -> tuple[bytes, bytes, list]:
@@ -56,7 +37,7 @@ def _both_ways(db: Path, tmp_path: Path, monkeypatch) -> tuple[bytes, bytes, lis
 
 
 def test_executions_at_the_same_instants_one_interrupted_give_the_same_bytes(tmp_path, monkeypatch):
-    db = _store(
+    db = recorded_store(
         tmp_path,
         [
             realistic_execution("exec-b"),  # every event ties with exec-a's: ids break ties
@@ -75,7 +56,7 @@ def test_executions_at_the_same_instants_one_interrupted_give_the_same_bytes(tmp
 
 def test_llm_calls_out_of_execution_order_are_exported_whole(tmp_path, monkeypatch):
     # "exec-a-b-llm-1" sorts before "exec-a-llm-1": the call ids disagree with the executions.
-    db = _store(tmp_path, [realistic_execution("exec-a"), realistic_execution("exec-a-b")])
+    db = recorded_store(tmp_path, [realistic_execution("exec-a"), realistic_execution("exec-a-b")])
     batched, whole, batches = _both_ways(db, tmp_path, monkeypatch)
     assert batches == [None]
     assert batched == whole
@@ -83,7 +64,7 @@ def test_llm_calls_out_of_execution_order_are_exported_whole(tmp_path, monkeypat
 
 def test_spans_the_sdk_must_build_are_built_over_the_whole_selection(tmp_path, monkeypatch):
     monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "3")
-    db = _store(tmp_path, [realistic_execution("exec-a"), small_execution("exec-b")])
+    db = recorded_store(tmp_path, [realistic_execution("exec-a"), small_execution("exec-b")])
     batched, whole, _batches = _both_ways(db, tmp_path, monkeypatch)
     assert batched == whole
     with zipfile.ZipFile(tmp_path / "batched.zip") as archive:
@@ -93,7 +74,7 @@ def test_spans_the_sdk_must_build_are_built_over_the_whole_selection(tmp_path, m
 def test_an_execution_removed_between_batches_refuses_the_export_and_leaves_nothing(
     tmp_path, monkeypatch
 ):
-    db = _store(tmp_path, [small_execution("exec-a"), small_execution("exec-b")])
+    db = recorded_store(tmp_path, [small_execution("exec-a"), small_execution("exec-b")])
     original = export.read_execution_rows
 
     def removed(conn, ids):

@@ -6,36 +6,18 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.resources import Resource
 
 import store.bundle.export as export
 import store.bundle.span_worker as span_worker
-import store.bundle.spans as spans
 from executor.events import Notice
 from store.bundle import BundleExportError, export_bundle
 from store.bundle.format import SPANS_MEMBER
-from store.recorder import StoreRecorder
+from tests.support.bundle_export import (  # noqa: F401 - the fixture is autouse
+    FIXED_RESOURCE,
+    fixed_time_and_resource,
+    recorded_store,
+)
 from tests.support.events_factory import START_AT, realistic_execution, small_execution
-
-FIXED_RESOURCE = Resource.create({"service.name": "truva-console", "service.version": "t"})
-CREATED_AT = "2026-01-02T03:04:05.000006Z"
-
-
-@pytest.fixture(autouse=True)
-def fixed_time_and_resource(monkeypatch):
-    """Every export of a test gets the same creation time and resource (its instance id)."""
-    monkeypatch.setattr(export, "_utc_now_text", lambda: CREATED_AT)
-    monkeypatch.setattr(export, "default_resource", lambda: FIXED_RESOURCE)
-    monkeypatch.setattr(spans, "default_resource", lambda: FIXED_RESOURCE)
-
-
-def _store(tmp_path: Path, executions: list[list]) -> Path:
-    db = tmp_path / "source.duckdb"
-    with StoreRecorder(db) as recorder:
-        for events in executions:
-            for event in events:
-                recorder.record(event)
-    return db
 
 
 class _Offers:
@@ -80,7 +62,7 @@ def _executions() -> list[list]:
 
 
 def test_spans_built_by_the_child_give_the_bytes_built_in_process(tmp_path, monkeypatch):
-    db = _store(tmp_path, _executions())
+    db = recorded_store(tmp_path, _executions())
     here = _export(db, tmp_path / "here.zip", monkeypatch, worker=False)
     whole = _export(db, tmp_path / "whole.zip", monkeypatch, worker=False, whole=True)
     offers = _Offers(monkeypatch, accept=True)
@@ -90,7 +72,7 @@ def test_spans_built_by_the_child_give_the_bytes_built_in_process(tmp_path, monk
 
 
 def test_batches_the_child_declines_are_built_here_into_the_same_bytes(tmp_path, monkeypatch):
-    db = _store(tmp_path, _executions())
+    db = recorded_store(tmp_path, _executions())
     here = _export(db, tmp_path / "here.zip", monkeypatch, worker=False)
     offers = _Offers(monkeypatch, accept=False)
     declined = _export(db, tmp_path / "declined.zip", monkeypatch, worker=True)
@@ -118,7 +100,7 @@ def _with_huge_notice(execution_id: str) -> list:
 def test_spans_the_child_cannot_build_are_built_by_the_sdk_over_the_whole_selection(
     tmp_path, monkeypatch
 ):
-    db = _store(tmp_path, [_with_huge_notice("exec-a"), _with_huge_notice("exec-b")])
+    db = recorded_store(tmp_path, [_with_huge_notice("exec-a"), _with_huge_notice("exec-b")])
     whole = _export(db, tmp_path / "whole.zip", monkeypatch, worker=False, whole=True)
     offers = _Offers(monkeypatch, accept=True)
     written: list[list[str]] = []
@@ -155,7 +137,7 @@ def test_an_error_keeping_the_lines_stops_the_child_and_is_raised(tmp_path):
     from store.bundle.format import read_execution_rows
     from store.queries import open_store
 
-    store = open_store(_store(tmp_path, [small_execution("exec-a")]))
+    store = open_store(recorded_store(tmp_path, [small_execution("exec-a")]))
     with store.session() as conn:
         rows = read_execution_rows(conn, ["exec-a"])
 
@@ -175,7 +157,7 @@ def test_a_failure_keeping_the_lines_here_is_not_blamed_on_the_child(tmp_path):
     from store.bundle.format import read_execution_rows
     from store.queries import open_store
 
-    store = open_store(_store(tmp_path, [small_execution("exec-a")]))
+    store = open_store(recorded_store(tmp_path, [small_execution("exec-a")]))
     with store.session() as conn:
         rows = read_execution_rows(conn, ["exec-a"])
 
@@ -212,7 +194,7 @@ def test_an_interrupted_finish_still_ends_the_child(tmp_path, monkeypatch):
 
 
 def test_an_export_refused_midway_ends_its_child_and_leaves_nothing(tmp_path, monkeypatch):
-    db = _store(tmp_path, [small_execution("exec-a"), small_execution("exec-b")])
+    db = recorded_store(tmp_path, [small_execution("exec-a"), small_execution("exec-b")])
     original = export.read_execution_rows
 
     def removed(conn, ids):
