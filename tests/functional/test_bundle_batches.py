@@ -12,6 +12,7 @@ from store.bundle import BundleExportError, export_bundle, import_bundle
 from store.bundle.format import SPANS_MEMBER
 from tests.support.bundle_export import (  # noqa: F401 - the fixture is autouse
     fixed_time_and_resource,
+    reads_without,
     recorded_store,
 )
 from tests.support.events_factory import START_AT, realistic_execution, small_execution
@@ -75,15 +76,9 @@ def test_an_execution_removed_between_batches_refuses_the_export_and_leaves_noth
     tmp_path, monkeypatch
 ):
     db = recorded_store(tmp_path, [small_execution("exec-a"), small_execution("exec-b")])
-    original = export.read_execution_rows
-
-    def removed(conn, ids):
-        rows = original(conn, ids)
-        rows["executions"] = [r for r in rows["executions"] if r["execution_id"] != "exec-b"]
-        return rows
-
     monkeypatch.setattr(export, "_BATCH_WEIGHT", 1)
-    monkeypatch.setattr(export, "read_execution_rows", removed)
+    monkeypatch.setattr(export, "read_execution_rows",
+                        reads_without(export.read_execution_rows, "exec-b"))
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(BundleExportError, match="exec-b was removed from the store"):

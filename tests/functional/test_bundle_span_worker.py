@@ -15,6 +15,7 @@ from store.bundle.format import SPANS_MEMBER
 from tests.support.bundle_export import (  # noqa: F401 - the fixture is autouse
     FIXED_RESOURCE,
     fixed_time_and_resource,
+    reads_without,
     recorded_store,
 )
 from tests.support.events_factory import START_AT, realistic_execution, small_execution
@@ -195,13 +196,6 @@ def test_an_interrupted_finish_still_ends_the_child(tmp_path, monkeypatch):
 
 def test_an_export_refused_midway_ends_its_child_and_leaves_nothing(tmp_path, monkeypatch):
     db = recorded_store(tmp_path, [small_execution("exec-a"), small_execution("exec-b")])
-    original = export.read_execution_rows
-
-    def removed(conn, ids):
-        rows = original(conn, ids)
-        rows["executions"] = [r for r in rows["executions"] if r["execution_id"] != "exec-b"]
-        return rows
-
     workers: list = []
     started = span_worker.SpanWorker.__init__
 
@@ -211,7 +205,8 @@ def test_an_export_refused_midway_ends_its_child_and_leaves_nothing(tmp_path, mo
 
     monkeypatch.setattr(span_worker.SpanWorker, "__init__", init)
     monkeypatch.setattr(export, "_BATCH_WEIGHT", 1)
-    monkeypatch.setattr(export, "read_execution_rows", removed)
+    monkeypatch.setattr(export, "read_execution_rows",
+                        reads_without(export.read_execution_rows, "exec-b"))
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(BundleExportError, match="exec-b was removed from the store"):

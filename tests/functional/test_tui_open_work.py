@@ -84,20 +84,26 @@ class ReadCountingSource(StoreSource):
         return super().get_execution(execution_id, **options)
 
 
+@pytest.fixture
+def loading_shown(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each `ExecutionScreen._show_loading(loading)` of the test, in order."""
+    shown: list[bool] = []
+    show_loading = ExecutionScreen._show_loading
+
+    def recording(screen: ExecutionScreen, loading: bool) -> None:
+        shown.append(loading)
+        show_loading(screen, loading)
+
+    monkeypatch.setattr(ExecutionScreen, "_show_loading", recording)
+    return shown
+
+
 async def test_the_highlighted_execution_opens_with_its_read_ahead(
-    synthetic_db: Path, monkeypatch: pytest.MonkeyPatch
+    synthetic_db: Path, loading_shown: list[bool]
 ) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     app.source = source = ReadCountingSource(synthetic_db)
     app.prefetch_rest_s = 0.001  # the cursor has rested on the row long enough
-    loading_shown: list[bool] = []
-    show_loading = ExecutionScreen._show_loading
-
-    def recording(screen: ExecutionScreen, loading: bool) -> None:
-        loading_shown.append(loading)
-        show_loading(screen, loading)
-
-    monkeypatch.setattr(ExecutionScreen, "_show_loading", recording)
     async with app.run_test(size=SIZE) as pilot:
         await screen_loaded(pilot)
         await settle_until(pilot, lambda: bool(source.reads), "the read ahead")
@@ -129,19 +135,11 @@ async def test_an_execution_opened_at_once_is_not_read_ahead(synthetic_db: Path)
 
 
 async def test_an_execution_read_within_the_wait_opens_composed_with_it(
-    synthetic_db: Path, monkeypatch: pytest.MonkeyPatch
+    synthetic_db: Path, loading_shown: list[bool]
 ) -> None:
     app = tui_app(synthetic_db, live_refresh=False)
     app.source = source = ReadCountingSource(synthetic_db)
     app.open_wait_s = 60.0  # the read is always back within it here
-    loading_shown: list[bool] = []
-    show_loading = ExecutionScreen._show_loading
-
-    def recording(screen: ExecutionScreen, loading: bool) -> None:
-        loading_shown.append(loading)
-        show_loading(screen, loading)
-
-    monkeypatch.setattr(ExecutionScreen, "_show_loading", recording)
     async with app.run_test(size=SIZE) as pilot:
         await screen_loaded(pilot)
         app.open_execution(TRIP)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.resources import Resource
@@ -31,3 +33,14 @@ def recorded_store(tmp_path: Path, executions: list[list]) -> Path:
             for event in events:
                 recorder.record(event)
     return db
+
+
+def reads_without(read: Callable[..., dict[str, Any]], execution_id: str) -> Callable[..., Any]:
+    """`read_execution_rows` as if `execution_id` were removed from the store meanwhile."""
+
+    def removed(conn: Any, ids: Any) -> dict[str, Any]:
+        rows = read(conn, ids)
+        rows["executions"] = [r for r in rows["executions"] if r["execution_id"] != execution_id]
+        return rows
+
+    return removed
