@@ -261,6 +261,47 @@ def test_an_execution_read_without_llm_texts_gets_them_by_call_id(store: Store) 
     assert filled == list(full.steps)  # the same records once the texts are in
 
 
+def test_a_call_without_its_text_is_told_apart_when_read_without_llm_texts(
+    tmp_path: Path,
+) -> None:
+    # Whether a call has its text is asked without reading the prompts' bytes; a call whose
+    # text was not recorded (NULL request bytes) must still say so, beside one that was.
+    db = tmp_path / "debug.duckdb"
+    with StoreRecorder(db) as recorder:
+        for event in realistic_execution(TRIP, start_at=START_AT):
+            recorder.record(event)
+    store = open_store(db)
+    recorded = _calls(store.get_execution(TRIP))[0].call_id
+    unrecorded = recorded + "-unrecorded"
+    with store.session() as conn:  # the same call again, as one made with its text not kept
+        conn.execute("INSERT INTO llm_calls SELECT * REPLACE ($2 AS call_id, "
+                     "NULL AS request_body, NULL AS response_body, NULL AS raw_text) "
+                     "FROM llm_calls WHERE call_id = $1", [recorded, unrecorded])  # fmt: skip
+    full = _calls(store.get_execution(TRIP))
+    light = _calls(store.get_execution(TRIP, llm_texts=False))
+    assert [(c.call_id, c.text_recorded, c.text_note) for c in light] == [
+        (c.call_id, c.text_recorded, c.text_note) for c in full]  # fmt: skip
+    assert [c.text_recorded for c in light].count(False) == 1
+    shown = {c.call_id: c.texts_loaded for c in light}
+    assert shown[unrecorded] and not any(v for k, v in shown.items() if k != unrecorded)
+
+
+def test_a_failed_attempts_read_beside_the_session_is_one_line_and_frees_the_store(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The attempts are read on a second cursor in a thread; its error is the read's error,
+    # and the session is closed and released after it as after any other.
+    import store.queries as queries
+    from store.errors import StoreAccessError
+
+    monkeypatch.setattr(queries, "_ATTEMPTS_SQL", "SELECT * FROM no_such_table")
+    with pytest.raises(StoreAccessError) as raised:
+        store.get_execution(TRIP)
+    assert "no_such_table" in str(raised.value) and "\n" not in str(raised.value)
+    monkeypatch.undo()
+    assert store.get_execution(TRIP).execution.execution_id == TRIP
+
+
 def test_an_execution_is_read_with_its_attempts_json_undecoded_until_a_field_is_read(
     store: Store,
 ) -> None:
