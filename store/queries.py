@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -547,28 +548,34 @@ def _execution_head(
 
 T = TypeVar("T")
 
-# The thread `_beside` runs its query in (one is enough: a process's sessions take turns).
-_BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-beside")
-
 
 @contextmanager
 def _beside(
     conn: duckdb.DuckDBPyConnection, read: Callable[[duckdb.DuckDBPyConnection], T]
 ) -> Iterator[Future[T]]:
-    """Run `read` on a cursor of `conn` in a thread while the block runs its own queries.
+    """Run `read` on a cursor of `conn` in a thread of its own while the block runs its queries.
 
     DuckDB runs a query without holding the GIL, so the thread's query overlaps the block's
     queries and their conversion to Python. The block leaves only once `read` has ended (its
     cursor is closed before the session is), whatever either raised; the future then holds
     `read`'s result or error.
     """
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(read(cursor))
+        except BaseException as error:  # the caller's to raise, from `result()`
+            future.set_exception(error)
+
     cursor = conn.cursor()
     try:
-        future = _BESIDE.submit(read, cursor)
+        thread = threading.Thread(target=run, name="store-beside", daemon=True)
+        thread.start()
         try:
             yield future
         finally:
-            wait((future,))
+            thread.join()
     finally:
         cursor.close()
 
