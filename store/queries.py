@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 
@@ -546,40 +544,6 @@ def _execution_head(
     return row, snapshot_rows
 
 
-T = TypeVar("T")
-
-
-@contextmanager
-def _beside(
-    conn: duckdb.DuckDBPyConnection, read: Callable[[duckdb.DuckDBPyConnection], T]
-) -> Iterator[Future[T]]:
-    """Run `read` on a cursor of `conn` in a thread of its own while the block runs its queries.
-
-    DuckDB runs a query without holding the GIL, so the thread's query overlaps the block's
-    queries and their conversion to Python. The block leaves only once `read` has ended (its
-    cursor is closed before the session is), whatever either raised; the future then holds
-    `read`'s result or error.
-    """
-    future: Future[T] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(read(cursor))
-        except BaseException as error:  # the caller's to raise, from `result()`
-            future.set_exception(error)
-
-    cursor = conn.cursor()
-    try:
-        thread = threading.Thread(target=run, name="store-beside", daemon=True)
-        thread.start()
-        try:
-            yield future
-        finally:
-            thread.join()
-    finally:
-        cursor.close()
-
-
 class Store:
     """A debug store file; each query opens it briefly. Build with `open_store()`."""
 
@@ -773,17 +737,13 @@ class Store:
         with self.session() as conn:
             resolved = self.resolve_execution_id(conn, execution_id)
             params = {"execution_id": resolved}
-            def read_attempts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-                return _dicts(cursor.execute(_ATTEMPTS_SQL, params), lazy=ATTEMPT_LAZY_JSON)
-
-            with _beside(conn, read_attempts) as attempts:
-                row, snapshot_rows = _execution_head(conn, params)
-                step_rows = _dicts(conn.execute(_STEPS_SQL, params))
-                llm_sql = _LLM_CALLS_SQL if llm_texts else _LLM_CALLS_WITHOUT_TEXTS_SQL
-                llm_rows = _dicts(conn.execute(llm_sql, params))
-                event_rows = _dicts(conn.execute(_EVENTS_SQL, params))
-                backoff_rows = _dicts(conn.execute(_BACKOFFS_SQL, params))
-            attempt_rows = attempts.result()
+            row, snapshot_rows = _execution_head(conn, params)
+            step_rows = _dicts(conn.execute(_STEPS_SQL, params))
+            attempt_rows = _dicts(conn.execute(_ATTEMPTS_SQL, params), lazy=ATTEMPT_LAZY_JSON)
+            llm_sql = _LLM_CALLS_SQL if llm_texts else _LLM_CALLS_WITHOUT_TEXTS_SQL
+            llm_rows = _dicts(conn.execute(llm_sql, params))
+            event_rows = _dicts(conn.execute(_EVENTS_SQL, params))
+            backoff_rows = _dicts(conn.execute(_BACKOFFS_SQL, params))
         snapshot = snapshot_rows[0] if snapshot_rows else {}
         return _assemble_detail(
             ExecutionRow(**row), snapshot, step_rows, attempt_rows, llm_rows, event_rows,

@@ -286,22 +286,6 @@ def test_a_call_without_its_text_is_told_apart_when_read_without_llm_texts(
     assert shown[unrecorded] and not any(v for k, v in shown.items() if k != unrecorded)
 
 
-def test_a_failed_attempts_read_beside_the_session_is_one_line_and_frees_the_store(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The attempts are read on a second cursor in a thread; its error is the read's error,
-    # and the session is closed and released after it as after any other.
-    import store.queries as queries
-    from store.errors import StoreAccessError
-
-    monkeypatch.setattr(queries, "_ATTEMPTS_SQL", "SELECT * FROM no_such_table")
-    with pytest.raises(StoreAccessError) as raised:
-        store.get_execution(TRIP)
-    assert "no_such_table" in str(raised.value) and "\n" not in str(raised.value)
-    monkeypatch.undo()
-    assert store.get_execution(TRIP).execution.execution_id == TRIP
-
-
 def test_an_execution_is_read_with_its_attempts_json_undecoded_until_a_field_is_read(
     store: Store,
 ) -> None:
