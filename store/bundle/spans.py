@@ -756,12 +756,149 @@ class SpansNeedSdk(Exception):
 def _span_line(span: _PlainSpan) -> bytes:
     """The span's compact JSON; its attributes and events are let go (an ended span is never
     changed: the plain provider refuses it), though the recorder's tracks keep the span."""
-    try:
-        encoded = _span_json(span)
-    except _NotDirect:
-        raise SpansNeedSdk from None
+    line = _plain_span_text(span)
+    if line is None:  # a value the text encoder leaves to `_span_json`
+        try:
+            encoded = _span_json(span)
+        except _NotDirect:
+            raise SpansNeedSdk from None
+        line = json.dumps(encoded, ensure_ascii=False, separators=(",", ":"))
     span.attributes, span.events = {}, []
-    return json.dumps(encoded, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return line.encode("utf-8")
+
+
+# `json.dumps(_span_json(span), ensure_ascii=False, separators=(",", ":"))` of a plain span,
+# written as text: the same fields in the same order, each string through the encoder
+# `json.dumps` uses, each attribute key's opening text made once. Anything outside the plain
+# provider's usual values (an integer beyond 64 bits, a non-finite or subclassed value, a time
+# that is not an int) gives None, and the line is built through `_span_json`.
+_json_string = json.encoder.encode_basestring  # json.dumps's string form with ensure_ascii off
+_ATTRIBUTE_OPENINGS: dict[str, str] = {}
+
+
+class _NotText(Exception):
+    """A value the text encoder leaves to `_span_json`."""
+
+
+def _attribute_opening(key: str) -> str:
+    opening = _ATTRIBUTE_OPENINGS.get(key)
+    if opening is None:
+        opening = _ATTRIBUTE_OPENINGS[key] = '{"key":' + _json_string(key) + ',"value":{"'
+        if len(_ATTRIBUTE_OPENINGS) > 4096:  # keys are few; a run of odd ones is not kept
+            _ATTRIBUTE_OPENINGS.clear()
+    return opening
+
+
+def _attributes_text(attributes: Mapping[str, Any], pieces: list[str]) -> None:
+    """`_attributes_json(attributes)` as compact JSON, appended to `pieces` (the caller wrote
+    the opening `[`; this writes through the closing `]`)."""
+    append = pieces.append
+    first = True
+    for key, value in attributes.items():
+        if type(key) is not str or not key:
+            raise _NotText
+        if not first:
+            append(",")
+        first = False
+        append(_attribute_opening(key))
+        kind = type(value)
+        if kind is str:
+            append('stringValue":')
+            append(_json_string(value))
+            append("}}")
+        elif kind is int:
+            if not _INT64[0] <= value <= _INT64[1]:
+                raise _NotText
+            append(f'intValue":"{value}"}}}}')
+        elif kind is bool:
+            append('boolValue":true}}' if value else 'boolValue":false}}')
+        elif kind is float:
+            if not math.isfinite(value):
+                raise _NotText
+            append(f'doubleValue":{float.__repr__(value)}}}}}')
+        elif kind is tuple:
+            if not value:
+                append('arrayValue":{}}}')
+                continue
+            append('arrayValue":{"values":[')
+            for index, item in enumerate(value):
+                if type(item) is not str:
+                    raise _NotText
+                append('{"stringValue":' if index == 0 else ',{"stringValue":')
+                append(_json_string(item))
+                append("}")
+            append("]}}}")
+        else:
+            raise _NotText
+    append("]")
+
+
+def _plain_span_text(span: _PlainSpan) -> str | None:
+    """The compact JSON text of `_span_json(span)`, or None where that must build it."""
+    context, parent, status = span.context, span.parent, span.status
+    if (
+        type(span) is not _PlainSpan
+        or context.trace_state is not None
+        or span.links
+        or span.dropped_attributes
+        or span.dropped_events
+        or span.dropped_links
+        or type(span.start_time) is not int
+        or type(span.end_time) is not int
+        or (parent is not None and parent.is_remote)
+        or type(span.name) is not str
+    ):
+        return None
+    pieces = ['{"traceId":"', f"{context.trace_id:032x}", '","spanId":"', f"{context.span_id:016x}"]
+    append = pieces.append
+    if parent:
+        append(f'","parentSpanId":"{parent.span_id:016x}"')
+    else:
+        append('"')
+    if span.name:
+        append(',"name":')
+        append(_json_string(span.name))
+    append(f',"kind":{_SPAN_KINDS[span.kind.name]}')
+    if span.start_time:
+        append(f',"startTimeUnixNano":"{span.start_time}"')
+    if span.end_time:
+        append(f',"endTimeUnixNano":"{span.end_time}"')
+    try:
+        if span.attributes:
+            append(',"attributes":[')
+            _attributes_text(span.attributes, pieces)
+        if span.events:
+            append(',"events":[')
+            for index, event in enumerate(span.events):
+                if type(event.timestamp) is not int or type(event.name) is not str:
+                    return None
+                append("{" if index == 0 else ",{")
+                fields = []
+                if event.timestamp:
+                    fields.append(f'"timeUnixNano":"{event.timestamp}"')
+                if event.name:
+                    fields.append('"name":' + _json_string(event.name))
+                append(",".join(fields))
+                if event.attributes:
+                    append(',"attributes":[' if fields else '"attributes":[')
+                    _attributes_text(event.attributes, pieces)
+                append("}")
+            append("]")
+    except _NotText:
+        return None
+    description, code = status.description, status.status_code.value
+    if type(code) is not int or (description is not None and type(description) is not str):
+        return None
+    if description and code:
+        append(f',"status":{{"message":{_json_string(description)},"code":{code}}}')
+    elif description:
+        append(f',"status":{{"message":{_json_string(description)}}}')
+    elif code:
+        append(f',"status":{{"code":{code}}}')
+    else:
+        append(',"status":{}')
+    append(f',"flags":{_FLAGS_HAS_IS_REMOTE}}}')
+    return "".join(pieces)
 
 
 def keyed_span_lines(events: list[Event | None], resource: Any) -> Iterator[tuple[SpanKey, bytes]]:
