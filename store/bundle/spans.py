@@ -351,21 +351,26 @@ class _NotPlain(BaseException):
     """
 
 
-def _plain_value(value: Any) -> bool:
-    kind = type(value)
-    if kind is str or kind is bool or kind is int or kind is float:
-        return True
-    return kind is tuple and all(type(item) is str for item in value)
+_PLAIN_SCALARS = frozenset({str, bool, int, float})  # exact types: the SDK keeps them as given
+_STRING_TYPE = frozenset({str})
 
 
 def _plain_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of `attributes` when the SDK would keep each as given (non-empty string keys,
+    exact scalars or tuples of exact strings); else _NotPlain."""
     if not attributes:
         return {}
-    if len(attributes) > _MAX_ATTRIBUTES:
+    if len(attributes) > _MAX_ATTRIBUTES or not _STRING_TYPE.issuperset(map(type, attributes)):
         raise _NotPlain
-    for key, value in attributes.items():
-        if type(key) is not str or not key or not _plain_value(value):
-            raise _NotPlain
+    if "" in attributes:
+        raise _NotPlain
+    if not _PLAIN_SCALARS.issuperset(map(type, attributes.values())):
+        for value in attributes.values():
+            kind = type(value)
+            if kind not in _PLAIN_SCALARS and (
+                kind is not tuple or not all(type(item) is str for item in value)
+            ):
+                raise _NotPlain
     return dict(attributes)
 
 
@@ -774,6 +779,7 @@ def _span_line(span: _PlainSpan) -> bytes:
 # that is not an int) gives None, and the line is built through `_span_json`.
 _json_string = json.encoder.encode_basestring  # json.dumps's string form with ensure_ascii off
 _ATTRIBUTE_OPENINGS: dict[str, str] = {}
+_ATTRIBUTE_OPENINGS_KEPT = 4096  # keys are few; a run of odd ones is not kept
 
 
 class _NotText(Exception):
@@ -781,56 +787,42 @@ class _NotText(Exception):
 
 
 def _attribute_opening(key: str) -> str:
-    opening = _ATTRIBUTE_OPENINGS.get(key)
-    if opening is None:
-        opening = _ATTRIBUTE_OPENINGS[key] = '{"key":' + _json_string(key) + ',"value":{"'
-        if len(_ATTRIBUTE_OPENINGS) > 4096:  # keys are few; a run of odd ones is not kept
-            _ATTRIBUTE_OPENINGS.clear()
+    """`{"key":<key>,"value":{` of one attribute (keys are checked by `_plain_attributes`)."""
+    if len(_ATTRIBUTE_OPENINGS) >= _ATTRIBUTE_OPENINGS_KEPT:
+        _ATTRIBUTE_OPENINGS.clear()
+    opening = _ATTRIBUTE_OPENINGS[key] = '{"key":' + _json_string(key) + ',"value":{'
     return opening
 
 
-def _attributes_text(attributes: Mapping[str, Any], pieces: list[str]) -> None:
-    """`_attributes_json(attributes)` as compact JSON, appended to `pieces` (the caller wrote
-    the opening `[`; this writes through the closing `]`)."""
-    append = pieces.append
-    first = True
+def _attributes_text(attributes: Mapping[str, Any]) -> str:
+    """`_attributes_json(attributes)` as compact JSON, without its brackets."""
+    openings = _ATTRIBUTE_OPENINGS
+    parts = []
+    add = parts.append
     for key, value in attributes.items():
-        if type(key) is not str or not key:
-            raise _NotText
-        if not first:
-            append(",")
-        first = False
-        append(_attribute_opening(key))
+        opening = openings.get(key) or _attribute_opening(key)
         kind = type(value)
         if kind is str:
-            append('stringValue":')
-            append(_json_string(value))
-            append("}}")
+            add(opening + '"stringValue":' + _json_string(value) + "}}")
         elif kind is int:
             if not _INT64[0] <= value <= _INT64[1]:
                 raise _NotText
-            append(f'intValue":"{value}"}}}}')
+            add(f'{opening}"intValue":"{value}"}}}}')
         elif kind is bool:
-            append('boolValue":true}}' if value else 'boolValue":false}}')
+            add(opening + ('"boolValue":true}}' if value else '"boolValue":false}}'))
         elif kind is float:
             if not math.isfinite(value):
                 raise _NotText
-            append(f'doubleValue":{float.__repr__(value)}}}}}')
-        elif kind is tuple:
-            if not value:
-                append('arrayValue":{}}}')
-                continue
-            append('arrayValue":{"values":[')
-            for index, item in enumerate(value):
-                if type(item) is not str:
-                    raise _NotText
-                append('{"stringValue":' if index == 0 else ',{"stringValue":')
-                append(_json_string(item))
-                append("}")
-            append("]}}}")
+            add(f'{opening}"doubleValue":{float.__repr__(value)}}}}}')
+        elif kind is tuple and all(type(item) is str for item in value):
+            if value:
+                items = ",".join('{"stringValue":' + _json_string(item) + "}" for item in value)
+                add(opening + '"arrayValue":{"values":[' + items + "]}}}")
+            else:
+                add(opening + '"arrayValue":{}}}')
         else:
             raise _NotText
-    append("]")
+    return ",".join(parts)
 
 
 def _plain_span_text(span: _PlainSpan) -> str | None:
@@ -865,25 +857,21 @@ def _plain_span_text(span: _PlainSpan) -> str | None:
         append(f',"endTimeUnixNano":"{span.end_time}"')
     try:
         if span.attributes:
-            append(',"attributes":[')
-            _attributes_text(span.attributes, pieces)
+            append(',"attributes":[' + _attributes_text(span.attributes) + "]")
         if span.events:
-            append(',"events":[')
-            for index, event in enumerate(span.events):
+            events = []
+            for event in span.events:
                 if type(event.timestamp) is not int or type(event.name) is not str:
                     return None
-                append("{" if index == 0 else ",{")
                 fields = []
                 if event.timestamp:
                     fields.append(f'"timeUnixNano":"{event.timestamp}"')
                 if event.name:
                     fields.append('"name":' + _json_string(event.name))
-                append(",".join(fields))
                 if event.attributes:
-                    append(',"attributes":[' if fields else '"attributes":[')
-                    _attributes_text(event.attributes, pieces)
-                append("}")
-            append("]")
+                    fields.append('"attributes":[' + _attributes_text(event.attributes) + "]")
+                events.append("{" + ",".join(fields) + "}")
+            append(',"events":[' + ",".join(events) + "]")
     except _NotText:
         return None
     description, code = status.description, status.status_code.value
