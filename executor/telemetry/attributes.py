@@ -50,23 +50,29 @@ def to_ns(at: float) -> int:
     return round(at * 1e9)
 
 
+_SCALAR_TYPES = frozenset({str, bool, int, float})  # kept as they are, as their subclasses
+
+
 def otel_attributes(values: Mapping[str, Any]) -> dict[str, Any]:
     """OTel attribute values: None dropped, sequences made homogeneous, others as JSON text."""
-    clean: dict[str, Any] = {}
-    for key, value in values.items():
-        if value is None:
-            continue
-        if isinstance(value, str | bool | int | float):
-            clean[key] = value
-        elif isinstance(value, list | tuple):
-            items = [item for item in value if item is not None]
-            if all(isinstance(item, str) for item in items):
-                clean[key] = tuple(items)
-            else:
-                clean[key] = tuple(json.dumps(item, default=str) for item in items)
-        else:
-            clean[key] = json_preview(value)
-    return clean
+    return {
+        key: value if type(value) in _SCALAR_TYPES else _otel_value(value)
+        for key, value in values.items()
+        if value is not None
+    }
+
+
+def _otel_value(value: Any) -> Any:
+    """One attribute value that is not None nor of an exact scalar type, as `otel_attributes`
+    keeps it."""
+    if isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, list | tuple):
+        items = [item for item in value if item is not None]
+        if all(isinstance(item, str) for item in items):
+            return tuple(items)
+        return tuple(json.dumps(item, default=str) for item in items)
+    return json_preview(value)
 
 
 def server_of(url: str) -> tuple[str | None, int | None]:

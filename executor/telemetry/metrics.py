@@ -62,6 +62,10 @@ class Meters:
     """The counters and histograms above, created on one meter; labels become OTel attributes."""
 
     def __init__(self, meter: Any) -> None:
+        from opentelemetry.metrics import NoOpMeter
+
+        # A no-op meter records nothing, so its points and labels need not be made.
+        self.enabled = not isinstance(meter, NoOpMeter)
         self._counters = {
             name: meter.create_counter(name, unit="1", description=text)
             for name, text in COUNTERS.items()

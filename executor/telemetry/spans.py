@@ -190,10 +190,12 @@ class TelemetryRecorder:
     # ---------------------------------------------------------------------------- helpers
 
     def _count(self, name: str, attributes: Mapping[str, Any], amount: int = 1) -> None:
-        self._meters.count(name, attributes, amount)
+        if self._meters.enabled:
+            self._meters.count(name, attributes, amount)
 
     def _observe(self, name: str, value: float, attributes: Mapping[str, Any]) -> None:
-        self._meters.observe(name, value, attributes)
+        if self._meters.enabled:
+            self._meters.observe(name, value, attributes)
 
     def _start(
         self,
@@ -823,7 +825,10 @@ class TelemetryRecorder:
         if attempt is not None and event.site == SITE_CORRECTION:
             attempt.correction_started_at = attempt.correction_started_at or event.at
         capability = step.capability if step is not None else ""
-        self._meters.record(llm_metric_points(event, capability, facts.error_type, facts.address))
+        if self._meters.enabled:
+            self._meters.record(
+                llm_metric_points(event, capability, facts.error_type, facts.address)
+            )
         events_span = self._innermost_open_span(event.execution_id, event.step_id, event.n, end_at)
         if step is not None and events_span is not None:
             self._emit(events_span, layer_span_events(event, step, attempt, end_at))

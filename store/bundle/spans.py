@@ -351,21 +351,26 @@ class _NotPlain(BaseException):
     """
 
 
-def _plain_value(value: Any) -> bool:
-    kind = type(value)
-    if kind is str or kind is bool or kind is int or kind is float:
-        return True
-    return kind is tuple and all(type(item) is str for item in value)
+_PLAIN_SCALARS = frozenset({str, bool, int, float})  # exact types: the SDK keeps them as given
+_STRING_TYPE = frozenset({str})
 
 
 def _plain_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of `attributes` when the SDK would keep each as given (non-empty string keys,
+    exact scalars or tuples of exact strings); else _NotPlain."""
     if not attributes:
         return {}
-    if len(attributes) > _MAX_ATTRIBUTES:
+    if len(attributes) > _MAX_ATTRIBUTES or not _STRING_TYPE.issuperset(map(type, attributes)):
         raise _NotPlain
-    for key, value in attributes.items():
-        if type(key) is not str or not key or not _plain_value(value):
-            raise _NotPlain
+    if "" in attributes:
+        raise _NotPlain
+    if not _PLAIN_SCALARS.issuperset(map(type, attributes.values())):
+        for value in attributes.values():
+            kind = type(value)
+            if kind not in _PLAIN_SCALARS and (
+                kind is not tuple or not all(type(item) is str for item in value)
+            ):
+                raise _NotPlain
     return dict(attributes)
 
 
@@ -756,12 +761,132 @@ class SpansNeedSdk(Exception):
 def _span_line(span: _PlainSpan) -> bytes:
     """The span's compact JSON; its attributes and events are let go (an ended span is never
     changed: the plain provider refuses it), though the recorder's tracks keep the span."""
-    try:
-        encoded = _span_json(span)
-    except _NotDirect:
-        raise SpansNeedSdk from None
+    line = _plain_span_text(span)
+    if line is None:  # a value the text encoder leaves to `_span_json`
+        try:
+            encoded = _span_json(span)
+        except _NotDirect:
+            raise SpansNeedSdk from None
+        line = json.dumps(encoded, ensure_ascii=False, separators=(",", ":"))
     span.attributes, span.events = {}, []
-    return json.dumps(encoded, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return line.encode("utf-8")
+
+
+# `json.dumps(_span_json(span), ensure_ascii=False, separators=(",", ":"))` of a plain span,
+# written as text: the same fields in the same order, each string through the encoder
+# `json.dumps` uses, each attribute key's opening text made once. Anything outside the plain
+# provider's usual values (an integer beyond 64 bits, a non-finite or subclassed value, a time
+# that is not an int) gives None, and the line is built through `_span_json`.
+_json_string = json.encoder.encode_basestring  # json.dumps's string form with ensure_ascii off
+_ATTRIBUTE_OPENINGS: dict[str, str] = {}
+_ATTRIBUTE_OPENINGS_KEPT = 4096  # keys are few; a run of odd ones is not kept
+
+
+class _NotText(Exception):
+    """A value the text encoder leaves to `_span_json`."""
+
+
+def _attribute_opening(key: str) -> str:
+    """`{"key":<key>,"value":{` of one attribute (keys are checked by `_plain_attributes`)."""
+    if len(_ATTRIBUTE_OPENINGS) >= _ATTRIBUTE_OPENINGS_KEPT:
+        _ATTRIBUTE_OPENINGS.clear()
+    opening = _ATTRIBUTE_OPENINGS[key] = '{"key":' + _json_string(key) + ',"value":{'
+    return opening
+
+
+def _attributes_text(attributes: Mapping[str, Any]) -> str:
+    """`_attributes_json(attributes)` as compact JSON, without its brackets."""
+    openings = _ATTRIBUTE_OPENINGS
+    parts = []
+    add = parts.append
+    for key, value in attributes.items():
+        opening = openings.get(key) or _attribute_opening(key)
+        kind = type(value)
+        if kind is str:
+            add(opening + '"stringValue":' + _json_string(value) + "}}")
+        elif kind is int:
+            if not _INT64[0] <= value <= _INT64[1]:
+                raise _NotText
+            add(f'{opening}"intValue":"{value}"}}}}')
+        elif kind is bool:
+            add(opening + ('"boolValue":true}}' if value else '"boolValue":false}}'))
+        elif kind is float:
+            if not math.isfinite(value):
+                raise _NotText
+            add(f'{opening}"doubleValue":{float.__repr__(value)}}}}}')
+        elif kind is tuple and all(type(item) is str for item in value):
+            if value:
+                items = ",".join('{"stringValue":' + _json_string(item) + "}" for item in value)
+                add(opening + '"arrayValue":{"values":[' + items + "]}}}")
+            else:
+                add(opening + '"arrayValue":{}}}')
+        else:
+            raise _NotText
+    return ",".join(parts)
+
+
+def _plain_span_text(span: _PlainSpan) -> str | None:
+    """The compact JSON text of `_span_json(span)`, or None where that must build it."""
+    context, parent, status = span.context, span.parent, span.status
+    if (
+        type(span) is not _PlainSpan
+        or context.trace_state is not None
+        or span.links
+        or span.dropped_attributes
+        or span.dropped_events
+        or span.dropped_links
+        or type(span.start_time) is not int
+        or type(span.end_time) is not int
+        or (parent is not None and parent.is_remote)
+        or type(span.name) is not str
+    ):
+        return None
+    pieces = ['{"traceId":"', f"{context.trace_id:032x}", '","spanId":"', f"{context.span_id:016x}"]
+    append = pieces.append
+    if parent:
+        append(f'","parentSpanId":"{parent.span_id:016x}"')
+    else:
+        append('"')
+    if span.name:
+        append(',"name":')
+        append(_json_string(span.name))
+    append(f',"kind":{_SPAN_KINDS[span.kind.name]}')
+    if span.start_time:
+        append(f',"startTimeUnixNano":"{span.start_time}"')
+    if span.end_time:
+        append(f',"endTimeUnixNano":"{span.end_time}"')
+    try:
+        if span.attributes:
+            append(',"attributes":[' + _attributes_text(span.attributes) + "]")
+        if span.events:
+            events = []
+            for event in span.events:
+                if type(event.timestamp) is not int or type(event.name) is not str:
+                    return None
+                fields = []
+                if event.timestamp:
+                    fields.append(f'"timeUnixNano":"{event.timestamp}"')
+                if event.name:
+                    fields.append('"name":' + _json_string(event.name))
+                if event.attributes:
+                    fields.append('"attributes":[' + _attributes_text(event.attributes) + "]")
+                events.append("{" + ",".join(fields) + "}")
+            append(',"events":[' + ",".join(events) + "]")
+    except _NotText:
+        return None
+    description, code = status.description, status.status_code.value
+    if type(code) is not int or (description is not None and type(description) is not str):
+        return None
+    if description and code:
+        append(f',"status":{{"message":{_json_string(description)},"code":{code}}}')
+    elif description:
+        append(f',"status":{{"message":{_json_string(description)}}}')
+    elif code:
+        append(f',"status":{{"code":{code}}}')
+    else:
+        append(',"status":{}')
+    append(f',"flags":{_FLAGS_HAS_IS_REMOTE}}}')
+    return "".join(pieces)
 
 
 def keyed_span_lines(events: list[Event | None], resource: Any) -> Iterator[tuple[SpanKey, bytes]]:

@@ -190,3 +190,83 @@ def test_what_the_plain_provider_does_not_handle_is_built_by_the_sdk(case, monke
         assert '"droppedEventsCount":' in compact(document)
     if case == "an_otel_limit_variable":
         assert '"droppedAttributesCount":' in compact(document)
+
+
+# ---------------------------------------------------------------------------------------------
+# A plain span's line written as text equals its `_span_json` through `json.dumps`
+# ---------------------------------------------------------------------------------------------
+
+PLAIN_EDGE_ATTRIBUTES = {
+    key: value
+    for key, value in EDGE_ATTRIBUTES.items()
+    if key
+    and (type(value) is not tuple or all(type(item) is str for item in value))
+    and (type(value) is not float or math.isfinite(value))
+}
+
+
+def _plain_span_cases() -> dict[str, Any]:
+    """Plain spans of every shape `_plain_span_text` meets, and values it leaves to JSON."""
+    from opentelemetry import trace as trace_api
+
+    from store.bundle.spans import _PlainTracerProvider
+
+    def build(
+        attributes: dict[str, Any],
+        *,
+        name: str = "span ✓",
+        child: bool = False,
+        status: Any = None,
+        event_attributes: Any = None,
+        event_name: str = "e",
+    ) -> Any:
+        provider = _PlainTracerProvider(FIXED_RESOURCE)
+        root = provider.tracer.start_span(name, attributes=attributes, start_time=7)
+        span = root
+        if child:
+            context = trace_api.set_span_in_context(root)
+            span = provider.tracer.start_span(
+                "", context=context, kind=SpanKind.CLIENT, attributes={}, start_time=8
+            )
+        if event_attributes is not None:
+            span.add_event(event_name, event_attributes, timestamp=9)
+            span.add_event("", {}, timestamp=10)
+        if status is not None:
+            span.set_status(status)
+        span.end(end_time=11)
+        return span
+
+    return {
+        "edge_values": lambda: build(PLAIN_EDGE_ATTRIBUTES),
+        "no_attributes": lambda: build({}, name=""),
+        "child_with_events": lambda: build({"a": 1}, child=True, event_attributes={"k": "v"}),
+        "event_without_name": lambda: build({}, event_attributes={"x": ("é",)}, event_name=""),
+        "error_status": lambda: build({"s": "x"}, status=Status(StatusCode.ERROR, 'broke "n"')),
+        "error_without_description": lambda: build({}, status=Status(StatusCode.ERROR)),
+        "ok_status": lambda: build({}, status=Status(StatusCode.OK)),
+        "non_finite": lambda: build({"nan": math.nan, "inf": -math.inf}),
+        "huge_int": lambda: build({"huge": 2**63}),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_plain_span_cases()))
+def test_a_plain_spans_text_line_is_its_json_document_byte_for_byte(name):
+    from store.bundle.spans import SpansNeedSdk, _NotDirect, _span_json, _span_line
+
+    span = _plain_span_cases()[name]()
+    try:
+        expected = compact(_span_json(span)).encode("utf-8")
+    except _NotDirect:
+        with pytest.raises(SpansNeedSdk):
+            _span_line(span)
+    else:
+        assert _span_line(span) == expected
+
+
+def test_values_outside_the_text_encoder_are_left_to_the_json_document():
+    from store.bundle.spans import _plain_span_text
+
+    cases = _plain_span_cases()
+    for name in ("non_finite", "huge_int"):
+        assert _plain_span_text(cases[name]()) is None, name
+    assert _plain_span_text(cases["edge_values"]()) is not None

@@ -950,3 +950,58 @@ def test_span_ids_derive_from_the_recorded_ids():
     assert len({s.context.span_id for s in first}) == len(first)  # no collisions
     other = build_spans_from_events(realistic_execution("exec-ids-2"))
     assert not {s.context.span_id for s in first} & {s.context.span_id for s in other}
+
+
+def test_otel_attributes_keep_scalars_and_their_subclasses_and_make_the_rest_text():
+    import enum
+
+    from executor.telemetry.attributes import otel_attributes
+
+    class Level(enum.StrEnum):
+        HIGH = "high"
+
+    class Count(enum.IntEnum):
+        ONE = 1
+
+    clean = otel_attributes(
+        {
+            "none": None,
+            "s": "x",
+            "b": True,
+            "i": 3,
+            "f": 0.5,
+            "level": Level.HIGH,
+            "count": Count.ONE,
+            "list": ["a", None, "b"],
+            "mixed": (1, None, "a"),
+            "empty": [],
+            "dict": {"b": 1, "a": [2]},
+        }
+    )
+    assert list(clean) == ["s", "b", "i", "f", "level", "count", "list", "mixed", "empty", "dict"]
+    assert clean["level"] is Level.HIGH and clean["count"] is Count.ONE and clean["b"] is True
+    assert clean["list"] == ("a", "b")
+    assert clean["mixed"] == ("1", '"a"')
+    assert clean["empty"] == ()
+    assert clean["dict"] == '{"a": [2], "b": 1}'
+
+
+def test_a_recorder_without_a_meter_provider_makes_no_metric_points(monkeypatch):
+    import executor.telemetry.spans as recorder_module
+
+    def no_points(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("metric points made for a no-op meter")
+
+    monkeypatch.setattr(recorder_module, "llm_metric_points", no_points)
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    recorder = TelemetryRecorder(tracer_provider=tracer_provider)
+    for event in realistic_execution("exec-no-meter"):
+        recorder.record(event)
+    recorder.end_open_spans()
+    assert recorder.failures == []
+    assert exporter.get_finished_spans()
+    metered = TelemetryRecorder(tracer_provider=tracer_provider, meter_provider=MeterProvider())
+    metered.record(next(e for e in realistic_execution("exec-meter") if e.kind == "llm_call"))
+    assert metered.failures and "metric points made" in metered.failures[0]
