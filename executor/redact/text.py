@@ -73,16 +73,32 @@ def _may_need_redaction(lowered: str) -> bool:
         return True
 
 
+_JSON_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|/)")
+
+
+def _unescaped_for_gates(value: str) -> str:
+    """`value` with JSON's `\\/` and `\\uXXXX` escapes decoded, which can hide a hint word
+    (`https:\\/\\/`, `\\u0070assword`) from the gates; the gates only decide what to look at."""
+    if "\\" not in value:
+        return value
+    return _JSON_ESCAPE.sub(
+        lambda match: "/" if match.group() == "\\/" else chr(int(match.group()[2:], 16)), value
+    )
+
+
 def _redact_text(value: str, *, shapes: bool) -> str:
     if not value:
         return value
-    lowered = ascii_lower(value)
+    gate_value = _unescaped_for_gates(value)
+    lowered = ascii_lower(gate_value)
     if not _may_need_redaction(lowered):
         return value
     named = NAMED_HINT.search(lowered) is not None
-    shaped = shapes and may_hold_shape(value, lowered)
+    shaped = shapes and may_hold_shape(gate_value, lowered)
     if not named and not shaped:
         return value
+    if gate_value is not value:
+        lowered = ascii_lower(value)
     if value.lstrip()[:1] in ("{", "["):
         redacted_json = _redact_json_text(value, shapes=shapes)
         if redacted_json is not None:

@@ -9,6 +9,7 @@ import pytest
 from executor.redact import (
     REDACTED,
     is_sensitive_name,
+    redact_body,
     redact_headers,
     redact_json_value,
     redact_sensitive_text,
@@ -174,6 +175,16 @@ JSON_CASES = [
         '{"city": "Zürich", "password": "ü"}',
         {"city": "Zürich", "password": "[REDACTED]"},
     ),
+    (
+        "url_credentials_behind_escaped_slashes",
+        r'{"url":"https:\/\/bob:hunter2@example.com\/x","note":"hi"}',
+        {"url": "https://[REDACTED]@example.com/x", "note": "hi"},
+    ),
+    (
+        "sensitive_key_spelled_with_unicode_escapes",
+        r'{"\u0070assword":"hunter2","\u0041pi_Key":"k1"}',
+        {"password": "[REDACTED]", "Api_Key": "[REDACTED]"},
+    ),
 ]
 
 
@@ -194,6 +205,23 @@ def test_json_formatting_outside_redacted_values_is_kept() -> None:
         redact_sensitive_text(text)
         == '{\n  "user": "ann",\n  "password" :  "[REDACTED]",\n  "n": 1.50\n}'
     )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(r'{"url":"https:\/\/bob:hunter2@example.com\/x"', id="escaped_slashes"),
+        pytest.param(r'{"\u0070assword":"hunter2"', id="unicode_escaped_key"),
+        pytest.param(r'{"k":"\u0073k-proj-' + "aB3" * 14 + '"', id="unicode_escaped_shape"),
+    ],
+)
+@pytest.mark.parametrize("padding", [0, 4096], ids=["short", "past_prefilter_size"])
+def test_json_escapes_do_not_hide_a_secret_from_the_gates(body: str, padding: int) -> None:
+    # The gates (hint words, the RE2 prefilter) read the text with JSON's escapes decoded.
+    text = body + ',"prose":"' + "the tool call failed " * (padding // 21) + '"}'
+    redacted = redact_body(text.encode()).decode()
+    assert "hunter2" not in redacted and "aB3aB3" not in redacted
+    assert json.loads(redacted)["prose"] == json.loads(text)["prose"]
 
 
 def test_broken_json_falls_back_to_text_patterns() -> None:
