@@ -73,7 +73,7 @@ def _may_need_redaction(lowered: str) -> bool:
         return True
 
 
-_JSON_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|/)")
+_JSON_ESCAPE = re.compile(r"\\+(?:u[0-9a-fA-F]{4}|/)")  # also JSON in JSON strings
 
 
 def _unescaped_for_gates(value: str) -> str:
@@ -82,7 +82,7 @@ def _unescaped_for_gates(value: str) -> str:
     if "\\" not in value:
         return value
     return _JSON_ESCAPE.sub(
-        lambda match: "/" if match.group() == "\\/" else chr(int(match.group()[2:], 16)), value
+        lambda match: "/" if match.group()[-1] == "/" else chr(int(match.group()[-4:], 16)), value
     )
 
 

@@ -212,6 +212,9 @@ def test_json_formatting_outside_redacted_values_is_kept() -> None:
     [
         pytest.param(r'{"url":"https:\/\/bob:hunter2@example.com\/x"', id="escaped_slashes"),
         pytest.param(r'{"\u0070assword":"hunter2"', id="unicode_escaped_key"),
+        pytest.param(
+            r'{"inner":"{\"url\":\"https:\\\/\\\/bob:hunter2@h.test\"}"', id="json_in_json"
+        ),
         pytest.param(r'{"k":"\u0073k-proj-' + "aB3" * 14 + '"', id="unicode_escaped_shape"),
     ],
 )
