@@ -39,6 +39,8 @@ HOSTILE: dict[str, Callable[[int], str]] = {
     ),
     "open_quoted_values": lambda n: '"password":"' * (n // 12),
     "backslashes_in_a_value": lambda n: '"api_key":"' + "\\" * n,
+    "escaped_slashes": lambda n: "https:" + "\\/" * (n // 2),
+    "backslash_runs_before_a_u": lambda n: ("\\" * 99 + "u") * (n // 100),
     "bearer_words": lambda n: "Bearer " * (n // 7),
     "authorization_then_spaces": lambda n: "authorization" + " " * n,
     "key_words": lambda n: "key" * (n // 3),
