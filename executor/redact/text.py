@@ -81,7 +81,7 @@ _JSON_ESCAPE = re.compile(r"(?<!\\)\\++(?:u[0-9a-fA-F]{4}|/)")
 def _unescaped_for_gates(value: str) -> str:
     """`value` with JSON's `\\/` and `\\uXXXX` escapes decoded, which can hide a hint word
     (`https:\\/\\/`, `\\u0070assword`) from the gates; the gates only decide what to look at."""
-    if "\\" not in value:
+    if "\\/" not in value and "\\u" not in value:  # every match ends in one of them
         return value
     return _JSON_ESCAPE.sub(
         lambda match: "/" if match.group()[-1] == "/" else chr(int(match.group()[-4:], 16)), value
