@@ -73,19 +73,36 @@ def _may_need_redaction(lowered: str) -> bool:
         return True
 
 
-# Also JSON in JSON strings (`\\\/`). A run of backslashes is read once, from its first: matched
-# from every backslash of a long run (no lookbehind), 40 KB of backslashes took 5 s (quadratic).
-_JSON_ESCAPE = re.compile(r"(?<!\\)\\++(?:u[0-9a-fA-F]{4}|/)")
+# Also JSON in JSON strings (`\\\/`). A run of backslashes is read once, from its first (the
+# lookbehind refuses a backslash after a backslash): matched from every backslash of a long run,
+# 40 KB of backslashes took 5 s (quadratic). The leading literal lets `re` skip to each
+# backslash: with the lookbehind first, 1 MB of prose took 25 ms instead of 2.
+_JSON_ESCAPE = re.compile(r"\\(?<!\\\\)\\*+(?:u[0-9a-fA-F]{4}|/)")
+
+
+_GATE_DECODE_PASSES = 4  # `\\u005cu0070`: a backslash escaped in JSON in JSON, then its escape
+
+
+def _ascii_escape(match: re.Match[str]) -> str:
+    escape = match.group()
+    if escape[-1] == "/":
+        return "/"
+    code = int(escape[-4:], 16)
+    # No hint word holds a character past ASCII; the gates' text stays ASCII (and fast).
+    return chr(code) if code < 0x80 else escape
 
 
 def _unescaped_for_gates(value: str) -> str:
-    """`value` with JSON's `\\/` and `\\uXXXX` escapes decoded, which can hide a hint word
+    """`value` with JSON's `\\/` and ASCII `\\uXXXX` escapes decoded, which can hide a hint word
     (`https:\\/\\/`, `\\u0070assword`) from the gates; the gates only decide what to look at."""
-    if "\\/" not in value and "\\u" not in value:  # every match ends in one of them
-        return value
-    return _JSON_ESCAPE.sub(
-        lambda match: "/" if match.group()[-1] == "/" else chr(int(match.group()[-4:], 16)), value
-    )
+    for _ in range(_GATE_DECODE_PASSES):
+        if "\\/" not in value and "\\u" not in value:  # every match ends in one of them
+            break
+        decoded = _JSON_ESCAPE.sub(_ascii_escape, value)
+        if decoded == value:
+            break
+        value = decoded
+    return value
 
 
 def _redact_text(value: str, *, shapes: bool) -> str:
@@ -99,12 +116,18 @@ def _redact_text(value: str, *, shapes: bool) -> str:
     shaped = shapes and may_hold_shape(gate_value, lowered)
     if not named and not shaped:
         return value
-    if gate_value is not value:
-        lowered = ascii_lower(value)
     if value.lstrip()[:1] in ("{", "["):
         redacted_json = _redact_json_text(value, shapes=shapes)
         if redacted_json is not None:
             return redacted_json
+    if "\\" in value:
+        # Escapes outside one whole JSON document (SSE `data:` lines, NDJSON, a truncated
+        # document, a top-level string): the patterns below read the raw text, so each escaped
+        # string token is redacted here as its decoded value.
+        value = _redact_json_fragments(value, shapes=shapes)
+        lowered = ascii_lower(value)
+    elif gate_value is not value:
+        lowered = ascii_lower(value)
     if named:
         # A replacement never creates a gate's literal, so the gates hold for the new text.
         for gate, (pattern, replacement) in zip(PATTERN_GATES, TEXT_PATTERNS, strict=True):
@@ -121,6 +144,7 @@ _JSON_STRING_TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
 _JSON_WHITESPACE = " \t\n\r"
 _JSON_DECODER = json.JSONDecoder()
 _REDACTED_JSON_STRING = json.dumps(REDACTED)
+_JSON_SCALAR = re.compile(r"-?[0-9]++(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+|true|false")
 
 
 def _redact_json_text(text: str, *, shapes: bool) -> str | None:
@@ -164,6 +188,51 @@ def _redact_json_text(text: str, *, shapes: bool) -> str | None:
             continue
         pieces.append(_redacted_json_string(_decode_json_string(token), token, shapes=shapes))
         position = token_end
+    return "".join(pieces)
+
+
+def _redact_json_fragments(text: str, *, shapes: bool) -> str:
+    """The string tokens with escapes in a text that is not one JSON document, redacted as
+    their decoded values (and a sensitive key's value, its key spelled with escapes); the other
+    bytes kept. A token that does not decode (`"\\x"`) stays as it is."""
+    pieces: list[str] = []
+    position = 0
+    length = len(text)
+    while position < length:
+        quote = text.find('"', position)
+        if quote < 0:
+            pieces.append(text[position:])
+            break
+        pieces.append(text[position:quote])
+        match = _JSON_STRING_TOKEN.match(text, quote)
+        if match is None:  # an unterminated string: the rest is text for the patterns
+            pieces.append(text[quote:])
+            break
+        token = match.group()
+        position = match.end()
+        if "\\" not in token:
+            pieces.append(token)
+            continue
+        try:
+            decoded = json.loads(token)
+        except ValueError:
+            pieces.append(token)
+            continue
+        colon = _skip_json_whitespace(text, position)
+        if colon < length and text[colon] == ":" and is_sensitive_name(decoded):
+            value_start = _skip_json_whitespace(text, colon + 1)
+            # A string or a number, true or false (an object's or array's strings are tokens of
+            # their own). Not `raw_decode`: each of its errors counts the lines before it.
+            value = _JSON_STRING_TOKEN.match(text, value_start) or _JSON_SCALAR.match(
+                text, value_start
+            )
+            if value is not None:
+                pieces.append(_redacted_json_string(decoded, token, shapes=shapes))
+                pieces.append(text[position:value_start])
+                pieces.append(_REDACTED_JSON_STRING)
+                position = value.end()
+                continue
+        pieces.append(_redacted_json_string(decoded, token, shapes=shapes))
     return "".join(pieces)
 
 
