@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import orjson
 import pyarrow as pa
+import pybase64
 
 from store.errors import StoreError
 from store.schema import DERIVED_COLUMNS, MIGRATIONS, SCHEMA_VERSION, STORE_TABLES
@@ -416,6 +418,17 @@ def reject_constant(token: str) -> Any:
 decode_json: Callable[[str], Any] = json.JSONDecoder(parse_constant=reject_constant).decode
 
 
+def parse_json(text: str) -> Any:
+    """`decode_json(text)`, by orjson (about 3x faster) where orjson reads the text: json reads
+    what orjson refuses (NaN, lone surrogates, numbers past a double, nesting past 1,024) and
+    decides it. orjson reads an integer past 64 bits as a float, json as an int, so a caller
+    that refuses a value parsed here parses the text again with `decode_json` to say why."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return decode_json(text)
+
+
 def decode_value(column: ColumnSpec, value: Any) -> Any:
     """The raw value of one encoded cell; BundleValueError when it does not fit the column."""
     if value is None:
@@ -427,8 +440,8 @@ def decode_value(column: ColumnSpec, value: Any) -> Any:
         return _valid_text(value, "text")
     if kind == "JSON":
         text = _valid_text(value, "JSON text")
-        try:
-            json.loads(text, parse_constant=reject_constant)
+        try:  # JSON text either reads (orjson: nesting to 1,024; json: lone surrogates, 1e400)
+            parse_json(text)
         except (ValueError, RecursionError) as error:
             raise BundleValueError(f"expected JSON text, got {describe(value)}") from error
         return text
@@ -527,7 +540,7 @@ def fast_decoder(column: ColumnSpec) -> Callable[[Any], Any]:
 
 
 def _checked_json(text: str) -> str:
-    decode_json(text)
+    orjson.loads(text)  # refused (a ValueError): `decode_value` and json decide
     return text
 
 
@@ -539,7 +552,9 @@ def _checked_timestamp(text: str) -> str:
 
 
 def _checked_base64(text: str) -> bytes:
-    return binascii.a2b_base64(text, strict_mode=True)
+    # pybase64 (SIMD, about 15x faster) accepts no text binascii's strict mode refuses, and
+    # decodes what both accept alike; what it refuses (`AAAA=`) goes to `decode_value`.
+    return pybase64.b64decode(text, validate=True)
 
 
 # What a valid text cell of each type decodes to (ValueError, which binascii.Error is, else).

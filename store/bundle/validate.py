@@ -38,6 +38,7 @@ from store.bundle.format import (
     decode_json,
     describe,
     encode_value,
+    parse_json,
     reject_constant,
     store_table_specs,
     upgrade_row,
@@ -52,7 +53,7 @@ def _decode_line(
 ) -> dict[str, Any]:
     """One table row, decoded and checked; BundleError names the member, line and column."""
     try:
-        encoded = decode_json(line)
+        encoded = parse_json(line)
     except (ValueError, RecursionError) as error:
         raise refuse(path, f"{spec.member} line {number}: not a JSON object") from error
     where = f"{spec.member} line {number}"
@@ -67,18 +68,31 @@ def _decode_line(
             f"{where}: columns differ from the table's (missing "
             f"{missing or 'none'}, unknown {extra or 'none'})",
         )
-    row = {}
-    try:
-        for name, decode in spec.decoders:
-            row[name] = decode(encoded[name])
-    except BundleValueError as problem:
-        raise refuse(path, f"{where}: column {name}: {problem}") from None
+    row = _decode_cells(spec, encoded)
+    if isinstance(row, tuple):  # judged again from json's reading of the line (`parse_json`)
+        with contextlib.suppress(ValueError, RecursionError):
+            row = _decode_cells(spec, decode_json(line))
+        if isinstance(row, tuple):
+            raise refuse(path, f"{where}: column {row[0]}: {row[1]}")
     if row["execution_id"] not in execution_ids:
         raise refuse(
             path,
             f"{where}: execution_id {describe(row['execution_id'])} is not "
             "one of the manifest's execution_ids",
         )
+    return row
+
+
+def _decode_cells(
+    spec: TableSpec, encoded: dict[str, Any]
+) -> dict[str, Any] | tuple[str, BundleValueError]:
+    """The row's decoded cells, or the first refused cell's column and problem."""
+    row = {}
+    try:
+        for name, decode in spec.decoders:
+            row[name] = decode(encoded[name])
+    except BundleValueError as problem:
+        return name, problem
     return row
 
 

@@ -594,6 +594,16 @@ BAD_BUNDLES: list[tuple[str, Callable[[Members], None] | bytes | str, tuple[str,
      "execution exec-ghost is listed in the manifest but has no row"),
     ("bad_column_value", edit_table("attempts", set_in_first_row("n", "one")), (),
      "tables/attempts.jsonl line 1: column n: expected a 32-bit integer, got \"one\""),
+    # orjson reads an integer past 64 bits as a float: the refusal quotes the bundle's digits.
+    ("integer_past_64_bits", edit_table("attempts", set_in_first_row("n", 2**64 + 1)), (),
+     "tables/attempts.jsonl line 1: column n: expected a 32-bit integer, got "
+     "18446744073709551617"),
+    ("integer_past_a_double", edit_table("attempts", set_in_first_row("n", 10**400)), (),
+     "tables/attempts.jsonl line 1: column n: expected a 32-bit integer, got 1000000"),
+    ("lone_surrogate_in_text",
+     edit_table("attempts", set_in_first_row("step_id", "s\ud800")), (),
+     "tables/attempts.jsonl line 1: column step_id: expected text, got text that is not valid "
+     "Unicode"),
     ("bad_base64_body",
      edit_table("attempts", set_in_first_row("response_body", "%%%")), (),
      "column response_body: expected base64 text"),
