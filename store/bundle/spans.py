@@ -535,13 +535,26 @@ class _PlainTracerProvider:
 
 
 def default_resource() -> Any:
-    """The resource of a bundle's spans (`build_spans_from_events`'s default)."""
+    """The resource of a bundle's spans (`build_spans_from_events`'s default).
+
+    Without the SDK's `service.instance.id`, a new random UUID in each process (unless
+    OTEL_RESOURCE_ATTRIBUTES sets one): two exports of the same executions write the same
+    `spans.otlp.json`, as docs/bundles.md says.
+    """
+    import os
+
     from opentelemetry.sdk.resources import Resource
 
     from executor import __version__
     from executor.telemetry.attributes import DEFAULT_SERVICE_NAME
 
-    return Resource.create({"service.name": DEFAULT_SERVICE_NAME, "service.version": __version__})
+    resource = Resource.create(
+        {"service.name": DEFAULT_SERVICE_NAME, "service.version": __version__}
+    )
+    if "service.instance.id" in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", ""):
+        return resource
+    attributes = {k: v for k, v in resource.attributes.items() if k != "service.instance.id"}
+    return Resource(attributes, resource.schema_url)
 
 
 def plain_spans_possible() -> bool:

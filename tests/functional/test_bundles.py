@@ -45,6 +45,7 @@ from tests.support.events_factory import (
     small_execution,
 )
 from tests.support.plans import run_cli as truva_console
+from tests.support.plans import run_subprocess
 
 TRIP, SECRETS, SMALL = "exec-trip-0001", "exec-secrets-0002", "exec-small-0003"
 SECRET = "sk-live-TOPSECRET-0123456789abcdef"
@@ -829,6 +830,18 @@ def test_exporting_twice_gives_identical_tables(source_db, tmp_path):
     assert first_members.keys() == second_members.keys()
     differing = [name for name in first_members if first_members[name] != second_members[name]]
     assert differing == [MANIFEST_MEMBER]  # created_at; span ids derive from recorded ids
+
+
+def test_exports_in_two_processes_give_identical_spans(source_db, tmp_path):
+    # The SDK gives each process a random service.instance.id; a bundle's spans carry none.
+    paths = [tmp_path / "first.zip", tmp_path / "second.zip"]
+    for path in paths:
+        done = run_subprocess("--db", str(source_db), "export", TRIP, "-o", str(path))
+        assert done.returncode == 0, done.stderr
+    first, second = (dict(read_members(path)) for path in paths)
+    assert first["spans.otlp.json"] == second["spans.otlp.json"]
+    assert b"service.instance.id" not in first["spans.otlp.json"]
+    assert b'"service.name"' in first["spans.otlp.json"]
 
 
 def test_export_does_not_overwrite_without_force(source_db, tmp_path, capsys):
