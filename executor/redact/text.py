@@ -95,6 +95,8 @@ def _ascii_escape(match: re.Match[str]) -> str:
 def _unescaped_for_gates(value: str) -> str:
     """`value` with JSON's `\\/` and ASCII `\\uXXXX` escapes decoded, which can hide a hint word
     (`https:\\/\\/`, `\\u0070assword`) from the gates; the gates only decide what to look at."""
+    if "\\" not in value:  # one memchr; a two-character search runs about 20 times slower
+        return value
     for _ in range(_GATE_DECODE_PASSES):
         if "\\/" not in value and "\\u" not in value:  # every match ends in one of them
             break

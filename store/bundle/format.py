@@ -345,12 +345,16 @@ def row_line(spec: TableSpec, row: Mapping[str, Any]) -> bytes:
     skipping a `json.dumps` call per cell.
     """
     pieces = []
+    append = pieces.append
     for column, key in zip(spec.columns, _line_keys(spec), strict=True):
         value = row[column.name]
+        append(key)  # `{"name":` or `,"name":`
         if value is None:
-            pieces.append(key + b"null")
-        elif column.type == "BLOB":
-            pieces.append(key + b'"' + binascii.b2a_base64(value, newline=False) + b'"')
+            append(b"null")
+        elif column.type == "BLOB":  # pieces, so the body's base64 is copied once, by the join
+            append(b'"')
+            append(pybase64.b64encode(value))
+            append(b'"')
         else:
             scalar = _SCALAR_TEXT.get(type(value))
             if scalar is not None and (type(value) is not float or math.isfinite(value)):
@@ -362,8 +366,9 @@ def row_line(spec: TableSpec, row: Mapping[str, Any]) -> bytes:
                     separators=(",", ":"),
                     allow_nan=False,
                 )
-            pieces.append(key + text.encode("utf-8"))
-    return b"{" + b",".join(pieces) + b"}\n"
+            append(text.encode("utf-8"))
+    append(b"}\n")
+    return b"".join(pieces)
 
 
 def _bool_text(value: bool) -> str:
@@ -382,10 +387,12 @@ _SCALAR_TEXT: dict[type, Callable[[Any], str]] = {
 
 @functools.cache
 def _line_keys(spec: TableSpec) -> tuple[bytes, ...]:
-    """Each column's `"name":` as a line writes it."""
+    """Each column's `"name":` as a line writes it, after the line's `{` or the cell's `,`."""
     return tuple(
-        (json.dumps(column.name, ensure_ascii=False) + ":").encode("utf-8")
-        for column in spec.columns
+        (("{" if index == 0 else ",") + json.dumps(column.name, ensure_ascii=False) + ":").encode(
+            "utf-8"
+        )
+        for index, column in enumerate(spec.columns)
     )
 
 
