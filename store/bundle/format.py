@@ -252,6 +252,9 @@ def _row_order(spec: TableSpec) -> str:
     return ", ".join(quote(name) for name in names[:end])
 
 
+_ROWID = '"__bundle_rowid"'  # no column's name
+
+
 def read_execution_rows(
     conn: duckdb.DuckDBPyConnection, execution_ids: Sequence[str]
 ) -> dict[str, list[dict[str, Any]]]:
@@ -259,21 +262,38 @@ def read_execution_rows(
 
     The ids' range is a filter too (the same rows): DuckDB skips the row groups outside it
     by their min/max, which it cannot do for `list_contains` (a batch of an export reads ids
-    next to each other)."""
+    next to each other). DuckDB sorts only the rows' ids (`rowid`) by `_row_order`; the rows
+    are read unsorted and put in that order here: its sort carried the 20 KB bodies along
+    (warm, `make bench`'s 80 MB of LLM calls: 0.068 s instead of 0.123). Both reads see the same
+    rows: the caller's session holds the store, so nothing writes it in between."""
     rows: dict[str, list[dict[str, Any]]] = {}
     if not execution_ids:
         return {spec.name: [] for spec in store_table_specs()}
     ids = list(execution_ids)
+    parameters = {"ids": ids, "first": min(ids), "last": max(ids)}
+    where = "WHERE execution_id BETWEEN $first AND $last AND list_contains($ids, execution_id)"
     for spec in store_table_specs():
-        cursor = conn.execute(
-            f"SELECT {', '.join(column_sql(c) for c in spec.columns)} FROM {quote(spec.name)} "
-            "WHERE execution_id BETWEEN $first AND $last AND list_contains($ids, execution_id) "
-            f"ORDER BY {_row_order(spec)}",
-            {"ids": ids, "first": min(ids), "last": max(ids)},
+        order = _row_order(spec)
+        if order == "ALL":  # of the raw values, in column order, as `ORDER BY ALL` would
+            order = ", ".join(quote(name) for name in spec.column_names)
+        select = (
+            f"SELECT rowid AS {_ROWID}, {', '.join(column_sql(c) for c in spec.columns)} "
+            f"FROM {quote(spec.name)} {where}"
         )
-        rows[spec.name] = [
-            dict(zip(spec.column_names, values, strict=True)) for values in cursor.fetchall()
-        ]
+        ranks = {
+            rowid: rank
+            for rank, (rowid,) in enumerate(
+                conn.execute(
+                    f"SELECT {_ROWID} FROM ({select}) ORDER BY {order}", parameters
+                ).fetchall()
+            )
+        }
+        cursor = conn.execute(select, parameters)
+        placed: list[Any] = [None] * len(ranks)
+        names = spec.column_names
+        for values in cursor.fetchall():
+            placed[ranks[values[0]]] = dict(zip(names, values[1:], strict=True))
+        rows[spec.name] = placed
     return rows
 
 
