@@ -107,7 +107,13 @@ def _unescaped_for_gates(value: str) -> str:
     return value
 
 
-def _redact_text(value: str, *, shapes: bool) -> str:
+# Levels of JSON text inside JSON strings read as JSON; past them a string that opens a gate is
+# replaced whole (each level reads its whole text again: a body nested √n deep cost n·√n, and
+# recursion past Python's limit failed the export).
+_MAX_JSON_DEPTH = 16
+
+
+def _redact_text(value: str, *, shapes: bool, depth: int = 0, lines: bool = True) -> str:
     if not value:
         return value
     gate_value = _unescaped_for_gates(value)
@@ -118,18 +124,42 @@ def _redact_text(value: str, *, shapes: bool) -> str:
     shaped = shapes and may_hold_shape(gate_value, lowered)
     if not named and not shaped:
         return value
+    if depth > _MAX_JSON_DEPTH:
+        return REDACTED
     if value.lstrip()[:1] in ("{", "["):
-        redacted_json = _redact_json_text(value, shapes=shapes)
+        redacted_json = _redact_json_text(value, shapes=shapes, depth=depth)
         if redacted_json is not None:
             return redacted_json
-    if "\\" in value:
-        # Escapes outside one whole JSON document (SSE `data:` lines, NDJSON, a truncated
-        # document, a top-level string): the patterns below read the raw text, so each escaped
-        # string token is redacted here as its decoded value.
-        value = _redact_json_fragments(value, shapes=shapes)
+    if value.rstrip().endswith((")", ");")):
+        redacted_call = _redact_jsonp(value, shapes=shapes, depth=depth)
+        if redacted_call is not None:
+            return redacted_call
+    if lines and "\n" in value:
+        by_line = _redact_json_lines(value, shapes=shapes, depth=depth)
+        if by_line is not None:
+            return by_line
+    if '"' in value:
+        # JSON outside one whole document (a truncated one, JSONP, a top-level string…): the
+        # patterns below read the raw text and know fewer names, so keys and escaped string
+        # tokens are read here.
+        value = _redact_json_fragments(value, shapes=shapes, depth=depth)
         lowered = ascii_lower(value)
     elif gate_value is not value:
         lowered = ascii_lower(value)
+    value = _redact_plain(value, lowered, named=named, shaped=shaped)
+    if "\\" in value:
+        # What the tokens did not show (a string cut short, quotes paired wrongly by a stray
+        # one): the text read with its plain escapes decoded, kept only if that finds more.
+        unescaped = _SAFE_ESCAPE.sub(_safe_escape, value)
+        if unescaped != value:
+            redacted = _redact_plain(unescaped, ascii_lower(unescaped), named=named, shaped=shaped)
+            if redacted != unescaped:
+                return redacted
+    return value
+
+
+def _redact_plain(value: str, lowered: str, *, named: bool, shaped: bool) -> str:
+    """The ordered patterns (their literals looked for in `lowered`), then the shapes."""
     if named:
         # A replacement never creates a gate's literal, so the gates hold for the new text.
         for gate, (pattern, replacement) in zip(PATTERN_GATES, TEXT_PATTERNS, strict=True):
@@ -142,14 +172,80 @@ def _redact_text(value: str, *, shapes: bool) -> str:
     return value
 
 
+# A single (unescaped) `\/` or `\u00XX` of printable ASCII but `"` and `\\`: decoded, the text
+# means the same as JSON and keeps its structure.
+_SAFE_ESCAPE = re.compile(r"\\(?<!\\\\)(?:/|u00(?!22|5[cC])[2-7][0-9a-fA-F])")
+
+
+def _safe_escape(match: re.Match[str]) -> str:
+    escape = match.group()
+    return "/" if escape == "\\/" else chr(int(escape[-2:], 16))
+
+
+_JSONP_CALL = re.compile(r"\s*+[A-Za-z_$][\w$.]*+\s*+\(", re.ASCII)
+
+
+def _redact_jsonp(text: str, *, shapes: bool, depth: int) -> str | None:
+    """`callback({…});` with its one JSON argument redacted as JSON; None if not that."""
+    call = _JSONP_CALL.match(text)
+    close = text.rfind(")")
+    if call is None or close < call.end():
+        return None
+    argument = text[call.end() : close]
+    if argument.lstrip()[:1] not in ("{", "["):
+        return None
+    redacted = _redact_json_text(argument, shapes=shapes, depth=depth)
+    return None if redacted is None else text[: call.end()] + redacted + text[close:]
+
+
+def _redact_json_lines(text: str, *, shapes: bool, depth: int) -> str | None:
+    """SSE `data:` lines and NDJSON: each line holding one JSON document is redacted as JSON,
+    the runs of other lines as text; None when no line holds a JSON document."""
+    pieces: list[str] = []
+    prose: list[str] = []
+    found = False
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end + 1
+        line = text[start:end]
+        start = end
+        body = line.rstrip("\r\n")
+        prefix = ""
+        if body.startswith("data:"):
+            prefix = "data: " if body.startswith("data: ") else "data:"
+        payload = body[len(prefix) :]
+        redacted = None
+        if payload.lstrip()[:1] in ("{", "["):
+            redacted = _redact_json_text(payload, shapes=shapes, depth=depth)
+        if redacted is None:
+            prose.append(line)
+            continue
+        if prose:
+            pieces.append(_redact_text("".join(prose), shapes=shapes, depth=depth, lines=False))
+            prose.clear()
+        pieces.append(prefix + redacted + line[len(body) :])
+        found = True
+    if not found:
+        return None
+    if prose:
+        pieces.append(_redact_text("".join(prose), shapes=shapes, depth=depth, lines=False))
+    return "".join(pieces)
+
+
 _JSON_STRING_TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
 _JSON_WHITESPACE = " \t\n\r"
 _JSON_DECODER = json.JSONDecoder()
 _REDACTED_JSON_STRING = json.dumps(REDACTED)
 _JSON_SCALAR = re.compile(r"-?[0-9]++(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+|true|false")
+_JSON_FLAT_VALUE = r'(?:"[^"\\]*+(?:\\.[^"\\]*+)*+"|-?[0-9][0-9.eE+-]*+|true|false|null)'
+# An array of strings, numbers, booleans and nulls (`"cookie": ["a", "b"]`).
+_JSON_FLAT_ARRAY = re.compile(
+    rf"\[\s*+(?:{_JSON_FLAT_VALUE}(?:\s*+,\s*+{_JSON_FLAT_VALUE})*+\s*+)?+\]", re.DOTALL
+)
 
 
-def _redact_json_text(text: str, *, shapes: bool) -> str | None:
+def _redact_json_text(text: str, *, shapes: bool, depth: int = 0) -> str | None:
     """Redact a JSON document keeping its bytes outside changed values; None if not valid JSON."""
     try:
         json.loads(text)
@@ -188,15 +284,18 @@ def _redact_json_text(text: str, *, shapes: bool) -> str | None:
                 pieces.append(_REDACTED_JSON_STRING)
                 position = value_end
             continue
-        pieces.append(_redacted_json_string(_decode_json_string(token), token, shapes=shapes))
+        pieces.append(
+            _redacted_json_string(_decode_json_string(token), token, shapes=shapes, depth=depth)
+        )
         position = token_end
     return "".join(pieces)
 
 
-def _redact_json_fragments(text: str, *, shapes: bool) -> str:
-    """The string tokens with escapes in a text that is not one JSON document, redacted as
-    their decoded values (and a sensitive key's value, its key spelled with escapes); the other
-    bytes kept. A token that does not decode (`"\\x"`) stays as it is."""
+def _redact_json_fragments(text: str, *, shapes: bool, depth: int) -> str:
+    """The JSON string tokens of a text that is not one JSON document: a sensitive key's string,
+    number or boolean value replaced (with `shapes`, a secret-ish key's random-looking string),
+    and each token with escapes redacted as its decoded value; the other bytes kept. A token
+    that does not decode (`"\\x"`) stays as it is."""
     pieces: list[str] = []
     position = 0
     length = len(text)
@@ -212,36 +311,68 @@ def _redact_json_fragments(text: str, *, shapes: bool) -> str:
             break
         token = match.group()
         position = match.end()
-        if "\\" not in token:
-            pieces.append(token)
-            continue
         try:
-            decoded = json.loads(token)
+            decoded = json.loads(token) if "\\" in token else token[1:-1]
         except ValueError:
             pieces.append(token)
             continue
+        if "\\" in token:
+            token = _redacted_json_string(decoded, token, shapes=shapes, depth=depth)
+        pieces.append(token)
         colon = _skip_json_whitespace(text, position)
-        if colon < length and text[colon] == ":" and is_sensitive_name(decoded):
+        if colon < length and text[colon] == ":":
             value_start = _skip_json_whitespace(text, colon + 1)
-            # A string or a number, true or false (an object's or array's strings are tokens of
-            # their own). Not `raw_decode`: each of its errors counts the lines before it.
-            value = _JSON_STRING_TOKEN.match(text, value_start) or _JSON_SCALAR.match(
-                text, value_start
-            )
-            if value is not None:
-                pieces.append(_redacted_json_string(decoded, token, shapes=shapes))
+            value_end = _secret_value(text, value_start, decoded, shapes=shapes)
+            if value_end is not None:
                 pieces.append(text[position:value_start])
                 pieces.append(_REDACTED_JSON_STRING)
-                position = value.end()
-                continue
-        pieces.append(_redacted_json_string(decoded, token, shapes=shapes))
+                position = value_end
     return "".join(pieces)
 
 
-def _redacted_json_string(decoded: str, token: str, *, shapes: bool) -> str:
+def _secret_value(text: str, start: int, key: str, *, shapes: bool) -> int | None:
+    """Where the value at `start` ends when it is `key`'s secret: a string, number, boolean or
+    array of those of a sensitive key (an object's strings are tokens of their own; not
+    `raw_decode`, each of whose errors counts the lines before it), or a random-looking string
+    of a secret-ish key; None otherwise."""
+    if is_sensitive_name(key):
+        value = (
+            _JSON_STRING_TOKEN.match(text, start)
+            or _JSON_SCALAR.match(text, start)
+            or _JSON_FLAT_ARRAY.match(text, start)
+        )
+        return None if value is None else value.end()
+    if shapes and is_secretish_name(key):
+        value = _JSON_STRING_TOKEN.match(text, start)
+        if value is not None:
+            try:
+                string = _decode_json_string(value.group())
+            except ValueError:
+                return None
+            if looks_random(string):
+                return value.end()
+    return None
+
+
+def _redacted_json_string(decoded: str, token: str, *, shapes: bool, depth: int = 0) -> str:
     """A JSON string token with its value redacted; `token` itself when nothing changed."""
-    redacted = _redact_text(decoded, shapes=shapes)
-    return token if redacted == decoded else json.dumps(redacted, ensure_ascii=False)
+    redacted = _redact_text(decoded, shapes=shapes, depth=depth + 1)
+    if redacted == decoded:
+        return token
+    encoded = _json_string(redacted)
+    # JSON in JSON written with `\\u005c` for each backslash, written back by `json.dumps` with
+    # `\\\\`, doubles its backslashes at each level: 2 KB nested 20 deep came back as 262 KB.
+    return encoded if len(encoded) <= 2 * len(token) + 64 else _REDACTED_JSON_STRING
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_string(value: str) -> str:
+    """`value` as a JSON string; a lone surrogate (from a `\\udc80` escape) stays an escape,
+    where written raw it would become an undecodable byte of the body."""
+    encoded = json.dumps(value, ensure_ascii=False)
+    return json.dumps(value) if _SURROGATE.search(encoded) else encoded
 
 
 def _redacted_json_key(key: str, token: str, *, shapes: bool) -> str:
@@ -249,7 +380,7 @@ def _redacted_json_key(key: str, token: str, *, shapes: bool) -> str:
     if not shapes or not may_hold_shape(key, ascii_lower(key)):
         return token
     redacted = redact_shapes(key)
-    return token if redacted == key else json.dumps(redacted, ensure_ascii=False)
+    return token if redacted == key else _json_string(redacted)
 
 
 def _skip_json_whitespace(text: str, position: int) -> int:

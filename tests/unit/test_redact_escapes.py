@@ -12,6 +12,8 @@ import json
 
 import pytest
 
+from executor.redact import redact_secrets
+from executor.redact.text import redact_body
 from store.bundle import redact_row
 
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
@@ -95,7 +97,9 @@ def test_the_bytes_around_an_escaped_secret_are_kept() -> None:
             '{"w":"{\\"\\u005cu0070assword\\":\\"hunter2\\"}"}', "hunter2",
             id="backslash_escaped_as_u005c_in_json_in_json",
         ),
-        pytest.param('cb({"\\u0070assword=hunter2":1})', "hunter2", id="jsonp_secret_in_a_key"),
+        pytest.param(
+            'cb({"\\u0073k-proj-' + "aB3" * 14 + '":1})', "aB3aB3", id="jsonp_shape_in_a_key"
+        ),
         pytest.param(
             '"https:\\/\\/h.test\\/?a=1\\u0026api_key=hunter2"', "hunter2",
             id="go_escaped_ampersand_in_a_top_level_string",
@@ -117,3 +121,81 @@ def test_escaped_keys_and_nested_escapes(body: str, secret: str) -> None:
 )
 def test_escaped_text_without_a_secret_is_kept_byte_for_byte(body: str) -> None:
     assert _exported(body) == body
+
+
+RANDOM = "aB3xY9kQ7mN2pL5vW8zT"
+
+
+@pytest.mark.parametrize(
+    ("body", "secret"),
+    [
+        pytest.param('{"msg":"see https:\\/\\/bob:hunter2@h.test\\/x and then the recor', "hunter2",
+                     id="cut_inside_the_string_with_the_secret"),
+        pytest.param('data: {"msg":"\\u0070assword=hunter2 and the rest was cut', "hunter2",
+                     id="sse_cut_inside_an_escaped_word"),
+        pytest.param('C:\\> cd "C:\\Program Files\\"\ndata: {"pass\\u0077ord":"hunter2"}\n\n',
+                     "hunter2", id="a_stray_quote_before_an_sse_line"),
+        pytest.param('C:\\> cd "C:\\Dir\\"\n{"u":"https:\\/\\/bob:hunter2@h.test"} trailing',
+                     "hunter2", id="a_stray_quote_before_a_cut_line"),
+        pytest.param(f'data: {{"s\\u0065ssion_id":"{RANDOM}"}}\n\n', RANDOM,
+                     id="escaped_secretish_key_random_value"),
+        pytest.param('data: {"cred\\u0065ntials":{"user":"bob","pass":"hunter2"}}\n\n', "hunter2",
+                     id="escaped_sensitive_key_object_value"),
+        pytest.param('data: {"pass\\u0077ord":["hunter2"]}\n\n', "hunter2",
+                     id="escaped_sensitive_key_array_value"),
+        pytest.param('data: {"secret":"hunter2"}\n\ndata: {"passphrase":"hunter2"}\n\n', "hunter2",
+                     id="plain_sensitive_keys_in_sse"),
+        pytest.param('{"cookie":"hunter2"}\n{"private_key":"hunter2"}\n', "hunter2",
+                     id="plain_sensitive_keys_in_ndjson"),
+        pytest.param('data: {"m":"col1\tcol2 https:\\/\\/bob:hunter2@h.test\\/x"}\n\n', "hunter2",
+                     id="a_raw_tab_in_the_string"),
+        pytest.param('cb({"a":{"cookie":["hunter2"]},"b":{"passphrase":"hunter2"}});', "hunter2",
+                     id="jsonp_plain_keys_nested"),
+        pytest.param('cb({"a":1},{"cookie": ["x", "hunter2"], "password": [null, true, 2]});',
+                     "hunter2", id="jsonp_two_arguments_array_values"),
+        pytest.param('{"a":{"passphrase":"hunter2","more":"cut', "hunter2",
+                     id="truncated_document_plain_key"),
+        pytest.param(f'x = {{"session_token": "{RANDOM}", "n": 1', RANDOM,
+                     id="truncated_document_secretish_key"),
+    ],
+)  # fmt: skip
+def test_escaped_or_streamed_secrets_found_past_the_string_tokens(body: str, secret: str) -> None:
+    assert secret not in _exported(body)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param(b'data: {"m":"\\udc80 password=hunter2"}\n\n',
+                     b'data: {"m":"\\udc80 password=[REDACTED]"}\n\n',
+                     id="a_lone_surrogate_escape_stays_an_escape"),
+        pytest.param(b'\xff\xfe\ndata: {"m":"\\ud800 password=hunter2"}\n\n',
+                     b'\xff\xfe\ndata: {"m":"\\ud800 password=[REDACTED]"}\n\n',
+                     id="undecodable_bytes_elsewhere_kept"),
+    ],
+)  # fmt: skip
+def test_a_redacted_body_keeps_its_other_bytes(body: bytes, expected: bytes) -> None:
+    assert redact_body(body) == expected
+
+
+def _nested_strings(levels: int, inner: str = "key") -> str:
+    """`inner` inside `levels` JSON strings, each writing `\\` and `"` as `\\u005c`, `\\u0022`."""
+    text = json.dumps(inner)
+    for _ in range(levels):
+        text = '"' + text.replace("\\", "\\u005c").replace('"', "\\u0022") + '"'
+    return text
+
+
+@pytest.mark.parametrize("levels", [3, 16, 17, 40, 332])
+@pytest.mark.parametrize("inner", ["key", "password=hunter2"])
+def test_json_nested_deep_in_strings_is_redacted_without_failing_or_growing(
+    levels: int, inner: str
+) -> None:
+    # 332 levels (553 KB) raised RecursionError out of the export; written back with json's
+    # `\\\\` at each level, 2 KB nested 20 deep grew to 262 KB.
+    text = _nested_strings(levels, inner)
+    redacted = redact_secrets(text)
+    assert "hunter2" not in redacted
+    assert len(redacted) <= 2 * len(text) + 64
+    if inner == "key" and levels <= 16:
+        assert redacted == text  # nothing to redact

@@ -23,6 +23,14 @@ def _hex(n: int) -> str:
     return (HEX * (n // len(HEX) + 1))[:n]
 
 
+def _nested_strings(levels: int) -> str:
+    """`"key"` inside `levels` JSON strings, each writing `\\` and `"` as `\\u005c`, `\\u0022`."""
+    text = '"key"'
+    for _ in range(levels):
+        text = '"' + text.replace("\\", "\\u005c").replace('"', "\\u0022") + '"'
+    return text
+
+
 # name → a hostile text of about n characters.
 HOSTILE: dict[str, Callable[[int], str]] = {
     "hex_after_a_hint": lambda n: "token " + _hex(n),
@@ -45,6 +53,9 @@ HOSTILE: dict[str, Callable[[int], str]] = {
     "escaped_keys_before_open_strings": lambda n: 'x"\\u0070assword":"' * (n // 19),
     "escaped_keys_before_open_arrays": lambda n: '"\\u0070assword":[' * (n // 18),
     "sse_lines_with_escapes": lambda n: 'data: {"u":"https:\\/\\/b:c@d"}\n' * (n // 32),
+    "json_strings_nested_in_strings": lambda n: _nested_strings(int((n / 5) ** 0.5)),
+    "sensitive_keys_before_open_arrays": lambda n: '"password":["a",1,' * (n // 18),
+    "sse_lines_of_json_with_keys": lambda n: 'data: {"secret":"a","u":[1,2]}\n\n' * (n // 34),
     "bearer_words": lambda n: "Bearer " * (n // 7),
     "authorization_then_spaces": lambda n: "authorization" + " " * n,
     "key_words": lambda n: "key" * (n // 3),
