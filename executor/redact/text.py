@@ -251,51 +251,22 @@ def _redact_json_text(text: str, *, shapes: bool, depth: int = 0) -> str | None:
         json.loads(text)
     except (ValueError, RecursionError):
         return None
-    pieces: list[str] = []
-    position = 0
-    length = len(text)
-    while position < length:
-        quote = text.find('"', position)
-        if quote < 0:
-            pieces.append(text[position:])
-            break
-        pieces.append(text[position:quote])
-        token_end = _JSON_STRING_TOKEN.match(text, quote).end()  # type: ignore[union-attr]
-        token = text[quote:token_end]
-        position = _skip_json_whitespace(text, token_end)
-        if position < length and text[position] == ":":
-            key = _decode_json_string(token)
-            pieces.append(_redacted_json_key(key, token, shapes=shapes))
-            pieces.append(text[token_end : position + 1])
-            value_start = _skip_json_whitespace(text, position + 1)
-            value_end = None
-            if is_sensitive_name(key):
-                _, value_end = _JSON_DECODER.raw_decode(text, value_start)
-                if text[value_start:value_end] == "null":
-                    value_end = None
-            elif shapes and is_secretish_name(key) and text.startswith('"', value_start):
-                string_end = _JSON_STRING_TOKEN.match(text, value_start).end()  # type: ignore[union-attr]
-                if looks_random(_decode_json_string(text[value_start:string_end])):
-                    value_end = string_end
-            if value_end is None:
-                position += 1
-            else:
-                pieces.append(text[position + 1 : value_start])
-                pieces.append(_REDACTED_JSON_STRING)
-                position = value_end
-            continue
-        pieces.append(
-            _redacted_json_string(_decode_json_string(token), token, shapes=shapes, depth=depth)
-        )
-        position = token_end
-    return "".join(pieces)
+    return _redact_json_tokens(text, shapes=shapes, depth=depth, document=True)
 
 
 def _redact_json_fragments(text: str, *, shapes: bool, depth: int) -> str:
-    """The JSON string tokens of a text that is not one JSON document: a sensitive key's string,
-    number or boolean value replaced (with `shapes`, a secret-ish key's random-looking string),
-    and each token with escapes redacted as its decoded value; the other bytes kept. A token
-    that does not decode (`"\\x"`) stays as it is."""
+    """`_redact_json_tokens` for a text that is not one JSON document."""
+    return _redact_json_tokens(text, shapes=shapes, depth=depth, document=False)
+
+
+def _redact_json_tokens(text: str, *, shapes: bool, depth: int, document: bool) -> str:
+    """The JSON string tokens of `text` redacted, the other bytes kept: a sensitive key's value
+    replaced (with `shapes`, a secret-ish key's random-looking string; `_secret_value`).
+
+    In a `document` (valid JSON) every value string is redacted as its decoded value and a key
+    only for shapes; in other text (the patterns read it next) only the tokens with escapes
+    are, and a token that does not decode (`"\\x"`) or does not end stays as it is.
+    """
     pieces: list[str] = []
     position = 0
     length = len(text)
@@ -306,23 +277,27 @@ def _redact_json_fragments(text: str, *, shapes: bool, depth: int) -> str:
             break
         pieces.append(text[position:quote])
         match = _JSON_STRING_TOKEN.match(text, quote)
-        if match is None:  # an unterminated string: the rest is text for the patterns
+        if match is None:  # not in a document: an unterminated string, the rest is text
             pieces.append(text[quote:])
             break
         token = match.group()
         position = match.end()
         try:
-            decoded = json.loads(token) if "\\" in token else token[1:-1]
+            decoded = _decode_json_string(token)
         except ValueError:
             pieces.append(token)
             continue
-        if "\\" in token:
-            token = _redacted_json_string(decoded, token, shapes=shapes, depth=depth)
-        pieces.append(token)
         colon = _skip_json_whitespace(text, position)
-        if colon < length and text[colon] == ":":
+        is_key = colon < length and text[colon] == ":"
+        if is_key and document:
+            pieces.append(_redacted_json_key(decoded, token, shapes=shapes))
+        elif document or "\\" in token:
+            pieces.append(_redacted_json_string(decoded, token, shapes=shapes, depth=depth))
+        else:
+            pieces.append(token)
+        if is_key:
             value_start = _skip_json_whitespace(text, colon + 1)
-            value_end = _secret_value(text, value_start, decoded, shapes=shapes)
+            value_end = _secret_value(text, value_start, decoded, shapes=shapes, document=document)
             if value_end is not None:
                 pieces.append(text[position:value_start])
                 pieces.append(_REDACTED_JSON_STRING)
@@ -330,12 +305,18 @@ def _redact_json_fragments(text: str, *, shapes: bool, depth: int) -> str:
     return "".join(pieces)
 
 
-def _secret_value(text: str, start: int, key: str, *, shapes: bool) -> int | None:
-    """Where the value at `start` ends when it is `key`'s secret: a string, number, boolean or
-    array of those of a sensitive key (an object's strings are tokens of their own; not
-    `raw_decode`, each of whose errors counts the lines before it), or a random-looking string
-    of a secret-ish key; None otherwise."""
+def _secret_value(text: str, start: int, key: str, *, shapes: bool, document: bool) -> int | None:
+    """Where the value at `start` ends when it is `key`'s secret; None otherwise.
+
+    A sensitive key's value but null: in a document any value; elsewhere a string, number,
+    boolean or array of those (an object's strings are tokens of their own; not `raw_decode`,
+    each of whose errors counts the lines before it). With `shapes`, a secret-ish key's
+    random-looking string.
+    """
     if is_sensitive_name(key):
+        if document:
+            _, end = _JSON_DECODER.raw_decode(text, start)
+            return None if text[start:end] == "null" else end
         value = (
             _JSON_STRING_TOKEN.match(text, start)
             or _JSON_SCALAR.match(text, start)
