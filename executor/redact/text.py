@@ -340,7 +340,7 @@ def _redacted_json_string(decoded: str, token: str, *, shapes: bool, depth: int 
     redacted = _redact_text(decoded, shapes=shapes, depth=depth + 1)
     if redacted == decoded:
         return token
-    encoded = _json_string(redacted)
+    encoded = _json_string(redacted, token)
     # JSON in JSON written with `\\u005c` for each backslash, written back by `json.dumps` with
     # `\\\\`, doubles its backslashes at each level: 2 KB nested 20 deep came back as 262 KB.
     return encoded if len(encoded) <= 2 * len(token) + 64 else _REDACTED_JSON_STRING
@@ -349,11 +349,18 @@ def _redacted_json_string(decoded: str, token: str, *, shapes: bool, depth: int 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _json_string(value: str) -> str:
-    """`value` as a JSON string; a lone surrogate (from a `\\udc80` escape) stays an escape,
-    where written raw it would become an undecodable byte of the body."""
+def _json_string(value: str, token: str) -> str:
+    """`value` as a JSON string in place of `token`: a lone surrogate the token held as an
+    escape (`\\udc80`) stays an escape, where written raw it would become an undecodable byte
+    of the body; one it held raw (a body's undecodable byte) stays raw, so the byte comes back."""
     encoded = json.dumps(value, ensure_ascii=False)
-    return json.dumps(value) if _SURROGATE.search(encoded) else encoded
+    if _SURROGATE.search(encoded) is None:
+        return encoded
+    raw = set(_SURROGATE.findall(token))
+    return _SURROGATE.sub(
+        lambda match: match.group() if match.group() in raw else f"\\u{ord(match.group()):04x}",
+        encoded,
+    )
 
 
 def _redacted_json_key(key: str, token: str, *, shapes: bool) -> str:
@@ -361,7 +368,7 @@ def _redacted_json_key(key: str, token: str, *, shapes: bool) -> str:
     if not shapes or not may_hold_shape(key, ascii_lower(key)):
         return token
     redacted = redact_shapes(key)
-    return token if redacted == key else _json_string(redacted)
+    return token if redacted == key else _json_string(redacted, token)
 
 
 def _skip_json_whitespace(text: str, position: int) -> int:

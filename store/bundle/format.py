@@ -421,7 +421,10 @@ class BundleValueError(ValueError):
 
 
 def describe(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=True) if not isinstance(value, bytes) else repr(value)
+    try:
+        text = json.dumps(value, ensure_ascii=True) if not isinstance(value, bytes) else repr(value)
+    except RecursionError:
+        return "a value nested too deeply to show"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -499,7 +502,12 @@ def decode_value(column: ColumnSpec, value: Any) -> Any:
             return NON_FINITE[value]
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise BundleValueError(f"expected a number, got {describe(value)}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past 1.8e308
+            raise BundleValueError(
+                f"expected a number a DOUBLE holds, got {describe(value)}"
+            ) from None
     if kind == "BOOLEAN":
         if not isinstance(value, bool):
             raise BundleValueError(f"expected true or false, got {describe(value)}")

@@ -51,16 +51,42 @@ from store.records import FINISHED_EXECUTION_STATUSES
 def _decode_line(
     path: Path, spec: TableSpec, number: int, line: str, execution_ids: set[str]
 ) -> dict[str, Any]:
-    """One table row, decoded and checked; BundleError names the member, line and column."""
+    """One table row, decoded and checked; BundleError names the member, line and column.
+
+    A row orjson reads and a check refuses is judged again from json's reading (`parse_json`),
+    which json refuses where orjson read deeper nesting than json can: as before orjson."""
     try:
         encoded = parse_json(line)
+        row = _decoded_row(path, spec, number, encoded, execution_ids)
+        if row is not None:
+            return row
+        encoded = decode_json(line)
     except (ValueError, RecursionError) as error:
         raise refuse(path, f"{spec.member} line {number}: not a JSON object") from error
+    row = _decoded_row(path, spec, number, encoded, execution_ids, strict=True)
+    assert row is not None
+    return row
+
+
+def _decoded_row(
+    path: Path,
+    spec: TableSpec,
+    number: int,
+    encoded: Any,
+    execution_ids: set[str],
+    *,
+    strict: bool = False,
+) -> dict[str, Any] | None:
+    """The row of one parsed line; a refusal raised when `strict`, None otherwise."""
     where = f"{spec.member} line {number}"
     if not isinstance(encoded, dict):
+        if not strict:
+            return None
         raise refuse(path, f"{where}: not a JSON object")
     names = spec.column_names
     if encoded.keys() != spec.column_set:
+        if not strict:
+            return None
         missing = sorted(set(names) - set(encoded))
         extra = sorted(set(encoded) - set(names))
         raise refuse(
@@ -69,12 +95,13 @@ def _decode_line(
             f"{missing or 'none'}, unknown {extra or 'none'})",
         )
     row = _decode_cells(spec, encoded)
-    if isinstance(row, tuple):  # judged again from json's reading of the line (`parse_json`)
-        with contextlib.suppress(ValueError, RecursionError):
-            row = _decode_cells(spec, decode_json(line))
-        if isinstance(row, tuple):
-            raise refuse(path, f"{where}: column {row[0]}: {row[1]}")
+    if isinstance(row, tuple):
+        if not strict:
+            return None
+        raise refuse(path, f"{where}: column {row[0]}: {row[1]}")
     if row["execution_id"] not in execution_ids:
+        if not strict:
+            return None
         raise refuse(
             path,
             f"{where}: execution_id {describe(row['execution_id'])} is not "

@@ -467,6 +467,15 @@ def unlist(name: str) -> Callable[[dict[str, Any]], None]:
     return change
 
 
+def _row_line(row: dict) -> bytes:
+    deep = {key: value for key, value in row.items() if isinstance(value, Nested)}
+    line = json.dumps({key: 0 if key in deep else value for key, value in row.items()})
+    for key, value in deep.items():
+        nested = "[" * value.levels + "1" + "]" * value.levels
+        line = line.replace(f'"{key}": 0', f'"{key}": {nested}')
+    return line.encode()
+
+
 def edit_table(table: str, change: Callable[[list[dict]], None], *, rows_delta: int = 0):
     member_name = f"tables/{table}.jsonl"
 
@@ -475,7 +484,7 @@ def edit_table(table: str, change: Callable[[list[dict]], None], *, rows_delta: 
             if member[0] == member_name:
                 rows = [json.loads(line) for line in member[1].splitlines()]
                 change(rows)
-                member[1] = b"".join(json.dumps(row).encode() + b"\n" for row in rows)
+                member[1] = b"".join(_row_line(row) + b"\n" for row in rows)
         manifest = manifest_of(members)
         for entry in manifest["tables"]:
             if entry["name"] == table:
@@ -506,6 +515,14 @@ def duplicate(name: str) -> Callable[[Members], None]:
         members.append([name, next(data for n, data in members if n == name)])
 
     return edit
+
+
+class Nested:
+    """A value for `set_in_first_row`: a list nested `levels` deep (`[[…1…]]`), which
+    `edit_table` writes without json's recursion."""
+
+    def __init__(self, levels: int) -> None:
+        self.levels = levels
 
 
 def set_in_first_row(column: str, value: Any) -> Callable[[list[dict]], None]:
@@ -601,6 +618,13 @@ BAD_BUNDLES: list[tuple[str, Callable[[Members], None] | bytes | str, tuple[str,
      "18446744073709551617"),
     ("integer_past_a_double", edit_table("attempts", set_in_first_row("n", 10**400)), (),
      "tables/attempts.jsonl line 1: column n: expected a 32-bit integer, got 1000000"),
+    # orjson reads 1,000 levels where json stops: refused as before, not a RecursionError.
+    ("cell_nested_past_jsons_recursion",
+     edit_table("attempts", set_in_first_row("http_status", Nested(1_000))), (),
+     "tables/attempts.jsonl line 1: not a JSON object"),
+    ("integer_past_a_double_in_a_double_column",
+     edit_table("attempts", set_in_first_row("elapsed_ms", 10**400)), (),
+     "tables/attempts.jsonl line 1: column elapsed_ms: expected a number a DOUBLE holds, got "),
     ("lone_surrogate_in_text",
      edit_table("attempts", set_in_first_row("step_id", "s\ud800")), (),
      "tables/attempts.jsonl line 1: column step_id: expected text, got text that is not valid "

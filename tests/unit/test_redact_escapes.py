@@ -172,6 +172,9 @@ def test_escaped_or_streamed_secrets_found_past_the_string_tokens(body: str, sec
         pytest.param(b'\xff\xfe\ndata: {"m":"\\ud800 password=hunter2"}\n\n',
                      b'\xff\xfe\ndata: {"m":"\\ud800 password=[REDACTED]"}\n\n',
                      id="undecodable_bytes_elsewhere_kept"),
+        pytest.param(b'{"m":"caf\xc3\xa9 \xff password=hunter2"}',
+                     b'{"m":"caf\xc3\xa9 \xff password=[REDACTED]"}',
+                     id="an_undecodable_byte_in_the_redacted_string_kept"),
     ],
 )  # fmt: skip
 def test_a_redacted_body_keeps_its_other_bytes(body: bytes, expected: bytes) -> None:
