@@ -53,8 +53,9 @@ def _decode_line(
 ) -> dict[str, Any]:
     """One table row, decoded and checked; BundleError names the member, line and column.
 
-    A row orjson reads and a check refuses is judged again from json's reading (`parse_json`),
-    which json refuses where orjson read deeper nesting than json can: as before orjson."""
+    A row that orjson reads and a check refuses is judged again from json's reading
+    (`parse_json`), so the message quotes the bundle's own digits; a line json cannot read
+    (nested past its recursion, which orjson reads) is refused as not a JSON object, as before."""
     try:
         encoded = parse_json(line)
         row = _decoded_row(path, spec, number, encoded, execution_ids)
