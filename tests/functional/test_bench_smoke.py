@@ -16,6 +16,7 @@ from bench.run_all import GROUPS, ROWS
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.serial  # the bench's timed measures, their children on both cores
 def test_smoke_runs_every_group_and_prints_each_row_with_its_figures() -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke"],

@@ -90,6 +90,7 @@ def import_in_child(bundle: Path, db: Path) -> tuple[int, str, int]:
     return result.returncode, "\n".join(lines), int(peak.removeprefix("PEAK "))
 
 
+@pytest.mark.serial  # a bound on peak RSS
 def test_the_issue_bomb_an_extra_member_of_zeros_is_refused_in_bounded_memory(
     small_bundle: Path, tmp_path: Path
 ) -> None:
@@ -109,6 +110,7 @@ def test_the_issue_bomb_an_extra_member_of_zeros_is_refused_in_bounded_memory(
     assert not db.exists()
 
 
+@pytest.mark.serial  # a bound on peak RSS
 def test_a_table_member_of_zeros_is_refused_by_its_ratio_in_bounded_memory(
     small_bundle: Path, tmp_path: Path
 ) -> None:

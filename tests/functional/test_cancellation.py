@@ -10,11 +10,16 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from executor.events import ListRecorder
 from executor.plan import parse_plan
 from executor.runtime import PlanExecutor
 from tests.support.plans import capability, plan, step, write_plan
 from tests.support.tool_server import ToolReply
+
+# Each case bounds how long the cancellation took on the wall clock.
+pytestmark = pytest.mark.serial
 
 SLOW_BACKOFF = {"initial_delay_ms": 5000, "max_delay_ms": 10000, "jitter": False}
 

@@ -21,6 +21,9 @@ from store.queries import open_store
 from tests.support.plans import capability, plan, step, write_plan
 from tests.support.tool_server import ToolReply
 
+# Each case bounds the run's or the signal's wall-clock time.
+pytestmark = pytest.mark.serial
+
 SIZE = 4_000_000
 HEX = "0123456789abcdef"
 NO_BACKOFF = {"max_attempts": 100, "initial_delay_ms": 0, "max_delay_ms": 0, "jitter": False}

@@ -185,6 +185,7 @@ async def test_an_llm_correction_is_exported_with_genai_attributes(
     assert retries == [({"module": "orchestration", "capability": "hotels", "http_status": 400}, 1)]
 
 
+@pytest.mark.serial  # a bound on wall-clock seconds
 def test_an_unreachable_collector_costs_at_most_the_shutdown_timeout():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

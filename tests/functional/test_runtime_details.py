@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from executor.events import ListRecorder
 from executor.plan import parse_plan
 from executor.runtime import PlanExecutor
@@ -76,6 +78,7 @@ def test_repeated_identical_error_budget(tmp_path, tool_server):
     assert doc["incomplete_steps"] == ["step-1"]
 
 
+@pytest.mark.serial  # a 0.3 s wall-clock budget must outlast the first answer
 def test_a_wait_longer_than_the_wall_clock_left_stops_without_resending(tmp_path, tool_server):
     tool_server.script("/capabilities/x", ToolReply(status=503, body="down"))
     tool_server.script("/capabilities/y", ToolReply.ok({"y": 1}))

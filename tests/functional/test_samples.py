@@ -135,6 +135,7 @@ def test_sample_store_keeps_llm_calls_and_statuses(sample_store):
     assert sites == ["error_analysis", "semantic_retry"]
 
 
+@pytest.mark.serial  # a bound on CPU seconds
 def test_prepare_sample_store_is_fast_and_fresh_each_time(tmp_path):
     started = time.process_time()  # CPU seconds of this process: the machine's load does not count
     first = prepare_sample_store()

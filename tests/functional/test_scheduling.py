@@ -304,6 +304,7 @@ async def test_ready_steps_wait_in_a_queue_not_as_tasks(tool_server, concurrency
         assert started == [f"step-{i}" for i in range(size)]
 
 
+@pytest.mark.serial  # the cancelled run must end within 4 s
 async def test_a_cancelled_run_skips_the_queued_steps_in_order(tool_server) -> None:
     """Queued steps not yet started when `cancel()` comes are reported skipped, in plan order,
     with the reason the semaphore's waiters gave."""

@@ -11,6 +11,8 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from tests.support.plans import capability, plan, run_cli, run_plan_json, step, write_plan
 from tests.support.tool_server import ToolReply
 
@@ -116,6 +118,7 @@ def test_retry_after_beyond_retry_after_max_stops_without_resending(tmp_path, to
     assert len(tool_server.received()) == 1
 
 
+@pytest.mark.serial  # a 2 s wall-clock budget must outlast the first answer
 def test_retry_after_longer_than_the_wall_clock_left_stops(tmp_path, tool_server):
     tool_server.script("/capabilities/x", ToolReply(status=429, headers={"Retry-After": "5"}),
                        ToolReply.ok({"never": "sent"}))
@@ -130,6 +133,7 @@ def test_retry_after_longer_than_the_wall_clock_left_stops(tmp_path, tool_server
 # ------------------------------------------------ 4. the wall clock ends requests in flight
 
 
+@pytest.mark.serial  # a bound on wall-clock seconds
 def test_wall_clock_budget_ends_a_hung_request(tmp_path, tool_server):
     tool_server.script("/capabilities/x", ToolReply.ok({"late": True}, delay_s=20.0))
     started = time.monotonic()
@@ -291,6 +295,7 @@ def test_transient_decision_explains_why_no_layer_is_asked(tmp_path, tool_server
     assert llm_server.requests == []
 
 
+@pytest.mark.serial  # a bound on wall-clock seconds
 def test_wall_clock_budget_ends_a_hung_llm_call(tmp_path, tool_server, llm_server):
     from tests.support.llm_server import LLMReply
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from executor.events import ListRecorder
 from executor.plan import parse_plan
 from executor.policy import DecisionInputs
@@ -59,6 +61,7 @@ async def test_eight_at_once_still_one_task_per_step(tool_server) -> None:
     assert created <= STEPS + 8 + 3, created
 
 
+@pytest.mark.serial  # the cancelled run must end within 4 s
 async def test_cancel_during_a_request_ends_it_and_the_step_says_cancelled(tool_server) -> None:
     tool_server.script("/capabilities/slow", ToolReply.ok({"n": 1}, delay_s=5.0))
     document = plan(tool_server.base_url, {"slow": capability("slow")},

@@ -152,6 +152,7 @@ def start_run(plan_path: Path, db: Path) -> subprocess.Popen[str]:
 KILL_POINTS = [0, 1, 2, 3, 5, 8, 13, 20]
 
 
+@pytest.mark.serial  # answers 0.6 s before the kill must be recorded
 @pytest.mark.parametrize("served_before_kill", KILL_POINTS)
 def test_a_killed_run_shows_interrupted_with_every_dispatched_attempt(
     tmp_path: Path, served_before_kill: int

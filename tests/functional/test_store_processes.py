@@ -9,10 +9,15 @@ import time
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from store.errors import StoreBusyError
 from store.queries import open_store
 from tests.support.holder import HOLDER_NAME, hold_file
+
+# Processes racing on one store against wall-clock deadlines (visible within 2 s, polls while a
+# paced recorder runs, a briefly held file released within the 5 s lock wait).
+pytestmark = pytest.mark.serial
 
 FINISHED = ("succeeded", "partial", "failed", "cancelled")
 STEPS_PER_EXECUTION = 3

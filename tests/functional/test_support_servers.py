@@ -200,6 +200,7 @@ async def test_a_delayed_reply_does_not_block_other_requests(
             await slow
 
 
+@pytest.mark.serial  # a bound on wall-clock seconds
 def test_close_interrupts_a_sleeping_handler() -> None:
     server = ScriptedToolServer()
     server.script("/slow", ToolReply.ok("never", delay_s=60))

@@ -23,9 +23,12 @@ from pathlib import Path
 import pytest
 
 TMUX = shutil.which("tmux")
-pytestmark = pytest.mark.skipif(
-    TMUX is None, reason="tmux is not installed (apt-get install tmux; .ci/run installs it)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        TMUX is None, reason="tmux is not installed (apt-get install tmux; .ci/run installs it)"
+    ),
+    pytest.mark.serial,  # a real terminal polled against deadlines
+]
 CONSOLE = str(Path(sys.executable).with_name("truva-console"))
 WAIT_S = 60.0
 

@@ -110,6 +110,7 @@ def test_integer_coercion_of_long_digit_strings(text: str, expected: Any) -> Non
     assert coerced == {"n": expected}
 
 
+@pytest.mark.serial  # a bound on wall-clock seconds
 def test_number_coercion_of_a_long_digit_run_is_linear() -> None:
     # The old float regex backtracked quadratically: 8000 digits and a letter took 1.1 s.
     text = "1" * 50_000 + "x"

@@ -180,6 +180,7 @@ def test_found_bodies_parse_without_raising(body: bytes, policy: RetryPolicy,
     assert envelope.retry_after_detail_ms == detail_ms
 
 
+@pytest.mark.serial  # a bound on wall-clock seconds
 @pytest.mark.parametrize("unit", [" ", "\t", " \t", "\r\n", "a \n"], ids=repr)
 def test_one_line_error_text_of_a_long_blank_body_is_linear(unit: str) -> None:
     # The old line-break regex was quadratic: 80 KB of blanks took 39 s, 100 KB about a minute.

@@ -16,6 +16,10 @@ import pytest
 from executor.redact import redact_secrets, redact_sensitive_text
 from store.bundle import redact_row
 
+# Each case judges CPU-time ratios or bounds (a second worker on the other core shares caches and
+# memory bandwidth with it).
+pytestmark = pytest.mark.serial
+
 HEX = "0123456789abcdef"
 
 
