@@ -15,8 +15,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/truva-console --samples
 
+# The whole suite in two phases: every test not marked `serial` on two workers (pytest-xdist, a
+# test file to a worker), then the `serial` ones (wall-clock, CPU-time and peak-memory bounds)
+# alone, as they run today. The two -m expressions are complements: each test runs in one phase.
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not serial"
+	$(BIN)/python -m pytest -q -m serial
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

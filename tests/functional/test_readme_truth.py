@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +53,15 @@ def test_make_test_runs_lint_first_as_the_readme_says() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "runs make lint, then the whole test suite" in readme
     prerequisites, recipe = _make_rule("test")
-    assert "lint" in prerequisites and recipe == ["$(BIN)/python -m pytest -q"]
+    assert "lint" in prerequisites
+    # The whole suite (no paths: testpaths) in two phases whose -m expressions are complements,
+    # so each test runs in exactly one: the unmarked on two workers, then the `serial` alone.
+    assert [shlex.split(line) for line in recipe] == [
+        ["$(BIN)/python", "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile",
+         "-m", "not serial"],
+        ["$(BIN)/python", "-m", "pytest", "-q", "-m", "serial"],
+    ]  # fmt: skip
+    assert "then pytest\n  in two phases: the tests not marked `serial` on two workers" in readme
     _, lint = _make_rule("lint")
     assert lint == ["$(BIN)/ruff check .", "$(BIN)/lint-imports --no-cache"]
     assert "`make lint` runs ruff and `lint-imports`" in readme
