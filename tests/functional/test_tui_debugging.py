@@ -37,7 +37,9 @@ async def trip_at(app, pilot, step_id: str, n: int, tab: str | None = None) -> E
     screen = await open_execution(app, pilot, TRIP)
     screen.select_step(step_id)
     screen.select_attempt(n)
-    if tab is not None:
+    if tab == "4":  # the LLM tab reads its texts from the store on a worker: wait for them
+        await llm_tab_shown(pilot)
+    elif tab is not None:
         await pilot.press(tab)
     await pilot.pause()
     return screen
