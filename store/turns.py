@@ -24,6 +24,8 @@ QUEUE_DIR_NAME = "queue"
 _TICKET_SUFFIX = ".ticket"
 _TEMP_SUFFIX = ".tmp"
 _POLL_S = (0.001, 0.003)
+# The holder's process id is written in this many bytes (a Linux pid has at most 7 digits).
+_HOLDER_WIDTH = 20
 
 
 class TurnTimeoutError(Exception):
@@ -110,15 +112,19 @@ def _try_flock(descriptor: int) -> bool:
 
 
 def _note_holder(descriptor: int) -> None:
-    """Write this process id into the turn lock, so a waiter that times out can name it."""
+    """Write this process id into the turn lock, so a waiter that times out can name it.
+
+    Always `_HOLDER_WIDTH` bytes, space-padded, over what the last holder wrote: the file never
+    needs truncating, which on ext4 waits for the journal while another file is being written
+    (43 ms a turn while an export deflated its members; a pwrite in place takes microseconds).
+    """
     with contextlib.suppress(OSError):
-        os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, str(os.getpid()).encode(), 0)
+        os.pwrite(descriptor, str(os.getpid()).encode().ljust(_HOLDER_WIDTH), 0)
 
 
 def _holder_pid(descriptor: int) -> int | None:
     try:
-        text = os.pread(descriptor, 32, 0).decode("ascii", "replace").strip()
+        text = os.pread(descriptor, _HOLDER_WIDTH, 0).decode("ascii", "replace").strip()
     except OSError:
         return None
     return int(text) if text.isdigit() else None

@@ -80,6 +80,23 @@ def test_a_wait_that_runs_out_names_the_holder(
     assert os.listdir(spool / QUEUE_DIR_NAME) == []
 
 
+@pytest.mark.parametrize(
+    "left", ["4194304", "4194304\n", "1234567890123456789"], ids=["long-pid", "newline", "wide"]
+)
+def test_the_holder_is_named_over_what_an_earlier_holder_left(spool: Path, left: str) -> None:
+    # The pid is written over the last holder's, never truncated: its longer text must not show.
+    (spool / "turn.lock").write_text(left)
+    holder = take_turn(spool, stall_timeout_s=30, deadline=soon())
+    assert holder is not None
+    try:
+        with pytest.raises(TurnTimeoutError) as raised:
+            take_turn(spool, stall_timeout_s=0.05, deadline=soon())
+    finally:
+        holder.release()
+
+    assert raised.value.holder_pid == os.getpid()
+
+
 def test_the_ticket_of_a_waiter_that_died_is_skipped_and_removed(spool: Path) -> None:
     queue = spool / QUEUE_DIR_NAME
     queue.mkdir()
