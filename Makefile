@@ -16,7 +16,8 @@ run: $(STAMP)
 	$(BIN)/truva-console --samples
 
 # The whole suite in two phases: every test not marked `serial` on two workers (pytest-xdist, a
-# test file to a worker), then the `serial` ones (wall-clock, CPU-time and peak-memory bounds)
+# test file to a worker), then the `serial` ones (wall-clock, CPU-time and peak-memory bounds,
+# and the screen snapshots: syrupy reports a snapshot file no test uses only without xdist)
 # alone, as they run today. The two -m expressions are complements: each test runs in one phase.
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not serial"

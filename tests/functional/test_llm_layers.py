@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from executor.llm import (
     invoke_legacy_callback,
 )
 from tests.support.llm_server import LLMReply, ScriptedLLMServer, computed_usage, prompt_text
+from tests.support.tool_server import refused_port
 
 
 def settings_for(base_url: str, timeout_s: float = 5.0) -> LLMSettings:
@@ -342,26 +342,19 @@ FAILURE_CASES = [
 ]
 
 
-def refused_base_url() -> str:
-    """A loopback URL whose port was free a moment ago and has no listener."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
-
-
 @pytest.mark.parametrize("case", [c[1] for c in FAILURE_CASES], ids=[c[0] for c in FAILURE_CASES])
 async def test_malformed_answers_and_llm_failures_mean_no_correction(
     llm_server: ScriptedLLMServer, case: FailureCase
 ) -> None:
-    base_url = llm_server.base_url if case.reply is not None else refused_base_url()
     if case.reply is not None:
         llm_server.script(case.reply)
-    client = LLMClient(settings_for(base_url, timeout_s=case.timeout_s))
-    try:
-        result = await analyze(client)
-    finally:
-        await client.aclose()
+    with refused_port() as port:
+        base_url = llm_server.base_url if case.reply is not None else f"http://127.0.0.1:{port}/v1"
+        client = LLMClient(settings_for(base_url, timeout_s=case.timeout_s))
+        try:
+            result = await analyze(client)
+        finally:
+            await client.aclose()
 
     exchange = result.exchange
     assert result.verdict is None

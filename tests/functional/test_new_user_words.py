@@ -8,7 +8,6 @@ OpenAI-compatible server; one tool URL and one LLM URL point at a port nobody li
 from __future__ import annotations
 
 import json
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.plans import capability, plan, run_cli, step, write_plan
-from tests.support.tool_server import ScriptedToolServer, ToolReply
+from tests.support.tool_server import ScriptedToolServer, ToolReply, refused_port
 from tests.support.tui import llm_tab_shown, open_execution, static_text, tui_app
 
 SIZE = (160, 40)
@@ -47,20 +46,13 @@ class Recorded:
     resent: Run
 
 
-def _free_port() -> int:
-    """A loopback port nobody listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     directory = tmp_path_factory.mktemp("words")
     db = directory / "debug.duckdb"
-    closed = f"http://127.0.0.1:{_free_port()}"
     runs = []
-    with ScriptedToolServer() as tools, ScriptedLLMServer() as llm:
+    with ScriptedToolServer() as tools, ScriptedLLMServer() as llm, refused_port() as port:
+        closed = f"http://127.0.0.1:{port}"
         invalid = ToolReply.error(400, "INVALID_CITY", "unknown city Tokio", "INPUT_ERROR")
         found = ToolReply.ok({"lat": 35.6897})
         tools.script("/capabilities/geocode", invalid, found, invalid, found, invalid)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from executor.telemetry import TelemetryRecorder, telemetry_from_env, trace_id_f
 from tests.support.events_factory import small_execution
 from tests.support.otlp_receiver import OTLPReceiver, attributes_of
 from tests.support.plans import capability, plan, step
-from tests.support.tool_server import ScriptedToolServer, ToolReply
+from tests.support.tool_server import ScriptedToolServer, ToolReply, refused_port
 
 
 @pytest.fixture
@@ -187,18 +186,16 @@ async def test_an_llm_correction_is_exported_with_genai_attributes(
 
 @pytest.mark.serial  # a bound on wall-clock seconds
 def test_an_unreachable_collector_costs_at_most_the_shutdown_timeout():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
-    telemetry = telemetry_from_env(
-        {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed_port}"}
-    )
-    assert telemetry is not None
-    for event in small_execution("exec-unreachable"):
-        telemetry.record(event)
+    with refused_port() as closed_port:
+        telemetry = telemetry_from_env(
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed_port}"}
+        )
+        assert telemetry is not None
+        for event in small_execution("exec-unreachable"):
+            telemetry.record(event)
 
-    started = time.monotonic()
-    finished = telemetry.shutdown(timeout_s=0.5)
+        started = time.monotonic()
+        finished = telemetry.shutdown(timeout_s=0.5)
 
     assert finished is False
     assert time.monotonic() - started < 3.0  # the exporter alone retries for about 7 s per signal

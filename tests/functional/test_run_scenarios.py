@@ -249,13 +249,12 @@ def test_connection_refused_exhausts_attempts(tmp_path):
 
 
 def test_timeout_is_a_transport_failure(tmp_path, tool_server):
-    tool_server.script("/capabilities/x", ToolReply.ok({"slow": True}, delay_s=2.0),
-                       ToolReply.ok({"ok": True}))
-    tool_server.script("/capabilities/x", ToolReply.ok({"slow": True}, delay_s=2.0),
+    # The timeout is far below the delay, and the retry's round trip far below the timeout.
+    tool_server.script("/capabilities/x", ToolReply.ok({"slow": True}, delay_s=30.0),
                        ToolReply.ok({"ok": True}))
     doc = run_plan_json(tmp_path, plan(tool_server.base_url, {"x": capability("x")},
                                        [step("step-1", "x", {"a": 1})],
-                                       config={"timeout_s": 0.2}), "--no-store")
+                                       config={"timeout_s": 0.5}), "--no-store")
     assert actions(doc)[0] == (0, "retry_same", "transient.retry_same")
     assert step_of(doc)["attempts"][0]["transport_error"] == "timeout"
     assert doc["status"] == "succeeded"

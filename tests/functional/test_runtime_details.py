@@ -34,7 +34,7 @@ async def test_dispatch_is_a_json_post_with_truvag3_headers(tool_server):
 
 
 async def test_ready_steps_run_concurrently_up_to_the_bound(tool_server):
-    tool_server.script("/capabilities/slow", ToolReply.ok({"ok": True}, delay_s=0.2))
+    tool_server.script("/capabilities/slow", ToolReply.ok({"ok": True}, delay_s=0.5))
     steps = [step(f"step-{i}", "slow", {"i": i}) for i in range(1, 6)]
     _, recorder = await _run(plan(tool_server.base_url, {"slow": capability("slow")}, steps,
                                   config={"max_concurrency": 2}))

@@ -107,6 +107,7 @@ async def test_the_highlighted_execution_opens_with_its_read_ahead(
     async with app.run_test(size=SIZE) as pilot:
         await screen_loaded(pilot)
         await settle_until(pilot, lambda: bool(source.reads), "the read ahead")
+        await app.workers.wait_for_complete()  # `reads` names a read as it starts: let it end
         highlighted = app.screen.query_one(ExecutionTable).highlighted_key()
         read_ahead = list(source.reads)
         app.open_execution(highlighted)
