@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC
@@ -357,29 +358,38 @@ def _body_text(body: bytes | str | None) -> str:
 _DECIMAL_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
 
 
+# A requested wait too long for a float in milliseconds (over ~1.8e305 s, or a number beyond
+# float range) is read as the longest a float holds: longer than any `retry_after_max_ms`, so it
+# stops the step like any wait over the cap, instead of being ignored (which resent after the
+# computed backoff: the longer the wait asked for, the sooner the resend).
+LONGEST_WAIT_MS = sys.float_info.max
+
+
 def _seconds_to_ms(text: str) -> float | None:
     """Non-negative decimal seconds (`2`, `1.5`) in ms; None for anything else."""
     if not _DECIMAL_SECONDS.fullmatch(text):
         return None
     milliseconds = float(text) * 1000.0
-    return milliseconds if math.isfinite(milliseconds) else None
+    return milliseconds if math.isfinite(milliseconds) else LONGEST_WAIT_MS
 
 
 def parse_retry_after_detail(value: Any) -> float | None:
     """`error.details.retry_after` in ms, or None when absent or unreadable.
 
     Accepts a Go duration string (`60s`, `1.5s`, `500ms`), a plain number string meaning
-    seconds (`2`, `1.5`), or a JSON number meaning seconds. Negative values, and waits beyond
-    float range (as for the header), are unreadable.
+    seconds (`2`, `1.5`), or a JSON number meaning seconds. Negative values are unreadable; a
+    wait too long for a float (as for the header) is `LONGEST_WAIT_MS`.
     """
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
+        if value < 0 or (isinstance(value, float) and math.isnan(value)):
+            return None
         try:
             milliseconds = float(value) * 1000.0
         except OverflowError:  # an integer beyond float range
-            return None
-        return milliseconds if math.isfinite(milliseconds) and milliseconds >= 0 else None
+            return LONGEST_WAIT_MS
+        return milliseconds if math.isfinite(milliseconds) else LONGEST_WAIT_MS
     if not isinstance(value, str):
         return None
     text = value.strip()

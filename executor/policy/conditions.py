@@ -97,6 +97,12 @@ def transient_delay(inputs: DecisionInputs) -> tuple[float, str]:
     return inputs.backoff.delay_ns(inputs.attempt_number) / 1e6, "backoff"
 
 
+def wait_text(milliseconds: float) -> str:
+    """A wait in ms as the reasons say it: `1090.9 ms`; past 1e13 ms (about 317 years)
+    `1.798e+308 ms` (a Retry-After too long for a float is `LONGEST_WAIT_MS`, 309 digits)."""
+    return f"{milliseconds:.1f} ms" if milliseconds < 1e13 else f"{milliseconds:.4g} ms"
+
+
 def source_text(source: str) -> str:
     return {
         "retry_after_header": "Retry-After header",

@@ -16,6 +16,7 @@ from executor.policy.conditions import (
     source_text,
     status_text,
     transient_delay,
+    wait_text,
     wants_legacy,
     wants_resolver,
     within_correction_budget,
@@ -166,10 +167,10 @@ def _check_retry_after_max(inputs: DecisionInputs) -> Outcome:
     source = source_text(inputs.retry_after_source or "retry_after_header")
     if cap is not None and inputs.retry_after_ms > cap:
         return hit(
-            f"{status_text(inputs)} asks to wait {inputs.retry_after_ms:.1f} ms ({source}), "
+            f"{status_text(inputs)} asks to wait {wait_text(inputs.retry_after_ms)} ({source}), "
             f"more than retry_after_max_ms {cap:g}; stopped rather than resent early"
         )
-    return miss(f"the requested wait of {inputs.retry_after_ms:.1f} ms is within "
+    return miss(f"the requested wait of {wait_text(inputs.retry_after_ms)} is within "
                 f"retry_after_max_ms {'unlimited' if cap is None else f'{cap:g}'}")
 
 
@@ -182,11 +183,11 @@ def _check_wait_outlasts_budget(inputs: DecisionInputs) -> Outcome:
     delay_ms, source = transient_delay(inputs)
     if delay_ms > remaining:
         return hit(
-            f"{status_text(inputs)}: the wait of {delay_ms:.1f} ms ({source_text(source)}) "
+            f"{status_text(inputs)}: the wait of {wait_text(delay_ms)} ({source_text(source)}) "
             f"would outlast the task wall-clock budget ({remaining:.1f} ms left of "
             f"{inputs.max_wall_clock_s:g}s); stopped rather than resent early"
         )
-    return miss(f"the wait of {delay_ms:.1f} ms fits in the {remaining:.1f} ms left")
+    return miss(f"the wait of {wait_text(delay_ms)} fits in the {remaining:.1f} ms left")
 
 
 def _check_transient_retry(inputs: DecisionInputs) -> Outcome:
@@ -196,7 +197,7 @@ def _check_transient_retry(inputs: DecisionInputs) -> Outcome:
         return miss(f"attempt {inputs.attempt_number} of {inputs.max_attempts}: none left")
     delay_ms, source = transient_delay(inputs)
     return hit(
-        f"{status_text(inputs)} is transient; resend the same payload after {delay_ms:.1f} ms "
+        f"{status_text(inputs)} is transient; resend the same payload after {wait_text(delay_ms)} "
         f"({source_text(source)}), attempt {inputs.attempt_number + 1} of {inputs.max_attempts}",
         delay_ms=delay_ms,
         delay_source=source,

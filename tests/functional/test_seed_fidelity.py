@@ -118,6 +118,30 @@ def test_retry_after_beyond_retry_after_max_stops_without_resending(tmp_path, to
     assert len(tool_server.received()) == 1
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        ToolReply(status=429, headers={"Retry-After": "1" + "0" * 306}),
+        ToolReply(status=429, headers={"Retry-After": "9" * 400}),
+        ToolReply(status=429, body=b'{"success":false,"error":{"code":"RATE","message":"slow",'
+                                   b'"details":{"retry_after":1' + b"0" * 400 + b"}}}"),
+    ],
+    ids=["header_too_long_for_a_float_in_ms", "header_beyond_float_range",
+         "details_number_beyond_float_range"],
+)
+def test_a_retry_after_too_long_for_a_float_stops_rather_than_resending_early(
+    tmp_path, tool_server, reply
+):
+    # It was read as unreadable, so the computed backoff applied: a resend after 542 ms for a
+    # wait of 1e306 s, while one of 1e20 s stopped.
+    tool_server.script("/capabilities/x", reply, ToolReply.ok({"never": "sent"}))
+    doc = run_plan_json(tmp_path, plan(tool_server.base_url, {"x": capability("x")},
+                                       [step("step-1", "x", {})]), "--no-store")
+    assert rules(doc) == [("stop_budget", "budget.retry_after_max")]
+    assert "asks to wait 1.798e+308 ms" in attempts(doc)[0]["reason"]
+    assert len(tool_server.received()) == 1
+
+
 @pytest.mark.serial  # a 2 s wall-clock budget must outlast the first answer
 def test_retry_after_longer_than_the_wall_clock_left_stops(tmp_path, tool_server):
     tool_server.script("/capabilities/x", ToolReply(status=429, headers={"Retry-After": "5"}),

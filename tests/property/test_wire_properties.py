@@ -12,6 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from executor.wire import (
+    LONGEST_WAIT_MS,
     ErrorCategory,
     RetryPolicy,
     ToolResponse,
@@ -110,9 +111,9 @@ def test_retry_after_header_is_none_or_a_finite_non_negative_wait(value: str) ->
     assert waited is None or (math.isfinite(waited) and waited >= 0)
     text = value.strip()
     if text.isascii() and text.isdigit():
-        # delta-seconds; beyond float range the wait is unreadable rather than infinite.
+        # delta-seconds; a wait too long for a float is the longest one, never ignored.
         expected = float(text) * 1000.0
-        assert waited == (pytest.approx(expected) if math.isfinite(expected) else None)
+        assert waited == (pytest.approx(expected) if math.isfinite(expected) else LONGEST_WAIT_MS)
     if text.startswith("-") and text[1:].isdigit() and int(text[1:]) > 0:
         assert waited is None
     if not text:
@@ -142,6 +143,8 @@ def test_retry_after_detail_is_none_or_a_finite_non_negative_wait(value: Any) ->
         assert waited is None
     if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
         assert waited is None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 10**306:
+        assert waited == LONGEST_WAIT_MS  # a wait too long for a float is not ignored
 
 
 @settings(max_examples=examples(800))
@@ -163,12 +166,14 @@ def test_classify_upstream_error_always_answers_a_known_category(text: str | Non
 
 FOUND_BODIES = [
     pytest.param(b'{"success":false,"error":{"details":{"retry_after":1' + b"0" * 400 + b"}}}",
-                 RetryPolicy.UNSPECIFIED, None, id="retry_after_detail_beyond_float_range"),
+                 RetryPolicy.UNSPECIFIED, LONGEST_WAIT_MS,
+                 id="retry_after_detail_beyond_float_range"),
     pytest.param(b'{"success":false,"error":{"retryable":false},"n":' + b"9" * 5000 + b"}",
                  RetryPolicy.EXPLICIT_FALSE, None, id="integer_longer_than_4300_digits"),
     pytest.param(b'{"success":false,"error":{"retryable":true,"details":{"retry_after":'
                  + b"2" + b"0" * 4999 + b'}}}',
-                 RetryPolicy.EXPLICIT_TRUE, None, id="retry_after_detail_of_5000_digits"),
+                 RetryPolicy.EXPLICIT_TRUE, LONGEST_WAIT_MS,
+                 id="retry_after_detail_of_5000_digits"),
 ]
 
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from executor.wire import (
+    LONGEST_WAIT_MS,
     ErrorCategory,
     RetryPolicy,
     ToolError,
@@ -329,6 +330,10 @@ def test_envelope_ignores_ill_typed_error_fields() -> None:
         ("1e3", None),
         ("inf", None),
         (float("nan"), None),
+        (1e306, LONGEST_WAIT_MS),
+        (10**400, LONGEST_WAIT_MS),
+        ("1" + "0" * 306, LONGEST_WAIT_MS),
+        (-(10**400), None),
     ],
     ids=[
         "go_seconds",
@@ -352,6 +357,10 @@ def test_envelope_ignores_ill_typed_error_fields() -> None:
         "exponent",
         "inf_string",
         "nan",
+        "number_too_long_for_a_float_in_ms",
+        "integer_beyond_float_range",
+        "seconds_string_too_long_for_a_float_in_ms",
+        "negative_integer_beyond_float_range",
     ],
 )
 def test_parse_retry_after_detail(value: object, expected_ms: float | None) -> None:
@@ -393,6 +402,8 @@ NOW = float(calendar.timegm((2015, 10, 21, 7, 27, 0)))
         ("", None),
         (None, None),
         ("1e3", None),
+        ("1" + "0" * 306, LONGEST_WAIT_MS),
+        ("9" * 400, LONGEST_WAIT_MS),
     ],
     ids=[
         "delta_seconds",
@@ -408,6 +419,8 @@ NOW = float(calendar.timegm((2015, 10, 21, 7, 27, 0)))
         "empty",
         "absent",
         "exponent",
+        "too_long_for_a_float_in_ms",
+        "beyond_float_range",
     ],
 )
 def test_parse_retry_after_header(header: str | None, expected_ms: float | None) -> None:
