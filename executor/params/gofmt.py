@@ -107,11 +107,15 @@ class _JsonText:
     text: str
 
 
-def _go_json_scalar(value: Any) -> str:
+def _go_json_scalar(value: Any, *, exact_ints: bool = False) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and exact_ints:
+        return str(value)
+    if isinstance(value, float) and exact_ints and not math.isfinite(value):
+        return json.dumps(value)  # as a request body has always written it
     if isinstance(value, int | float):
         as_float = _as_go_float(value)
         return str(value) if as_float is None else _go_json_float(as_float)
@@ -120,10 +124,12 @@ def _go_json_scalar(value: Any) -> str:
     return _go_json_string(str(value))
 
 
-def go_json(value: Any) -> str:
+def go_json(value: Any, *, exact_ints: bool = False) -> str:
     """Compact JSON the way Go's `json.Marshal` writes a decoded value: sorted keys, no spaces.
 
-    Iterative, so a value nested as deep as any decoder returns never hits the recursion limit.
+    Numbers are float64s, as Go decodes them; with `exact_ints` a Python int is written as it
+    is (Go would round one past 2**53). Iterative, so a value nested as deep as any decoder
+    returns never hits the recursion limit.
     """
     parts: list[str] = []
     pending: list[Any] = [value]
@@ -146,8 +152,22 @@ def go_json(value: Any) -> str:
             queued.append(_JsonText("]"))
             pending.extend(reversed(queued))
         else:
-            parts.append(_go_json_scalar(item))
+            parts.append(_go_json_scalar(item, exact_ints=exact_ints))
     return "".join(parts)
+
+
+def holds_float(value: Any) -> bool:
+    """Whether a decoded JSON value holds a float anywhere (iteratively, for any depth)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float):
+            return True
+        if isinstance(item, Mapping):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return False
 
 
 def go_format_value(value: Any) -> str:

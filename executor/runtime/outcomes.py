@@ -24,6 +24,7 @@ from httpcore._utils import is_socket_readable
 from executor.llm import (
     LayerResult,
 )
+from executor.params.gofmt import go_json, holds_float
 from executor.plan import CapabilitySpec, StepSpec
 from executor.redact import redact_sensitive_text
 from executor.wire import (
@@ -482,7 +483,11 @@ def new_execution_id(now: float | None = None) -> str:
 
 
 def encode_json_body(value: Any) -> bytes:
-    """JSON bytes as Go's encoding/json writes them: sorted keys, compact, HTML-safe escapes."""
+    """JSON bytes as Go's encoding/json writes them: sorted keys, compact, HTML-safe escapes,
+    floats in Go's text (`35.0` → `35`, `1e16` → `10000000000000000`, `1e-07` → `1e-7`, `-0.0`
+    → `-0`). Integers are written exactly (Go's float64 would round one past 2**53)."""
+    if holds_float(value):  # Python's float text differs from Go's: the slower, exact encoder
+        return go_json(value, exact_ints=True).encode("utf-8")
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
