@@ -197,12 +197,13 @@ def workflow_name(plan_path: str | None) -> str:
 
 
 def capability_descriptions(plan: Any) -> dict[str, str]:
-    """`"<tool>.<capability>"` → its non-empty description, from the recorded plan."""
+    """`"<tool>.<capability>"` → its non-empty description, from the recorded plan, redacted
+    (`redact_secrets`: a plan's text may hold a credential; the live spans had it verbatim)."""
     capabilities = plan.get("capabilities") if isinstance(plan, Mapping) else None
     if not isinstance(capabilities, Mapping):
         return {}
     return {
-        str(name): spec["description"]
+        str(name): redact_secrets(spec["description"])
         for name, spec in capabilities.items()
         if isinstance(spec, Mapping) and isinstance(spec.get("description"), str)
         and spec["description"]

@@ -853,6 +853,25 @@ def _all_attributes(spans: list[ReadableSpan]) -> Iterator[tuple[ReadableSpan, s
             yield span, key, value
 
 
+async def test_a_capability_description_is_redacted_in_the_live_spans(tool_server, telemetry):
+    # The live spans carried the plan's description verbatim; a bundle's spans had it redacted.
+    secret = "sk-proj-DESCabcDEF1234567890ghijKLMNOP"
+    tool_server.script("/capabilities/pay", ToolReply.ok({"ok": True}))
+    await run(
+        plan(
+            tool_server.base_url,
+            {"pay": capability("pay", description=f"Pay for a trip with key {secret}")},
+            [step("step-1", "pay", {"city": "Tokyo"})],
+        ),
+        telemetry,
+    )
+    (attempt,) = attempt_spans(telemetry, "demo.pay")
+    for key in ("gen_ai.tool.description", "tool.description"):
+        assert attempt.attributes[key] == "Pay for a trip with key [REDACTED]"
+    assert not [key for _, key, value in _all_attributes(telemetry.spans())
+                if isinstance(value, str) and secret in value]
+
+
 async def test_spans_follow_genai_semconv_and_openinference(tool_server, llm_server, telemetry):
     tool_server.script(
         "/capabilities/pay",
