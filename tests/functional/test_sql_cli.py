@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -165,6 +166,43 @@ def test_sql_writes_csv_to_a_file(spooled_store: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.code == 0, result.stderr
     assert (result.stdout, target.read_text()) == ("", "n\n2\n")
+
+
+@pytest.mark.parametrize("output_format", ["csv", "json", "parquet", "table"])
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_sql_refuses_an_output_that_is_not_a_regular_file(
+    spooled_store: Path, tmp_path: Path, output_format: str, kind: str
+) -> None:
+    # A rename onto it replaced a device or pipe with a regular file (as root, /dev/full).
+    (tmp_path / "out").mkdir()
+    target = tmp_path / "out" / "target"
+    os.mkfifo(target) if kind == "fifo" else target.mkdir()
+    result = run_cli("sql", "SELECT 1 AS n", "--db", str(spooled_store),
+                     "--format", output_format, "-o", str(target))  # fmt: skip
+    assert result.code == 2
+    expected = ("is a directory, expected a file name" if kind == "directory" else
+                "exists and is not a regular file (a device, pipe or socket); choose a file name")
+    assert result.stderr == f"truva-console: sql: {target}: {expected}\n"
+    assert (target.is_fifo() if kind == "fifo" else target.is_dir())
+    assert sorted(p.name for p in target.parent.iterdir()) == ["target"]
+
+
+@pytest.mark.parametrize("output_format", ["csv", "parquet"])
+def test_sql_writes_through_a_symbolic_link_and_keeps_it(
+    spooled_store: Path, tmp_path: Path, output_format: str
+) -> None:
+    real = tmp_path / "real"
+    real.write_text("old\n")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    result = run_cli("sql", "SELECT 7 AS n", "--db", str(spooled_store),
+                     "--format", output_format, "-o", str(link))  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert link.is_symlink() and link.resolve() == real
+    if output_format == "csv":
+        assert real.read_text() == "n\n7\n"
+    else:
+        assert pq.read_table(real).column("n").to_pylist() == [7]
 
 
 def test_sql_parquet_needs_an_output_file(spooled_store: Path) -> None:
