@@ -9,10 +9,10 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from executor.config import ConfigError, resolve_config
+from executor.files import read_regular_file
 
 __all__ = [
     "FRAMING_HEADERS",
@@ -202,7 +202,7 @@ def _reject_constant(constant: str) -> Any:
 
 def _read_json(path: str) -> Any:
     try:
-        content = Path(path).read_bytes()
+        content = read_regular_file(path)
     except OSError as error:
         raise _problem(path, "", f"cannot read: {error.strerror or error}") from error
     try:

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from executor.files import read_regular_file
 from executor.plan.model import Plan, PlanError, key_path
 from executor.plan.validation import PlanParser, quote
 
@@ -65,7 +66,7 @@ def load_plan(path: str | Path) -> Plan:
     """Read and validate the plan file at `path`; raise PlanError naming the file and problem."""
     file = str(path)
     try:
-        content = Path(path).read_bytes()
+        content = read_regular_file(path)
     except OSError as error:
         raise PlanError(
             file, "", f"cannot read the plan file: {error.strerror or error}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -949,7 +950,23 @@ def test_a_directory_is_not_a_plan_file(tmp_path: Path, monkeypatch: pytest.Monk
     (tmp_path / "plan.json").mkdir()
     with pytest.raises(PlanError) as raised:
         load_plan("plan.json")
-    assert str(raised.value) == "plan.json: cannot read the plan file: Is a directory"
+    assert str(raised.value) == "plan.json: cannot read the plan file: is a directory"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_pipe_or_a_device_is_not_read_as_a_plan(tmp_path: Path, kind: str) -> None:
+    # /dev/zero was read until memory ran out (9.5 GB in 12 s, Ctrl-C unheard); a pipe with no
+    # writer blocked for ever.
+    if kind == "fifo":
+        path = tmp_path / "plan.json"
+        os.mkfifo(path)
+    else:
+        path = Path("/dev/zero")
+    with pytest.raises(PlanError) as raised:
+        load_plan(path)
+    assert str(raised.value) == (
+        f"{path}: cannot read the plan file: not a regular file (a device, pipe or socket)"
+    )
 
 
 def test_load_plan_reports_validation_errors_with_the_file_name(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,18 @@ def test_response_file_errors(tmp_path: Path, content: bytes | None, message: st
         load_response_file(str(path))
     assert str(caught.value).startswith(str(path) + ": ")
     assert message in str(caught.value)
+
+
+def test_a_device_or_a_pipe_is_not_read_as_a_response_file(tmp_path: Path) -> None:
+    # /dev/zero was read until memory ran out (5.3 GB in 6 s, Ctrl-C unheard).
+    pipe = tmp_path / "edit.json"
+    os.mkfifo(pipe)
+    for path in ("/dev/zero", str(pipe)):
+        with pytest.raises(ResponseSpecError) as caught:
+            load_response_file(path)
+        assert str(caught.value) == (
+            f"{path}: cannot read: not a regular file (a device, pipe or socket)"
+        )
 
 
 def test_response_file_with_bom_is_read(tmp_path: Path) -> None:
