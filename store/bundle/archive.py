@@ -373,17 +373,23 @@ def member_lines(
             start = 0
             while (end := pending.find(b"\n", max(start, searched))) >= 0:
                 number += 1
+                if end - start > limits.max_line_bytes:  # a whole line within one piece
+                    raise _row_over_limit(path, where, number, limits)
                 yield number, _line_text(path, where, bytes(pending[start:end]))
                 start = end + 1
             del pending[:start]
-            if len(pending) > limits.max_line_bytes:
-                raise refuse(
-                    path,
-                    f"{where} line {number + 1} is over {limits.max_line_bytes} bytes, the "
-                    "limit for one row (raise it with --max-row-bytes N)",
-                )
+            if len(pending) > limits.max_line_bytes:  # a line still growing past the limit
+                raise _row_over_limit(path, where, number + 1, limits)
         if pending:
             raise refuse(path, f"{where}: the last line has no newline (truncated?)")
+
+
+def _row_over_limit(path: Path, where: str, number: int, limits: BundleLimits) -> BundleError:
+    return refuse(
+        path,
+        f"{where} line {number} is over {limits.max_line_bytes} bytes, the limit for one row "
+        "(raise it with --max-row-bytes N)",
+    )
 
 
 def _line_text(path: Path, where: str, line: bytes) -> str:

@@ -725,6 +725,32 @@ def test_a_limit_below_one_is_one_line(option, small_bundle, tmp_path, capsys):
     assert not target.exists()
 
 
+def test_max_row_bytes_refuses_a_row_one_byte_over_and_takes_one_at_the_limit(
+    source_db, tmp_path, capsys
+):
+    # Only the part of a line left after each 1 MiB read was measured: a bundle of 9 KB rows
+    # imported under --max-row-bytes 10.
+    from store.bundle import export_bundle
+
+    small_bundle = tmp_path / "small-rows.zip"
+    export_bundle(source_db, small_bundle, [SMALL], redact=False)
+    lines = [
+        (name, number, len(line))
+        for name, data in bundle_contents(small_bundle) if name.startswith("tables/")
+        for number, line in enumerate(data.split(b"\n")[:-1], start=1)
+    ]  # fmt: skip
+    name, number, longest = max(lines, key=lambda found: found[2])
+    assert longest < 1024 * 1024  # within one read
+    code, out, err = run_cli(capsys, "--db", str(tmp_path / "over.duckdb"), "import",
+                             str(small_bundle), "--max-row-bytes", str(longest - 1))  # fmt: skip
+    assert (code, out) == (2, "")
+    assert f"{name} line {number} is over {longest - 1} bytes, the limit for one row" in err
+    assert not (tmp_path / "over.duckdb").exists()
+    code, _, err = run_cli(capsys, "--db", str(tmp_path / "at.duckdb"), "import",
+                           str(small_bundle), "--max-row-bytes", str(longest))  # fmt: skip
+    assert code == 0, err
+
+
 def test_bad_bundle_does_not_create_a_missing_store(small_bundle, tmp_path, capsys):
     bad = make_bad_bundle(small_bundle, tmp_path / "bad.zip", "truncate")
     target = tmp_path / "new" / "debug.duckdb"
