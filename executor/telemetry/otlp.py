@@ -321,6 +321,22 @@ def _resource(env: Mapping[str, str], service_name: str) -> Any:
     return Resource.create(attributes)
 
 
+def _metric_export_interval_ms(env: Mapping[str, str]) -> float:
+    """`OTEL_METRIC_EXPORT_INTERVAL`: a positive whole number of milliseconds (unset: 60000).
+
+    Anything else raises TelemetryConfigError: 0 made the SDK's reader raise a traceback, and a
+    word was ignored without a word."""
+    text = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
+    if not text:
+        return DEFAULT_METRIC_EXPORT_INTERVAL_MS
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise TelemetryConfigError(
+            f"OTEL_METRIC_EXPORT_INTERVAL={text!r}: expected a positive whole number of "
+            "milliseconds; nothing was exported"
+        )
+    return float(text)
+
+
 def _exporter_kind(env: Mapping[str, str], variable: str) -> str:
     value = env.get(variable, "").strip().lower()
     if value in ("", "otlp", "none"):
@@ -391,10 +407,7 @@ def telemetry_from_env(
     if metrics_url is not None:
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-        interval_text = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
-        interval_ms = (
-            float(interval_text) if interval_text.isdigit() else DEFAULT_METRIC_EXPORT_INTERVAL_MS
-        )
+        interval_ms = _metric_export_interval_ms(env)
         gate = _NoMetricsEndpointGate(metrics_url, warn)
         metric_exporter = _gated_metric_exporter(
             _metric_exporter(

@@ -175,6 +175,19 @@ def test_an_unknown_protocol_is_one_error_naming_the_variable(name, variable, va
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("value", ["0", "-5", "abc", "1.5", "٣"])
+def test_a_bad_metric_export_interval_is_one_error_naming_the_variable(value):
+    # 0 reached the SDK's reader, whose ValueError was a traceback; a word was ignored.
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+           "OTEL_METRIC_EXPORT_INTERVAL": value}
+    with pytest.raises(TelemetryConfigError) as raised:
+        telemetry_from_env(env)
+    assert str(raised.value) == (
+        f"OTEL_METRIC_EXPORT_INTERVAL={value!r}: expected a positive whole number of "
+        "milliseconds; nothing was exported"
+    )
+
+
 NO_METRICS_BACKENDS = [("http_405", "http"), ("grpc_unimplemented", "grpc")]
 
 
