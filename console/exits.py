@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from console.printable import printable_line
@@ -26,3 +30,27 @@ async def run_cancellable(runner: Any) -> Any:
     from executor.cancellation import run_cancellable as run
 
     return await run(runner)
+
+
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM, raised as a Ctrl-C is (`sigterm_as_ctrl_c`)."""
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """While the block runs, SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so what the
+    block cleans up on the way out (an import's temporary directory, an export's partial
+    file) is cleaned up for `kill` too; the command then exits 130 like a Ctrl-C. Outside the
+    main thread (where no handler can be set) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

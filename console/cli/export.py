@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from console.cli.common import add_command, add_json_option, emit, print_json, store_path
-from console.exits import fail
+from console.exits import fail, sigterm_as_ctrl_c
 from console.printable import printable
 from console.words import counted
 from store.bundle import ExportResult, export_bundle
@@ -55,13 +55,14 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.execution_ids) == bool(args.export_all):
         return fail("export: give execution ids or --all (one of the two)")
     try:
-        result = export_bundle(
-            store_path(args),
-            args.output,
-            None if args.export_all else args.execution_ids,
-            redact=not args.no_redact,
-            overwrite=args.force,
-        )
+        with sigterm_as_ctrl_c():
+            result = export_bundle(
+                store_path(args),
+                args.output,
+                None if args.export_all else args.execution_ids,
+                redact=not args.no_redact,
+                overwrite=args.force,
+            )
     except StoreError as error:
         return fail(error)
     emit(args.json, lambda: export_document(result), lambda: render_export(result),

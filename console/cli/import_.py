@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from console.cli.common import add_command, add_json_option, emit, store_path
-from console.exits import fail
+from console.exits import fail, sigterm_as_ctrl_c
 from store.bundle import BundleLimits, ImportResult, import_bundle
 from store.errors import StoreError
 
@@ -56,12 +56,13 @@ def run(args: argparse.Namespace) -> int:
         max_line_bytes=args.max_row_bytes,
     )
     try:
-        result = import_bundle(
-            store_path(args),
-            args.bundle,
-            replace=args.replace,
-            limits=limits,
-        )
+        with sigterm_as_ctrl_c():
+            result = import_bundle(
+                store_path(args),
+                args.bundle,
+                replace=args.replace,
+                limits=limits,
+            )
     except StoreError as error:
         return fail(error)
     emit(args.json, lambda: import_document(result), lambda: render_import(result),

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from console.exits import EXIT_BAD_INPUT, EXIT_CANCELLED, fail
+from console.exits import EXIT_BAD_INPUT, EXIT_CANCELLED, Terminated, fail
 from console.printable import printable_line
 
 PACKAGES = ("console", "executor", "store")
@@ -123,6 +123,8 @@ def main(argv: Sequence[str] | None = None, *, default_handler: Handler) -> int:
     """
     try:
         return dispatch(argv, default_handler)
+    except Terminated:
+        return fail("terminated (SIGTERM)", EXIT_CANCELLED)
     except KeyboardInterrupt:
         return fail("interrupted (Ctrl-C)", EXIT_CANCELLED)
     except Exception as error:  # DuckDB turns a Ctrl-C inside a query into its own error
