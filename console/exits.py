@@ -16,10 +16,25 @@ EXIT_BAD_INPUT = 2
 EXIT_CANCELLED = 130
 
 
+# An error line past this many characters keeps its start and its end (what was refused, and
+# "nothing was imported"): a bundle's manifest naming a 10 MB execution id made a 10 MB line.
+ERROR_LINE_CHARS = 4_000
+_ERROR_LINE_END_CHARS = 400
+
+
 def fail(message: object, code: int = EXIT_BAD_INPUT) -> int:
     """Print `truva-console: MESSAGE` as one line on stderr and return the exit code."""
-    print(f"truva-console: {printable_line(str(message))}", file=sys.stderr)
+    print(f"truva-console: {error_line(printable_line(str(message)))}", file=sys.stderr)
     return code
+
+
+def error_line(text: str) -> str:
+    """`text`, or past ERROR_LINE_CHARS its start and end around a note of what was cut."""
+    if len(text) <= ERROR_LINE_CHARS:
+        return text
+    head = ERROR_LINE_CHARS - _ERROR_LINE_END_CHARS
+    cut = len(text) - head - _ERROR_LINE_END_CHARS
+    return f"{text[:head]}…[{cut} characters cut]…{text[-_ERROR_LINE_END_CHARS:]}"
 
 
 async def run_cancellable(runner: Any) -> Any:
