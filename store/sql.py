@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -327,9 +328,31 @@ def _attached(cancel: QueryCancel | None, conn: duckdb.DuckDBPyConnection) -> An
         cancel.detach()
 
 
+def output_file(target: Path) -> Path:
+    """Where rows for `target` are written: `target`, or the file a symbolic link at `target`
+    points to (the link is kept). SqlError for something that is not a regular file (a device
+    such as /dev/full, a pipe, a socket, a directory): a rename onto it would replace it, and
+    write nothing where the rows were meant to go."""
+    try:
+        found = target.stat()
+    except FileNotFoundError:
+        return target  # a new file (a dangling link: the rows replace the link)
+    except OSError as error:
+        raise SqlError(f"{target}: cannot write: {error.strerror}") from error
+    if stat.S_ISDIR(found.st_mode):
+        raise SqlError(f"{target}: is a directory, expected a file name")
+    if not stat.S_ISREG(found.st_mode):
+        raise SqlError(
+            f"{target}: exists and is not a regular file (a device, pipe or socket); "
+            "choose a file name"
+        )
+    return Path(os.path.realpath(target)) if target.is_symlink() else target
+
+
 @contextlib.contextmanager
 def _partial_file(target: Path) -> Any:
     """A path beside `target` that is renamed onto it when the block succeeds, else removed."""
+    target = output_file(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         handle, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)

@@ -20,7 +20,7 @@ from console.printable import printable
 from console.render.sql_values import cell_text, jsonable, value_text
 from console.words import counted
 from store.errors import StoreBusyError, StoreError
-from store.sql import QueryResult, SqlError, SqlSession
+from store.sql import QueryResult, SqlError, SqlSession, output_file
 
 FORMATS = ("table", "csv", "json", "parquet")
 # What `SqlSession.batches` gives: the column names and the batches, or None (no relation).
@@ -53,6 +53,11 @@ def run(args: argparse.Namespace) -> int:
         return fail("sql: --format parquet needs -o FILE (Parquet is not written to a terminal)")
     if args.query is not None and not args.query.strip():
         return fail("sql: QUERY is empty")
+    if args.output is not None:
+        try:
+            args.output = str(output_file(Path(args.output)))
+        except SqlError as error:
+            return fail(f"sql: {error}")
     try:
         sql = SqlSession(store_path(args))
     except StoreError as error:
