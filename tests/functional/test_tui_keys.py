@@ -268,6 +268,9 @@ async def test_a_bad_keymap_file_is_one_notification_and_the_default_keys_stay(
         problem = f'{keymap}: [keys] refresh: expected keys such as "f5" or "ctrl+l,f5", got 5'
         assert app.keymap_problem == problem
         assert [n.message for n in app._notifications] == [problem]
+        await pilot.pause()
+        toasts = [toast.render().plain for toast in app.screen.query("Toast")]
+        assert toasts == [f"Keymap not used; default keys apply\n{problem}"]
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
 

@@ -180,12 +180,13 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
             message.stop()
             if message.problem != self.held_notice:
                 self.notify(message.problem, title="Showing what was last read",
-                            severity="warning")
+                            severity="warning", markup=False)
             self.held_notice = message.problem
             self._show_status()
             return
         if message.problem != self.problem:
-            self.notify(message.problem, title="Cannot read the debug store", severity="error")
+            self.notify(message.problem, title="Cannot read the debug store", severity="error",
+                        markup=False)  # fmt: skip
         self.problem = message.problem
         self._show_page()
 
@@ -366,7 +367,7 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
-        self.notify(self.twin_command, title="Copied the CLI command")
+        self.notify(self.twin_command, title="Copied the CLI command", markup=False)
 
     def action_export(self, all_listed: bool = False) -> None:
         """Open the export dialog for the highlighted execution (or every listed one)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
@@ -140,4 +141,5 @@ class SearchBar(Horizontal):
         assert self.result is not None and self.target is not None
         self.current = index
         self.target.show(self.result, index)
-        self.query_one("#search-status", Static).update(self.result.summary(index))
+        # `no match for '[x'`: the user's query, not markup.
+        self.query_one("#search-status", Static).update(Text(self.result.summary(index)))
