@@ -114,6 +114,10 @@ class RowOrder:
         return f"{COLUMNS_BY_KEY[self.key].header} {'↓' if self.descending else '↑'}"
 
 
+# The default order (newest first) reversed, as `ls --sort started:asc` lists it.
+OLDEST_FIRST = RowOrder("started", descending=False)
+
+
 def default_descending(key: str) -> bool:
     """A first sort on a column: numbers and times largest first, text A to Z."""
     return COLUMNS_BY_KEY[key].numeric

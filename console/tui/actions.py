@@ -118,8 +118,8 @@ ACTIONS: tuple[ConsoleAction, ...] = (
                   "Sort this page by the next column (again: the one after)",
                   cli="truva-console ls --sort COLUMN[:asc|:desc]"),
     ConsoleAction("sort-reverse", "execution-table", "S", "sort_reverse", "Reverse", "view",
-                  "Reverse the sort order of this page",
-                  cli="truva-console ls --sort COLUMN:desc", key_display="S"),
+                  "Reverse the order of this page (newest first: oldest first)",
+                  cli="truva-console ls --sort COLUMN:asc|desc", key_display="S"),
     ConsoleAction("leave-filter", "filter", "escape", "leave", "Leave filter", "filter",
                   "Go back to the table without applying the filter"),
     # ---------------------------------------------------------------- executions

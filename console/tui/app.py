@@ -116,7 +116,7 @@ class TruvaConsoleApp(App[int]):
         except KeymapError as error:
             self.keymap_problem = str(error)
             self.notify(self.keymap_problem, title="Keymap not used; default keys apply",
-                        severity="warning", timeout=10)  # fmt: skip
+                        severity="warning", timeout=10, markup=False)  # fmt: skip
             return
         if self.keymap:
             self.set_keymap(self.keymap)
@@ -235,9 +235,9 @@ class TruvaConsoleApp(App[int]):
             saved = Path(self.save_screenshot(path=str(directory)))
         except OSError as error:
             self.notify(f"{directory}: {error.strerror or error}", title="Screenshot not saved",
-                        severity="error")  # fmt: skip
+                        severity="error", markup=False)  # fmt: skip
             return None
-        self.notify(str(saved), title="Screenshot saved")
+        self.notify(str(saved), title="Screenshot saved", markup=False)
         return saved
 
     @on(ExecutionRequested)

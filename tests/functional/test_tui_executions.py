@@ -110,6 +110,33 @@ async def test_a_bad_filter_names_the_problem_and_keeps_the_list(real_store: Rea
         ]
 
 
+@pytest.mark.parametrize(
+    ("steps", "shown", "gone"),
+    [
+        (["status:fialed", ""], None, ["status:fialed", "filter:"]),
+        (["status:fialed", "text:success"], "filter: text:success", ["status:fialed"]),
+        (["text:SUCCESS", "text:success"], "filter: text:success", ["SUCCESS"]),
+        (["since:2h"], "filter: since:2h", []),
+    ],
+    ids=["error-then-empty", "error-then-valid", "same-rows-other-case", "since-same-rows"],
+)  # fmt: skip
+async def test_the_status_line_names_the_filter_applied_even_when_the_rows_are_the_same(
+    real_store: RealStore, steps: list[str], shown: str | None, gone: list[str]
+) -> None:
+    app = tui_app(real_store.db, live_refresh=False)
+    async with app.run_test(size=(200, 36)) as pilot:
+        await settle_loaded(pilot)
+        for typed in steps:
+            await apply_filter(app, pilot, typed)
+        line = status_line(app)
+        assert len(listed_ids(app)) == 3
+        assert "1–3 of 3 executions" in line
+        if shown is not None:
+            assert shown in line
+        for stale in gone:
+            assert stale not in line
+
+
 async def test_filter_that_matches_nothing_says_so(real_store: RealStore) -> None:
     app = tui_app(real_store.db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -150,6 +150,32 @@ async def test_the_footer_shows_help_and_the_keys_of_the_focused_pane(synthetic_
         assert "Help" in footer_descriptions(screen)
 
 
+def footer_line(screen) -> str:
+    """The footer as drawn, as plain text."""
+    return screen.query_one(KeysFooter).render_line(0).text
+
+
+@pytest.mark.parametrize("size", [(60, 20), (80, 24), (120, 35), (200, 44)],
+                         ids=lambda size: f"{size[0]}x{size[1]}")  # fmt: skip
+async def test_a_narrow_footer_leaves_out_other_keys_before_help_and_the_palette(
+    synthetic_db: Path, size: tuple[int, int]
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=size) as pilot:
+        await screen_loaded(pilot)
+        await pilot.pause()
+        listed = footer_line(app.screen)
+        screen = await open_execution(app, pilot, TRIP)
+        await pilot.pause()
+        execution = footer_line(screen)
+    for line in (listed, execution):
+        assert " ? Help " in line and line.rstrip().endswith("^p palette")
+        assert len(line) <= size[0]
+    assert listed.startswith(" ⏎ Open  s Sort ")
+    if size[0] >= 200:
+        assert " q Quit " in listed
+
+
 def footer_offset(footer: KeysFooter, description: str) -> tuple[int, int]:
     """The footer's offset of the middle of the key shown with `description`."""
     for start, end, key in footer._spans:
@@ -242,6 +268,9 @@ async def test_a_bad_keymap_file_is_one_notification_and_the_default_keys_stay(
         problem = f'{keymap}: [keys] refresh: expected keys such as "f5" or "ctrl+l,f5", got 5'
         assert app.keymap_problem == problem
         assert [n.message for n in app._notifications] == [problem]
+        await pilot.pause()
+        toasts = [toast.render().plain for toast in app.screen.query("Toast")]
+        assert toasts == [f"Keymap not used; default keys apply\n{problem}"]
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
 

@@ -121,6 +121,28 @@ async def test_sort_keys_order_the_page_and_the_twin_sorts_the_same(sample_db: P
     ]
 
 
+async def test_reverse_on_the_default_order_lists_oldest_first_as_its_twin_does(
+    sample_db: Path,
+) -> None:
+    app = tui_app(sample_db, db_arg=str(sample_db), live_refresh=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await screen_loaded(pilot)
+        table = table_of(app)
+        newest_first = [row["execution"] for row in shown_rows(table)]
+        await pilot.press("S")
+        oldest_first = shown_rows(table)
+        status = str(app.screen.query_one("#executions-status").content)
+        header = str(table.columns["started"].label)
+        twin = twin_argv(app)
+    assert table.order == RowOrder("started", False)
+    assert [row["execution"] for row in oldest_first] == newest_first[::-1]
+    assert "sorted by STARTED (UTC) ↑" in status and header == "STARTED (UTC) ↑"
+    assert twin[-2:] == ["--sort", "started:asc"]
+    assert [row["execution"] for row in ls_rows(twin)] == [
+        row["execution"] for row in oldest_first
+    ]
+
+
 async def test_clicking_a_header_sorts_by_it_and_again_reverses(sample_db: Path) -> None:
     app = tui_app(sample_db, db_arg=str(sample_db), live_refresh=False)
     async with app.run_test(size=(200, 50)) as pilot:

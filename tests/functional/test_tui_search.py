@@ -19,7 +19,14 @@ from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.searchable import CURRENT_STYLE, MATCH_STYLE, SearchScope
 from console.tui.widgets.tables import AttemptTable
 from console.tui.widgets.timeline_view import SELECTED_STYLE, TimelineView
-from tests.support.tui import TRIP, open_execution, record_synthetic_store, settle_until, tui_app
+from tests.support.tui import (
+    TRIP,
+    open_execution,
+    record_synthetic_store,
+    settle_until,
+    shown_text,
+    tui_app,
+)
 
 SIZE = (120, 36)
 
@@ -140,6 +147,17 @@ async def test_enter_and_shift_enter_move_the_current_match_and_the_count(
         assert status(screen) == f"{total}/{total} matches"
         matches, current = highlighted(screen.query_one("#events-body"))
         assert len(current) == 1 and len(matches) == total - 1
+
+
+async def test_the_count_shows_a_query_that_looks_like_markup_as_typed(
+    synthetic_db: Path,
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_execution(app, pilot, TRIP)
+        await search(app, pilot, screen, "[bold]zz")
+        shown = shown_text(screen.query_one("#search-status", Static).content).strip()
+    assert shown == "no match for '[bold]zz'"
 
 
 async def test_the_request_tab_searches_its_head_and_body_as_one_text(

@@ -138,7 +138,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         if self._prefetched is None:
             self.load_execution()
         yield Header()
-        yield Static(f"Loading execution {printable(self.execution_id)}…", id="execution-summary")
+        yield Static(Text(f"Loading execution {printable(self.execution_id)}…"),
+                     id="execution-summary")  # fmt: skip
         yield StepTable(id="steps")
         yield Static(id="step-summary")
         yield AttemptTable(id="attempts")
@@ -269,7 +270,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         self._show_loading(False)
         self._resume_gc()
         if message.problem != self.problem:
-            self.notify(message.problem, title="Cannot read the execution", severity="error")
+            self.notify(message.problem, title="Cannot read the execution", severity="error",
+                        markup=False)  # fmt: skip
         self.problem = message.problem
         if self.detail is None:
             self.query_one("#execution-summary", Static).update(
@@ -281,13 +283,13 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         if event.worker.group == "rerun" and event.state == WorkerState.ERROR:
             self.rerunning = False
             self.refresh_bindings()
-            self.notify(f"unexpected error: {event.worker.error}", severity="error")
+            self.notify(f"unexpected error: {event.worker.error}", severity="error", markup=False)
 
     def store_work_crashed(self, problem: str) -> None:
         """Say so in a notification; the screen keeps what it shows."""
         self._show_loading(False)
         self._resume_gc()
-        self.notify(problem, severity="error")
+        self.notify(problem, severity="error", markup=False)
 
     # ---------------------------------------------------------------- rendering
 
@@ -361,7 +363,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         if message.execution_id != self.execution_id:
             return
         if message.problem:
-            self.notify(message.problem, title="Cannot read the LLM calls", severity="error")
+            self.notify(message.problem, title="Cannot read the LLM calls", severity="error",
+                        markup=False)  # fmt: skip
             return
         self.llm_texts.update(message.texts)
         step = self.shown_step(self.step_id)
@@ -527,7 +530,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
             return
         self.rerunning = True
         self.refresh_bindings()
-        self.notify(f"CLI: {self.rerun_twin_command}", title="Re-running the failed steps")
+        self.notify(f"CLI: {self.rerun_twin_command}", title="Re-running the failed steps",
+                    markup=False)  # fmt: skip
         self._rerun(self.detail)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="rerun")
@@ -551,14 +555,15 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
     def _rerun_finished(self, message: RerunFinished) -> None:
         self.rerunning = False
         self.refresh_bindings()
-        self.notify(f"execution {message.execution_id}: {message.status}", title="Re-run finished")
+        self.notify(f"execution {message.execution_id}: {message.status}", title="Re-run finished",
+                    markup=False)  # fmt: skip
         self.post_message(ExecutionRequested(message.execution_id))
 
     @on(RerunFailed)
     def _rerun_failed(self, message: RerunFailed) -> None:
         self.rerunning = False
         self.refresh_bindings()
-        self.notify(message.problem, title="Cannot re-run", severity="error")
+        self.notify(message.problem, title="Cannot re-run", severity="error", markup=False)
 
     def focused_text(self) -> FocusedText:
         """The text F3, F4 and `y` act on: the focused pane, else the active detail tab."""
@@ -583,12 +588,12 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
         text = focused.selected or focused.text
         self.app.copy_to_clipboard(text)
         what = "the selection" if focused.selected else f"the {focused.title}"
-        self.notify(counted(len(text), "character"), title=f"Copied {what}")
+        self.notify(counted(len(text), "character"), title=f"Copied {what}", markup=False)
 
     def action_open_pager(self, editor: bool = False) -> None:
         """Show the focused text in $PAGER (or a read-only copy in $EDITOR)."""
         self.notify(open_externally(self.app, self.focused_text(), editor=editor),
-                    title="Editor" if editor else "Pager")  # fmt: skip
+                    title="Editor" if editor else "Pager", markup=False)  # fmt: skip
 
     def action_open_editor(self) -> None:
         """Open a read-only copy of the focused text in $EDITOR."""
@@ -597,7 +602,7 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
-        self.notify(self.twin_command, title="Copied the CLI command")
+        self.notify(self.twin_command, title="Copied the CLI command", markup=False)
 
     def action_twin(self, action_id: str) -> str | None:
         """The `explain` command for `copy-cli` (with `--timeline --attempt N` for the timeline

@@ -76,6 +76,7 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
         self.problem: str | None = None
         self.held_notice: str | None = None
         self.filter_problem: str | None = None
+        self._status_shown: Text | None = None
         self.requests = StoreRequests()
 
     def compose(self) -> ComposeResult:
@@ -165,6 +166,7 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
             self.load_page()
             return
         if page == self.page and self.problem is None and self.held_notice is None:
+            self._show_status()  # the same rows under another filter (or the error cleared)
             return
         self.page, self.problem, self.held_notice = page, None, None
         self._show_page()
@@ -178,12 +180,13 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
             message.stop()
             if message.problem != self.held_notice:
                 self.notify(message.problem, title="Showing what was last read",
-                            severity="warning")
+                            severity="warning", markup=False)
             self.held_notice = message.problem
-            self.query_one("#executions-status", Static).update(self._status_text())
+            self._show_status()
             return
         if message.problem != self.problem:
-            self.notify(message.problem, title="Cannot read the debug store", severity="error")
+            self.notify(message.problem, title="Cannot read the debug store", severity="error",
+                        markup=False)  # fmt: skip
         self.problem = message.problem
         self._show_page()
 
@@ -210,9 +213,16 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
         else:
             self.query_one(ExecutionTable).show_rows(page.executions)
             switcher.current = "executions-table"
-        self.query_one("#executions-status", Static).update(self._status_text())
+        self._show_status()
         self.refresh_bindings()
         self._show_preview(self.query_one(ExecutionTable).highlighted_key())
+
+    def _show_status(self) -> None:
+        """Draw the status line, unless it already reads so (the poll answers every second)."""
+        text = self._status_text()
+        if text != self._status_shown:
+            self._status_shown = text
+            self.query_one("#executions-status", Static).update(text)
 
     def _show_preview(self, execution_id: str | None) -> None:
         """The highlighted execution's full query, stop reason and incomplete steps."""
@@ -234,7 +244,7 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
     @on(ExecutionTable.SortChanged)
     def _sort_changed(self) -> None:
         self._update_twin()
-        self.query_one("#executions-status", Static).update(self._status_text())
+        self._show_status()
 
     @on(ExecutionTable.ExecutionHighlighted)
     def _execution_highlighted(self, message: ExecutionTable.ExecutionHighlighted) -> None:
@@ -312,7 +322,7 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
     @on(FilterBar.FilterRejected)
     def _filter_rejected(self, message: FilterBar.FilterRejected) -> None:
         self.filter_problem = message.problem
-        self.query_one("#executions-status", Static).update(self._status_text())
+        self._show_status()
 
     def apply_filter(self, parsed: ParsedFilter) -> None:
         """List the executions matching `parsed` from the first page."""
@@ -357,7 +367,7 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
-        self.notify(self.twin_command, title="Copied the CLI command")
+        self.notify(self.twin_command, title="Copied the CLI command", markup=False)
 
     def action_export(self, all_listed: bool = False) -> None:
         """Open the export dialog for the highlighted execution (or every listed one)."""

@@ -556,7 +556,7 @@ class ReplayScreen(StoreBacked, PaneScreen, Screen):
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
-        self.notify(self.twin_command, title="Copied the CLI command")
+        self.notify(self.twin_command, title="Copied the CLI command", markup=False)
 
     def action_twin(self, action_id: str) -> str | None:
         """The `replay` command for `copy-cli` and `run-replay`."""

@@ -172,7 +172,7 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
-        self.notify(self.twin_command, title="Copied the CLI command")
+        self.notify(self.twin_command, title="Copied the CLI command", markup=False)
 
     # ------------------------------------------------------------------ running
 
@@ -224,7 +224,8 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
         self.query_one(SqlResultTable).show_result(outcome.result)
         self._show_history(outcome.history)
         if outcome.history_problem:
-            self.notify(outcome.history_problem, title="History not saved", severity="warning")
+            self.notify(outcome.history_problem, title="History not saved", severity="warning",
+                        markup=False)  # fmt: skip
 
     @on(QueryFailed)
     def _query_failed(self, message: QueryFailed) -> None:
@@ -283,7 +284,7 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
         table = self.query_one(SqlResultTable)
         target = table.target(event.row_key.value)
         if target is None:
-            self.notify(NO_EXECUTION_HINT, title="Nothing to open")
+            self.notify(NO_EXECUTION_HINT, title="Nothing to open", markup=False)
             return
         self.post_message(ExecutionRequested(target.execution_id, target.step_id, target.n))
 

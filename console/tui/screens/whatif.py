@@ -491,7 +491,7 @@ class WhatIfScreen(PaneScreen, Screen):
     def action_copy_twin(self) -> None:
         """Copy the equivalent CLI command to the clipboard."""
         self.app.copy_to_clipboard(self.twin_command)
-        self.notify(self.twin_command, title="Copied the CLI command")
+        self.notify(self.twin_command, title="Copied the CLI command", markup=False)
 
     def action_copy_replay(self) -> None:
         """Copy the `replay` command of the highlighted change."""
@@ -500,7 +500,7 @@ class WhatIfScreen(PaneScreen, Screen):
             return
         command = twin_command(self.db_arg, *replay_arguments(change, self.view.overrides))
         self.app.copy_to_clipboard(command)
-        self.notify(command, title="Copied the replay command")
+        self.notify(command, title="Copied the replay command", markup=False)
 
     def action_twin(self, action_id: str) -> str | None:
         """The `whatif` command for `copy-cli` and `run-whatif`; `replay` for `copy-replay`."""

@@ -29,6 +29,23 @@ class FooterKeyShown:
     palette: bool = False
 
 
+# The key the footer always draws (with the palette's) while the screen has it.
+ALWAYS_SHOWN_ACTION = "help"
+
+
+def _fitting(
+    keys: list[tuple[FooterKeyShown, Text]], room: int
+) -> list[tuple[FooterKeyShown, Text]]:
+    """`keys` without the last ones but help until they fit in `room` cells."""
+    kept = list(keys)
+    while sum(len(drawn) for _, drawn in kept) > room:
+        droppable = [i for i, (key, _) in enumerate(kept) if key.action != ALWAYS_SHOWN_ACTION]
+        if not droppable:
+            break
+        del kept[droppable[-1]]
+    return kept
+
+
 class KeysFooter(Widget, can_focus=False):
     """Textual's `Footer` (not compact, no binding groups) drawn as one line by one widget.
 
@@ -38,9 +55,10 @@ class KeysFooter(Widget, can_focus=False):
     the keys are one `Text` whose spans are the segments those widgets drew (the snapshots
     are the same bytes): each key's display padded by one cell either side, its description
     followed by one cell, the command palette's key at the right behind a `vkey` border and
-    one cell of padding (the footer's own). A click on a key presses it (a bell when it is
-    disabled), a disabled key is dimmed, the key under the mouse is highlighted and its
-    tooltip is the footer's. The keys are redrawn once per burst of binding updates, and only
+    one cell of padding (the footer's own). Keys that do not fit are left out from the right,
+    `? Help` last, so help and the palette stay visible. A click on a key presses it (a bell
+    when it is disabled), a disabled key is dimmed, the key under the mouse is highlighted and
+    its tooltip is the footer's. The keys are redrawn once per burst of binding updates, and only
     when they changed.
     """
 
@@ -165,22 +183,25 @@ class KeysFooter(Widget, can_focus=False):
         self._gap = None
         base = self.rich_style
         hover = self.get_component_rich_style("keys-footer--hover")
-        bound = [key for key in self._keys_shown if not key.palette]
+        bound = [(key, self._key_text(key, base, hover))
+                 for key in self._keys_shown if not key.palette]  # fmt: skip
         palette = [key for key in self._keys_shown if key.palette]
-        line = Text(no_wrap=True, end="")
-        spans: list[tuple[int, int, FooterKeyShown]] = []
-        for key in bound:
-            start = len(line)
-            line.append_text(self._key_text(key, base, hover))
-            spans.append((start, len(line), key))
+        tail = Text()
         if palette:
             key = palette[0]
-            drawn = self._key_text(key, base, hover)
             border = self.get_component_rich_style("keys-footer--palette-border")
             item = self._item_style(key, base, hover)
             tail = Text.assemble(("▏", Style(color=border.color, bgcolor=item.bgcolor)))
-            tail.append_text(drawn)
-            room = max(0, width - len(tail))
+            tail.append_text(self._key_text(key, base, hover))
+        room = max(0, width - len(tail))
+        bound = _fitting(bound, room)
+        line = Text(no_wrap=True, end="")
+        spans: list[tuple[int, int, FooterKeyShown]] = []
+        for key, drawn in bound:
+            start = len(line)
+            line.append_text(drawn)
+            spans.append((start, len(line), key))
+        if palette:
             if len(line) > room:
                 line = line[:room]
             elif len(line) < room:
@@ -188,7 +209,7 @@ class KeysFooter(Widget, can_focus=False):
                 line.append(" " * (room - len(line)))
             start = len(line)
             line.append_text(tail)
-            spans.append((start, len(line), key))
+            spans.append((start, len(line), palette[0]))
         self._spans = tuple(spans)
         return line
 

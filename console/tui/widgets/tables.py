@@ -18,6 +18,7 @@ from console.printable import printable
 from console.render.execution_columns import (
     COLUMNS_BY_KEY,
     EXECUTION_COLUMNS,
+    OLDEST_FIRST,
     QUERY_MIN_WIDTH,
     ExecutionColumn,
     RowOrder,
@@ -158,11 +159,9 @@ class ExecutionTable(NavigableTable):
         self._header_signature: tuple[object, ...] = ()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Offer sorting once there are rows, and reversing once sorted by a column."""
-        if action == "sort_next":
+        """Offer sorting and reversing once there are rows."""
+        if action in ("sort_next", "sort_reverse"):
             return self.row_count > 0
-        if action == "sort_reverse":
-            return self.row_count > 0 and self.order.key is not None
         return super().check_action(action, parameters)
 
     def show_rows(self, rows: tuple[ExecutionRow, ...]) -> None:
@@ -189,8 +188,10 @@ class ExecutionTable(NavigableTable):
             self.sort_by(RowOrder(keys[after], default_descending(keys[after])))
 
     def action_sort_reverse(self) -> None:
-        """Reverse the order of the column sorted by (the default order has none to reverse)."""
-        if self.order.key is not None:
+        """Reverse the order: of the column sorted by, or newest first to oldest first."""
+        if self.order.key is None:
+            self.sort_by(OLDEST_FIRST)
+        else:
             self.sort_by(RowOrder(self.order.key, not self.order.descending))
 
     def on_resize(self) -> None:
