@@ -21,7 +21,12 @@ from console.printable import printable
 from console.render.formats import format_duration, format_time
 from console.render.request_diff import RequestDiff, request_diffs
 from console.render.text import Lines, draw_attempt, draw_event, draw_llm_call, draw_step_head
-from console.render.timeline import LEGEND, execution_timeline, step_timeline
+from console.render.timeline import (
+    LEGEND,
+    execution_timeline,
+    step_in_execution_timeline,
+    step_timeline,
+)
 from console.render.views import attempt_view, event_view, llm_call_view, split_inputs, step_view
 from console.render.warnings import attempt_warnings
 from console.words import counted
@@ -60,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     """Explain one execution; 0 on success, 2 with one line on stderr for bad input.
 
     The text of a whole execution is read and written a few hundred steps at a time, and one
-    step (STEP) is read alone, so memory follows what is printed, not the execution's size.
+    step (STEP) is read alone, so memory follows what is printed, not the execution's size;
+    STEP with --timeline reads the whole execution, whose waterfall has a lane per step.
     """
     from store.queries import open_store
 
@@ -72,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
             outline = store.execution_outline(args.execution)
             write_explain(store, outline, sys.stdout.write)
             return 0
-        if args.step:
+        if args.step and timeline:  # the Timeline tab's twin: every step has a lane
+            detail = store.get_execution(args.execution, llm_texts=False)
+            steps, every_step = (detail.step(args.step),), False
+        elif args.step:
             outline = store.execution_outline(args.execution)
             steps = (store.execution_step(outline, args.step),)
             every_step = len(outline.step_ids) == 1
@@ -86,9 +95,11 @@ def run(args: argparse.Namespace) -> int:
         problem = _attempt_problem(args, steps, selected_n)
         if problem:
             return fail(f"explain: --attempt {selected_n}: {problem}")
-    if timeline:
-        sys.stdout.write(printable(render_timelines(detail, steps, selected_n=selected_n,
-                                                    every_step=every_step)))  # fmt: skip
+    if timeline and args.step:
+        sys.stdout.write(printable(render_step_timeline(detail, steps[0],
+                                                        selected_n=selected_n)))  # fmt: skip
+    elif timeline:
+        sys.stdout.write(printable(render_timelines(detail, steps, every_step=every_step)))
     elif args.json:
         print_json(explain_document(detail, steps))
     else:
@@ -227,6 +238,15 @@ def _attempt_problem(args: argparse.Namespace, steps: tuple[StepRecord, ...], n:
         made = ", ".join(f"#{number}" for number in numbers) or "none"
         return f"{steps[0].step_id} has no attempt {n} (its attempts: {made})"
     return ""
+
+
+def render_step_timeline(detail: ExecutionDetail, step: StepRecord, *, width: int | None = None,
+                         selected_n: int | None = None) -> str:  # fmt: skip
+    """What the Timeline tab shows for `step` with attempt `selected_n` selected: the step's
+    waterfall, then the execution's, and a legend."""
+    width = width or max(60, shutil.get_terminal_size((80, 24)).columns)
+    lines = step_in_execution_timeline(step, detail, width=width, selected_n=selected_n)
+    return "\n".join(lines) + "\n"
 
 
 def render_timelines(

@@ -230,3 +230,16 @@ def _mark_attempt(row: list[str], axis: _Axis, lane: Lane, n: int | None) -> Non
 
 LEGEND = f"{ATTEMPT} attempt  {LLM} LLM call  {WAIT} wait  {UNRUN} planned, not waited  " \
          f"{MOMENT} not sent"
+
+
+def step_in_execution_timeline(step: StepRecord, detail: ExecutionDetail, *, width: int = 80,
+                               selected_n: int | None = None) -> list[str]:  # fmt: skip
+    """The Timeline tab (and `explain EXECUTION STEP --timeline`): the step's waterfall, then
+    the execution's with the step's lane marked, then the legend; attempt `selected_n` is
+    marked in both."""
+    return [
+        f"Step {step.step_id}", *step_timeline(step, width=width, selected_n=selected_n), "",
+        "Execution", *execution_timeline(detail, width=width,
+                                         selected=(step.step_id, selected_n)),
+        "", LEGEND,
+    ]  # fmt: skip

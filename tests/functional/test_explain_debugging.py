@@ -30,11 +30,16 @@ def test_explain_timeline_draws_the_execution_then_each_step(db: str, monkeypatc
     assert max(len(line) for line in lines) <= 80
 
 
-def test_explain_timeline_of_one_step_has_no_execution_lane(db: str) -> None:
+def test_explain_timeline_of_one_step_draws_the_step_then_the_execution(db: str) -> None:
     result = run_cli("--db", db, "explain", TRIP, "step-2", "--timeline")
     assert result.code == 0, result.stderr
-    assert "execution  0─" not in result.stdout
-    assert "LLM error_analysis 800 ms HTTP 200" in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Step step-2" and lines[1].startswith("step-2     0─")
+    execution = lines.index("Execution")
+    assert lines[execution + 1].startswith("execution  0─")
+    assert "LLM error_analysis 800 ms HTTP 200" in "\n".join(lines[:execution])
+    lanes = [line[:11] for line in lines[execution:] if line.startswith(("▶", "step-"))]
+    assert lanes[:3] == ["step-1     ", "▶ step-2   ", "step-3     "]
 
 
 def test_explain_prints_the_inputs_the_rule_read_apart(db: str) -> None:
@@ -79,7 +84,9 @@ def test_explain_timeline_with_attempt_marks_that_attempt(db: str) -> None:
     result = run_cli("--db", db, "explain", TRIP, "step-1", "--timeline", "--attempt", "2")
     assert result.code == 0, result.stderr
     marked = [line for line in result.stdout.splitlines() if line.startswith("▶")]
-    assert len(marked) == 1 and marked[0].startswith("▶ #2") and "200 in 12 ms" in marked[0]
+    assert len(marked) == 2 and marked[0].startswith("▶ #2") and "200 in 12 ms" in marked[0]
+    lane = marked[1]  # the step's lane in the execution's waterfall, its attempt #2 marked
+    assert lane.startswith("▶ step-1   ") and lane[len("▶ step-1   "):].count("▶") == 1
 
 
 ATTEMPT_MISTAKES = {

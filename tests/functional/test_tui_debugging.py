@@ -17,6 +17,7 @@ from console.tui.screens.executions import ExecutionsScreen
 from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.tables import AttemptTable, ExecutionTable, StepTable
 from console.tui.widgets.timeline_view import TimelineView
+from tests.support.plans import run_cli
 from tests.support.tui import (
     EXHAUSTED,
     SMALL,
@@ -140,6 +141,28 @@ async def test_key_6_shows_the_timeline_of_the_step_and_of_the_execution(
         assert "wait 1.00 s planned · 1.00 s actual · Retry-After" in text
         assert "\nExecution\nexecution  0─" in text
         assert max(len(line) for line in text.splitlines()) <= view.size.width
+
+
+TIMELINE_TWINS = {"step-1-attempt-1": ("step-1", 1), "step-1-attempt-2": ("step-1", 2),
+                  "step-2-attempt-2": ("step-2", 2), "step-3-attempt-1": ("step-3", 1)}
+
+
+@pytest.mark.parametrize(("step_id", "n"), TIMELINE_TWINS.values(), ids=TIMELINE_TWINS.keys())
+async def test_the_timeline_tabs_cli_twin_prints_what_the_tab_shows(
+    synthetic_db: Path, monkeypatch, step_id: str, n: int
+) -> None:
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await trip_at(app, pilot, step_id, n, "6")
+        view = screen.query_one(TimelineView)
+        shown, width = view.render().plain, view.size.width
+        twin = screen.action_twin("show-tab-timeline")
+    assert twin == f"truva-console explain {TRIP} {step_id} --timeline --attempt {n}"
+    monkeypatch.setenv("COLUMNS", str(width))
+    result = run_cli("--db", str(synthetic_db), *twin.split()[1:])
+    assert result.code == 0, result.stderr
+    assert result.stdout == shown + "\n"
+    assert shown.startswith(f"Step {step_id}\n") and f"\n▶ {step_id} " in shown
 
 
 async def test_key_7_shows_the_request_diff_with_layer_and_llm_call(synthetic_db: Path) -> None:

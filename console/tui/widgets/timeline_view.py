@@ -12,7 +12,7 @@ from textual.widget import Widget
 
 from console.printable import printable
 from console.render.text_search import Match, rows_of
-from console.render.timeline import LEGEND, SELECTED, execution_timeline, step_timeline
+from console.render.timeline import SELECTED, step_in_execution_timeline
 from console.tui.widgets.searchable import reveal_row, stylize_line
 from store.queries import ExecutionDetail, StepRecord
 
@@ -45,13 +45,8 @@ class TimelineView(Widget):
         """What the tab shows at `width` columns."""
         if self._step is None or self._detail is None:
             return ["No step selected."]
-        step, n = self._step, self.selected_n
-        return [
-            f"Step {step.step_id}", *step_timeline(step, width=width, selected_n=n), "",
-            "Execution", *execution_timeline(self._detail, width=width,
-                                             selected=(step.step_id, n)),
-            "", LEGEND,
-        ]  # fmt: skip
+        return step_in_execution_timeline(self._step, self._detail, width=width,
+                                          selected_n=self.selected_n)  # fmt: skip
 
     def _width(self) -> int:
         return max(self.size.width, 40)
