@@ -29,6 +29,7 @@ from executor.policy import (
     LayerVerdict,
     assess_correction,
 )
+from executor.policy.conditions import wait_text
 from executor.runtime.outcomes import (
     HttpOutcome,
     StepContext,
@@ -189,7 +190,7 @@ class LayerConsultation:
                 execution_id=self.execution_id, step_id=step.id, n=state.n, at=self.clock(),
                 name="llm.retry_wait",
                 message=f"{label}: LLM try {try_number} of {LLM_MAX_TRIES} failed ({failed}); "
-                f"trying again after {delay_ms:.1f} ms ({source})",
+                f"trying again after {wait_text(delay_ms)} ({source})",
                 attrs={"site": exchange.site, "try": try_number, "max_tries": LLM_MAX_TRIES,
                        "failure": failed, "delay_ms": delay_ms, "delay_source": source},
             ))
@@ -209,7 +210,7 @@ class LayerConsultation:
             cap_ms = config.retry_after_max_ms  # None: no limit but the wall clock
             if cap_ms is not None and delay_ms > cap_ms:
                 return delay_ms, source, (
-                    f"Retry-After asks for {delay_ms:.0f} ms, more than retry_after_max_ms "
+                    f"Retry-After asks for {wait_text(delay_ms)}, more than retry_after_max_ms "
                     f"{cap_ms:.0f}"
                 )
         else:
@@ -222,7 +223,7 @@ class LayerConsultation:
             remaining_ms = (config.max_wall_clock_s - (self.monotonic() - self._started)) * 1000
             if delay_ms >= remaining_ms:
                 return delay_ms, source, (
-                    f"the wait of {delay_ms:.0f} ms would outlast the wall-clock budget "
+                    f"the wait of {wait_text(delay_ms)} would outlast the wall-clock budget "
                     f"({max(0.0, remaining_ms):.0f} ms left)"
                 )
         return delay_ms, source, None

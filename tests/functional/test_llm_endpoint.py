@@ -243,9 +243,40 @@ async def test_llm_retry_after_beyond_the_cap_is_not_waited(tool_server, llm_ser
     assert sleep.waits == []
     attempt = final(outcome)
     assert attempt.rule == "analyzer.unavailable"
-    assert ("unavailable (HTTP 429 ×1; not retried: Retry-After asks for 120000 ms, more than "
-            "retry_after_max_ms 60000)") in attempt.reason
+    assert ("unavailable (HTTP 429 ×1; not retried: Retry-After asks for 120000.0 ms, more "
+            "than retry_after_max_ms 60000)") in attempt.reason
     assert len(llm_server.requests) == 1
+
+
+async def test_llm_retry_after_too_long_for_a_float_is_said_in_short(tool_server, llm_server):
+    """400 nines of seconds is the longest wait a float holds; the reason says it in 4 digits,
+    as the tool path's reasons do, not in the 309 of a fixed-point rendering."""
+    bad_city(tool_server)
+    llm_server.script(LLMReply(status=429, headers={"Retry-After": "9" * 400}))
+    sleep = RecordingSleep()
+    outcome, _ = await run_executor(
+        hotel_plan(tool_server, llm_server, instruction=None), sleep=sleep)
+    assert sleep.waits == []
+    attempt = final(outcome)
+    assert attempt.rule == "analyzer.unavailable"
+    assert ("not retried: Retry-After asks for 1.798e+308 ms, more than retry_after_max_ms "
+            "60000)") in attempt.reason
+    assert len(attempt.reason) < 400
+
+
+async def test_llm_retry_after_too_long_for_the_wall_clock_is_said_in_short(
+    tool_server, llm_server
+):
+    bad_city(tool_server)
+    llm_server.script(LLMReply(status=429, headers={"Retry-After": "9" * 400}))
+    sleep = RecordingSleep()
+    outcome, _ = await run_executor(
+        hotel_plan(tool_server, llm_server, instruction=None,
+                   config={"retry_after_max_ms": None, "max_wall_clock_s": 10}),
+        sleep=sleep)
+    assert sleep.waits == []
+    assert ("not retried: the wait of 1.798e+308 ms would outlast the wall-clock budget"
+            in final(outcome).reason)
 
 
 async def test_llm_retries_stop_at_the_llm_call_budget(tool_server, llm_server):
@@ -269,7 +300,7 @@ async def test_llm_retry_wait_beyond_the_wall_clock_budget_is_not_waited(
         hotel_plan(tool_server, llm_server, instruction=None, config={"max_wall_clock_s": 10}),
         sleep=sleep)
     assert sleep.waits == []
-    assert "not retried: the wait of 30000 ms would outlast the wall-clock budget" in (
+    assert "not retried: the wait of 30000.0 ms would outlast the wall-clock budget" in (
         final(outcome).reason)
 
 
