@@ -148,6 +148,38 @@ def _json_body(message: Any) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
 
+# An OTLP/HTTP answer is a small message (an empty ExportTraceServiceResponse, a partial-success
+# count, or an error text); the exporters only log it. What an endpoint sends past this is not
+# read: an endless answer would otherwise be read into memory until the process died.
+OTLP_RESPONSE_BYTES_READ = 64 * 1024
+
+
+def bounded_session() -> Any:
+    """A `requests` session for the OTLP/HTTP exporters that reads at most
+    `OTLP_RESPONSE_BYTES_READ` bytes of each answer, decoded (its connection is dropped when
+    more was sent, kept for the next export otherwise)."""
+    import requests
+
+    class BoundedSession(requests.Session):
+        def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> Any:
+            kwargs["stream"] = True
+            response = super().request(method, url, *args, **kwargs)
+            try:
+                body = response.raw.read(OTLP_RESPONSE_BYTES_READ + 1, decode_content=True)
+            except Exception:
+                response.close()
+                raise
+            if len(body) > OTLP_RESPONSE_BYTES_READ:
+                response.close()
+                body = body[:OTLP_RESPONSE_BYTES_READ]
+            else:
+                response.raw.release_conn()
+            response._content = body
+            return response
+
+    return BoundedSession()
+
+
 def _span_exporter(protocol: str, endpoint: str, options: Mapping[str, Any]) -> Any:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
@@ -157,6 +189,7 @@ def _span_exporter(protocol: str, endpoint: str, options: Mapping[str, Any]) -> 
         return GrpcSpanExporter(endpoint=endpoint, **options)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+    options = {"session": bounded_session(), **options}
     if protocol == "http/json":
         return _json_exporter_classes()[0](endpoint=endpoint, **options)
     return OTLPSpanExporter(endpoint=endpoint, **options)
@@ -171,6 +204,7 @@ def _metric_exporter(protocol: str, endpoint: str, options: Mapping[str, Any]) -
         return GrpcMetricExporter(endpoint=endpoint, **options)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
+    options = {"session": bounded_session(), **options}
     if protocol == "http/json":
         return _json_exporter_classes()[1](endpoint=endpoint, **options)
     return OTLPMetricExporter(endpoint=endpoint, **options)

@@ -7,7 +7,14 @@ Span ids derive from the recorded ids, so a live export, two publishes and a bun
 from __future__ import annotations
 
 import json
+import os
+import resource
+import subprocess
+import sys
+import threading
 import zipfile
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +233,115 @@ def test_a_bad_protocol_stops_run_before_anything_is_sent(tmp_path, tool_server,
         "http/protobuf, http/json; nothing was exported"
     )
     assert tool_server.received("/capabilities/quote") == []
+
+
+class _EndlessAnswer(BaseHTTPRequestHandler):
+    """An OTLP endpoint that takes the export, then answers without end (or with a gzip bomb:
+    a few MB that decode to gigabytes)."""
+
+    protocol_version = "HTTP/1.1"
+    bomb: bytes = b""
+    exports = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        type(self).exports += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        try:
+            if self.bomb:
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(self.bomb)))
+                self.end_headers()
+                self.wfile.write(self.bomb)
+                return
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"x" * 65536
+            frame = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+            while True:
+                self.wfile.write(frame)
+        except OSError:  # the client stopped reading and hung up
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _gzip_of_zeros(size: int) -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip framing
+    block = bytes(1 << 20)
+    parts = [compressor.compress(block) for _ in range(size >> 20)]
+    return b"".join(parts) + compressor.flush()
+
+
+@pytest.mark.parametrize("answer", ["endless", "gzip-bomb"])
+def test_an_endpoint_whose_answer_never_ends_does_not_fill_memory(
+    answer, tmp_path, tool_server
+):
+    """Publish against an endpoint that answers 200 with an endless body, or with 1 GiB of
+    zeros gzipped: the export succeeds on its status, reading 64 KiB of the answer."""
+    execution_id = record(tmp_path, quote_plan(tool_server))
+    handler = type("Handler", (_EndlessAnswer,), {
+        "bomb": _gzip_of_zeros(1 << 30) if answer == "gzip-bomb" else b"", "exports": 0})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        env = {**os.environ,
+               "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}"}
+        script = Path(sys.executable).with_name("truva-console")
+        child = subprocess.Popen([str(script), "publish", execution_id], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = child.communicate(timeout=60)
+        finally:
+            child.kill()
+        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert child.returncode == 0, err.decode()
+    assert "published 4 spans of 1 execution" in out.decode()
+    assert handler.exports == 1
+    # The whole process, Python and DuckDB included: an endless answer read in full passed
+    # 2 GB within the 60 s; a CLI child here peaks near 200 MB.
+    assert peak_mb < 600, peak_mb
+
+
+def test_the_exporters_session_reads_a_bounded_prefix_and_keeps_short_answers_whole():
+    from executor.telemetry.otlp import OTLP_RESPONSE_BYTES_READ, bounded_session
+
+    bodies = {"/short": b'{"partialSuccess":{}}',
+              "/long": b"y" * (OTLP_RESPONSE_BYTES_READ * 3)}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = bodies[self.path]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        session = bounded_session()
+        short = session.request("POST", base + "/short", data=b"{}", timeout=10)
+        long = session.request("POST", base + "/long", data=b"{}", timeout=10)
+        again = session.request("POST", base + "/short", data=b"{}", timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert short.status_code == 200 and short.content == bodies["/short"]
+    assert again.content == bodies["/short"] and again.text == bodies["/short"].decode()
+    assert long.content == bodies["/long"][:OTLP_RESPONSE_BYTES_READ]
