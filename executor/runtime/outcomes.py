@@ -506,9 +506,18 @@ def classify_transport_error(exc: httpx.TransportError) -> str:
         return "connect"
     if isinstance(exc, httpx.TimeoutException):
         return "timeout"
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+    if isinstance(exc, httpx.ReadError | httpx.WriteError):
         return "reset"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        # httpx raises it both for a connection closed early and for bytes that are not HTTP
+        # (an illegal status line, a bad header, a broken chunk): only the first is a reset.
+        return "reset" if str(exc).startswith(_CLOSED_EARLY) else "protocol"
     return "protocol"
+
+
+# How httpcore and h11 word a RemoteProtocolError for a connection the tool closed: before any
+# response, or within the body.
+_CLOSED_EARLY = ("Server disconnected", "peer closed connection")
 
 
 def flatten_headers(headers: httpx.Headers) -> dict[str, str]:

@@ -7,6 +7,10 @@ OpenAI-compatible server) on 127.0.0.1, runs a plan, and checks the SPEC §3.2 d
 from __future__ import annotations
 
 import json
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -238,6 +242,66 @@ def test_transport_drop_retries_same_payload(tmp_path, tool_server):
     assert actions(doc) == [(0, "retry_same", "transient.retry_same"),
                             (200, "success", "success.2xx")]
     assert step_of(doc)["attempts"][0]["transport_error"] == "reset"
+
+
+@contextmanager
+def raw_answers(*answers: bytes) -> Iterator[str]:
+    """A loopback server that reads each request's head and answers it with bytes that need
+    not be HTTP, then closes the connection; yields its base URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        for answer in answers:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                received = b""
+                while b"\r\n\r\n" not in received:
+                    chunk = connection.recv(65536)
+                    if not chunk:
+                        break
+                    received += chunk
+                connection.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        thread.join(timeout=5)
+
+
+@pytest.mark.parametrize(("name", "answer", "kind", "message"), [
+    ("not_http_at_all", b"garbage\r\n\r\n", "protocol", "illegal status line"),
+    ("a_bad_header_line", b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "protocol",
+     "illegal header line"),
+    ("a_body_cut_short", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc", "reset",
+     "peer closed connection without sending complete message body"),
+    ("closed_before_answering", b"", "reset", "Server disconnected without sending a response"),
+])
+def test_an_answer_that_is_not_http_is_a_protocol_error_and_a_close_is_a_reset(
+    name, answer, kind, message, tmp_path
+):
+    """Both are transport failures, resent after backoff; the record names which it was."""
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
+    with raw_answers(answer, ok) as base_url:
+        doc = run_plan_json(tmp_path, plan(base_url, {"x": capability("x")},
+                                           [step("step-1", "x", {"a": 1})],
+                                           config={"max_delay_ms": 20}))
+    assert actions(doc) == [(0, "retry_same", "transient.retry_same"),
+                            (200, "success", "success.2xx")]
+    first = step_of(doc)["attempts"][0]
+    assert first["transport_error"] == kind
+    assert first["reason"].startswith(f"transport failure ({kind}) is transient; resend")
+    stored = run_cli("sql", "SELECT transport_error, transport_error_message FROM attempts "
+                     "ORDER BY n LIMIT 1", "--format", "json")
+    assert stored.code == 0, stored.stderr
+    (row,) = json.loads(stored.stdout)
+    assert row["transport_error"] == kind
+    assert message in row["transport_error_message"]
 
 
 def test_connection_refused_exhausts_attempts(tmp_path):
