@@ -10,13 +10,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import ClassVar
 
-from textual import on
+from textual import events, on
 from textual.app import App, SystemCommand
 from textual.binding import BindingType
 from textual.screen import Screen
 from textual.timer import Timer
 
 from console.tui.actions import SCOPE_TITLES, KeymapError, bindings, keymap_path, load_keymap
+from console.tui.keys import KeyOrder
 from console.tui.messages import (
     ExecutionRequested,
     LintRequested,
@@ -108,6 +109,15 @@ class TruvaConsoleApp(App[int]):
                                          group="prefetch"),
             lambda execution_id: self.source.get_execution(execution_id, llm_texts=False),
         )  # fmt: skip
+        self.key_order = KeyOrder(self)
+
+    async def on_event(self, event: events.Event) -> None:
+        """Each key the terminal sends is aimed once the one before has had its effect
+        (`console.tui.keys`): a burst of keys lands where it would have, typed slowly."""
+        if self.key_order.hold(event):
+            return
+        await super().on_event(event)
+        self.key_order.handled(event)
 
     def on_mount(self) -> None:
         """Apply the user's keymap file, if there is one and it can be used."""

@@ -150,3 +150,16 @@ def test_an_execution_opens_on_its_failing_step_and_f1_f3_work(terminal, failing
     assert total >= 2  # "… by rule R" and "Inputs R read"
     terminal.keys("Enter")
     terminal.wait_for(lambda text: f"2/{total} match" in text, "the next match")
+
+
+def test_a_burst_of_keys_lands_as_if_typed_slowly(terminal, failing_sample):
+    """One `send-keys` of `/status:failed`, Enter, `j`, Enter reaches the terminal as one read:
+    the filter takes the text (not the table, whose `s` sorts and `:` opens the SQL screen),
+    Enter applies it and moves to the table, `j` moves down, Enter opens the second failed
+    execution, as the same keys typed one at a time would."""
+    second = _cli_json("ls", "--status", "failed")["executions"][1]["execution_id"]
+    terminal.wait_for(lambda text: failing_sample["execution_id"] in text, "the executions list")
+    terminal.keys("/status:failed", "Enter", "j", "Enter")
+    opened = terminal.wait_for(lambda text: "Steps" in text and second in text
+                               and "Filter" not in text, "the second failed execution")
+    assert "SQL" not in opened.splitlines()[0]

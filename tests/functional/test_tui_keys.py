@@ -365,3 +365,27 @@ async def test_the_help_of_the_executions_table_lists_its_sort_keys_and_the_tabl
     assert "Sort: Sort this page by the next column" in text
     assert "truva-console ls --sort COLUMN[:asc|:desc]" in text
     assert "Next failed: Move to the next execution that failed" in text
+
+
+async def test_keys_that_arrive_together_take_effect_in_order(synthetic_db: Path) -> None:
+    """A terminal read of several keys (a paste without bracketed paste, tmux send-keys) posts
+    them all at once: each is aimed only after the one before has moved the focus."""
+    from textual import events
+
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await screen_loaded(pilot)
+        names = {"/": "slash", ":": "colon"}
+        for character in "/since:2000-01-01":
+            app.post_message(events.Key(names.get(character, character), character))
+        await settle_until(pilot, lambda: app.screen.query_one(FilterBar).value
+                           == "since:2000-01-01", "the typed filter")  # fmt: skip
+        # `s` typed into the bar, not sorting the table; `:` too, not opening the SQL screen
+        assert isinstance(app.screen, ExecutionsScreen)
+        assert isinstance(app.focused, FilterBar)
+        app.post_message(events.Key("enter", "\r"))
+        app.post_message(events.Key("j", "j"))
+        await settle_until(pilot, lambda: isinstance(app.focused, ExecutionTable)
+                           and app.focused.cursor_row == 1, "the table, one row down")  # fmt: skip
+        assert app.screen.query_one(FilterBar).value == "since:2000-01-01"
+        assert app.screen.query_one(ExecutionTable).row_count == 3
