@@ -14,7 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from console.exits import EXIT_BAD_INPUT, EXIT_CANCELLED, Terminated, fail
 from console.printable import printable_line
@@ -90,6 +90,24 @@ class OneLineParser(argparse.ArgumentParser):
         return self
 
 
+class _VersionAction(argparse.Action):
+    """`--version`: `truva-console 0.1.0 (DuckDB 2.0.0, Python 3.11.7)`, what a bug report
+    needs (looked up when asked, not at every start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        import platform
+        from importlib.metadata import version
+
+        from executor import __version__
+
+        print(f"truva-console {__version__} (DuckDB {version('duckdb')}, Python "
+              f"{platform.python_version()})")
+        parser.exit()
+
+
 def build_parser(default_handler: Handler) -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered; no command runs `default_handler`."""
     parser = OneLineParser(
@@ -100,6 +118,8 @@ def build_parser(default_handler: Handler) -> argparse.ArgumentParser:
     parser.add_argument("--db", help=DB_HELP)
     parser.add_argument("--samples", action="store_true",
                         help="open the bundled sample traces (read-only copy)")
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print the version of truva-console and of DuckDB, and exit")
     parser.set_defaults(handler=default_handler)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for module_name in ("console.cli.run", "console.cli.publish",

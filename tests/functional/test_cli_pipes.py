@@ -222,3 +222,15 @@ def test_another_runtime_error_is_not_taken_for_ctrl_c(
     monkeypatch.setattr(bundle_export, "redact_row", broken)
     with pytest.raises(RuntimeError, match="said nobody"):
         main(["--db", str(sample_db), "export", "--all", "-o", str(tmp_path / "t.zip")])
+
+
+def test_version_names_truva_console_duckdb_and_python():
+    import platform
+    from importlib.metadata import version
+
+    from executor import __version__
+
+    result = run_subprocess("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (f"truva-console {__version__} (DuckDB {version('duckdb')}, "
+                             f"Python {platform.python_version()})\n")
