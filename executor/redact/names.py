@@ -21,6 +21,7 @@ _SENSITIVE_WORDS = frozenset(
         "passphrase",
         "passwd",
         "password",
+        "pwd",
         "secret",
     }
 )
@@ -38,7 +39,7 @@ def is_sensitive_name(name: str) -> bool:
     """Whether a JSON key or header name names a credential (`api_key`, `X-Auth-Token`, `Cookie`).
 
     The name is split into words (separators and camelCase); it is sensitive when a word is one
-    of secret, password, passwd, passphrase, apikey, appid, authorization, cookie,
+    of secret, password, passwd, pwd, passphrase, apikey, appid, authorization, cookie,
     credential(s), when its last word is token (`access_token`, not `token_count`), or when two
     adjacent words are api/access/private/secret + key. Plurals such as `max_tokens` are not
     sensitive.

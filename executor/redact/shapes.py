@@ -32,7 +32,13 @@ _CREDENTIAL_SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
 )
 _SHAPE_HINT = re.compile(
     r"sk-|sk_|rk_|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|eyJ|xox|xapp-|AIza|npm_|hf_|pypi-|"
-    r"PRIVATE KEY"
+    r"PRIVATE KEY|hooks\.slack\.com|discord"
+)
+# Webhook URLs whose path is the credential: Slack's `hooks.slack.com/services/T…/B…/<secret>`
+# (and its workflow triggers), Discord's `discord.com/api/webhooks/<id>/<token>`.
+_WEBHOOK_PATHS = (
+    re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"),
+    re.compile(r"(discord(?:app)?\.com/api/webhooks/[0-9]+/)[A-Za-z0-9_-]+"),
 )
 
 # Words that make an adjacent random-looking value a secret (in text, a key or a header name).
@@ -54,6 +60,23 @@ _SECRETISH_HINT = re.compile(_SECRETISH)
 _SECRETISH_ASSIGNMENT = re.compile(
     rf"((?<![a-z])(?:{_SECRETISH})[a-z0-9_-]{{0,20}}+[\"']?[\t ]{{0,3}}[:=][\t ]{{0,3}}[\"']?)"
     r"([a-z0-9+/_.~=-]{16,})"
+)
+# `Authorization: Token 9944b0…`, `ApiKey QWxh…`, `Digest …`: any scheme word (or the
+# `[REDACTED]` Go's pattern 3 left of it), then the credential, redacted when it looks like one
+# (`_looks_like_credential`). Matched on the ASCII-lowered text.
+_AUTHORIZATION_CREDENTIAL = re.compile(
+    r"(?<![a-z0-9_])authorization[\"']?[\t ]{0,3}[:=][\t ]{0,3}[\"']?"
+    r"(?:\[redacted\]|[a-z][a-z0-9_-]{0,30}+)[\t ]+([^\t\n\f\r ,;\"'\\\[]+)"
+)
+_PARAMETER_NAME = re.compile(r"[a-z_-]+=")
+# A `Cookie:` or `Set-Cookie:` header written out in text: every cookie's value of the first,
+# the cookie's own value of the second (its attributes, `Path=/`, `HttpOnly`, are kept).
+_COOKIE_HEADER = re.compile(r"(?<![a-z0-9_-])(set-)?cookie[\t ]{0,3}:[\t ]{0,3}")
+_COOKIE_PAIR = re.compile(r"([^=;,\t\n\f\r \"'\\]+)=([^;,\t\n\f\r \"'\\]*)")
+# Query parameters of signed URLs (S3 and GCS presigned, Azure SAS `sig`).
+_SIGNED_URL_PARAMETER = re.compile(
+    r"([?&](?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|"
+    r"x-goog-credential|signature|sig)=)([^&#\t\n\f\r \"'\\]+)"
 )
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z ]{0,10}-----")
 _PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z ]{0,10}-----")
@@ -86,7 +109,11 @@ def looks_random(value: str) -> bool:
 
 
 def may_hold_shape(value: str, lowered: str) -> bool:
-    return _SHAPE_HINT.search(value) is not None or _SECRETISH_HINT.search(lowered) is not None
+    return (
+        _SHAPE_HINT.search(value) is not None
+        or _SECRETISH_HINT.search(lowered) is not None
+        or "cookie" in lowered
+    )
 
 
 def redact_shapes(value: str) -> str:
@@ -94,17 +121,69 @@ def redact_shapes(value: str) -> str:
     for prefixes, pattern in _CREDENTIAL_SHAPES:
         if any(prefix in value for prefix in prefixes):
             value = pattern.sub(REDACTED, value)
+    if "hooks.slack.com" in value or "discord" in value:
+        for pattern in _WEBHOOK_PATHS:
+            value = pattern.sub(rf"\g<1>{REDACTED}", value)
     lowered = ascii_lower(value)
+    spans: list[tuple[int, int]] = []
+    for match in _SECRETISH_ASSIGNMENT.finditer(lowered):
+        if looks_random(value[match.start(2) : match.end(2)]):
+            spans.append(match.span(2))
+    if "authorization" in lowered:
+        for match in _AUTHORIZATION_CREDENTIAL.finditer(lowered):
+            # `Digest username="…"`: a parameter list, not one credential
+            parameter = _PARAMETER_NAME.fullmatch(match.group(1)) is not None
+            if not parameter and _looks_like_credential(value[match.start(1) : match.end(1)]):
+                spans.append(match.span(1))
+    if "cookie" in lowered:
+        spans.extend(_cookie_value_spans(lowered))
+    if "sig" in lowered or "x-amz-" in lowered or "x-goog-" in lowered:
+        spans.extend(match.span(2) for match in _SIGNED_URL_PARAMETER.finditer(lowered))
+    return _replace_spans(value, spans)
+
+
+def _looks_like_credential(word: str) -> bool:
+    """A word after an authorization scheme that is a credential, not prose: 8+ characters
+    with a digit, a base64 or token sign, or both cases (`9944b0…`, `QWxh…==`, `Xk9mP2qvLx`)."""
+    if len(word) < 8 or word == REDACTED:
+        return False
+    return (
+        any(character.isdigit() or character in "+/=_-.~" for character in word)
+        or (word.lower() != word and word.upper() != word)
+    )
+
+
+def _cookie_value_spans(lowered: str) -> list[tuple[int, int]]:
+    """The values of the cookies in each `Cookie:` / `Set-Cookie:` header line of the text."""
+    spans = []
+    for header in _COOKIE_HEADER.finditer(lowered):
+        line_end = len(lowered)
+        for stop in ("\n", "\r"):
+            found = lowered.find(stop, header.end())
+            if found != -1:
+                line_end = min(line_end, found)
+        for pair in _COOKIE_PAIR.finditer(lowered, header.end(), line_end):
+            if pair.end(2) > pair.start(2):
+                spans.append(pair.span(2))
+            if header.group(1):  # Set-Cookie: one cookie, then its attributes
+                break
+    return spans
+
+
+def _replace_spans(value: str, spans: list[tuple[int, int]]) -> str:
+    """`value` with each span (of the same-length lowered text) replaced by `[REDACTED]`;
+    overlapping spans are merged."""
+    if not spans:
+        return value
     pieces: list[str] = []
     position = 0
-    for match in _SECRETISH_ASSIGNMENT.finditer(lowered):
-        value_start, value_end = match.span(2)
-        if looks_random(value[value_start:value_end]):
-            pieces.append(value[position:value_start])
-            pieces.append(REDACTED)
-            position = value_end
-    if not pieces:
-        return value
+    for start, end in sorted(spans):
+        if end <= position:
+            continue
+        start = max(start, position)
+        pieces.append(value[position:start])
+        pieces.append(REDACTED)
+        position = end
     pieces.append(value[position:])
     return "".join(pieces)
 

@@ -52,7 +52,7 @@ def _hint_prefilter() -> Any:
         "password", "passwd", "pwd", "auth", "session", "sid", "sig", "private", "aws",
         "sk-", "sk_", "rk_", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
         "github_pat_", "glpat-", "eyj", "xox", "xapp-", "aiza", "npm_", "hf_", "pypi-",
-        "private key",
+        "private key", "hooks.slack.com", "discord",
     )  # fmt: skip
     return re2.compile("|".join(re.escape(word) for word in words))
 

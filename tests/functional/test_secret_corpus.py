@@ -127,7 +127,7 @@ def test_no_secret_form_in_any_place_survives_a_redacted_bundle(
     text = _bundle_text(bundle)
     survivors = sorted(pair for pair, (_, secret) in corpus.items() if secret in text)
     assert len(corpus) >= 150
-    assert survivors == []
+    assert survivors == [], survivors
     assert "[REDACTED]" in text and "PARIS" in text  # redacted, not emptied
 
     # At rest, headers are redacted by value too; bodies stay byte-exact.

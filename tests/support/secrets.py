@@ -69,6 +69,27 @@ def secret_forms() -> dict[str, tuple[str, str]]:
         "aws_secret_assignment": _assigned("aws_secret_access_key=", random_chars(40) + "/+x"),
         "session_colon": _assigned("session: ", random_chars(32)),
         "quoted_secret_word": _assigned("client-sig='", random_chars(24), "'"),
+        # Found surviving an export by an outside check (2026-12-04): a credential after an
+        # authorization scheme other than Bearer/Basic, cookies written out, a `pwd` key,
+        # webhook URLs and signed URLs.
+        "authorization_token": _assigned("Authorization: Token ",
+                                         random_chars(40, "0123456789abcdef")),
+        "authorization_apikey": _assigned(
+            "Authorization: ApiKey ", base64.b64encode(random_chars(20).encode()).decode()),
+        "x_authorization_scheme": _assigned("X-Authorization: Custom ", random_chars(12)),
+        "cookie_header": _assigned("Cookie: sid=", random_chars(24), "; theme=dark"),
+        "set_cookie_header": _assigned("Set-Cookie: session=s%3A", random_chars(20),
+                                       "; Path=/; HttpOnly"),
+        "pwd_json_key": _assigned('{"pwd": "', random_chars(10), '"}'),
+        "slack_webhook": _assigned("https://hooks.slack.com/services/T024BE7LD/B08K3N0F9/",
+                                   random_chars(24)),
+        "discord_webhook": _assigned("https://discord.com/api/webhooks/123456789012/",
+                                     random_chars(60, _ALNUM + "_-")),
+        "s3_presigned_url": _assigned(
+            "https://bucket.s3.amazonaws.com/key?X-Amz-Algorithm=AWS4-HMAC-SHA256&"
+            "X-Amz-Signature=", random_chars(64, "0123456789abcdef")),
+        "azure_sas_url": _assigned("https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig=",
+                                   random_chars(43), "&se=2030-01-01"),
     }  # fmt: skip
 
 

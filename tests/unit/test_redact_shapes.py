@@ -63,6 +63,10 @@ KEPT = [
     ("monkey_is_not_key", "monkey=" + "Ab1" * 8),
     ("npm_script_name", "run npm_config_cache_dir_for_the_build_step_of_app first"),
     ("shelf_hf_in_a_word", "shelf_hfLifeOfTheProductInDaysAndMonths12 is a column"),
+    ("cookie_in_prose", "the cookie: none were set, see the cookie policy"),
+    ("signature_in_prose", "the signature=valid check passed"),
+    ("discord_in_prose", "join our discord server at discord.com/invite/abc"),
+    ("slack_hooks_docs", "see https://api.slack.com/messaging/webhooks for hooks"),
 ]
 
 
@@ -192,3 +196,21 @@ def test_plan_export_redacts_everything_the_at_rest_level_does() -> None:
     changed_at_rest = [path for path, value in _leaves(plan) if at_rest[path] != value]
     assert len(changed_at_rest) == 6
     assert [path for path in changed_at_rest if exported[path] != at_rest[path]] == []
+
+
+@pytest.mark.parametrize(("name", "text", "expected"), [
+    ("digest_parameters_keep_their_names",
+     'Authorization: Digest username="Mufasa", realm="x"',
+     'Authorization: [REDACTED] username="Mufasa", realm="x"'),
+    ("a_set_cookie_keeps_its_attributes",
+     "Set-Cookie: id=a3fWa9X2kLq81bZp; Expires=Thu, 21 Oct 2031 07:28:00 GMT; Secure",
+     "Set-Cookie: id=[REDACTED]; Expires=Thu, 21 Oct 2031 07:28:00 GMT; Secure"),
+    ("every_cookie_of_a_cookie_header", "Cookie: a=1; b=2\nnext line",
+     "Cookie: a=[REDACTED]; b=[REDACTED]\nnext line"),
+    ("a_custom_scheme_and_its_credential", "Proxy-Authorization: Negotiate YIIabc123==",
+     "Proxy-Authorization: [REDACTED] [REDACTED]"),
+])
+def test_credentials_written_out_as_headers_keep_what_is_not_secret(
+    name: str, text: str, expected: str
+) -> None:
+    assert redact_secrets(text) == expected
