@@ -132,6 +132,7 @@ _FIELD_RULES: dict[str, _FieldRule] = {
     "validation_feedback_enabled": _BOOLEAN,
     "error_analyzer_enabled": _BOOLEAN,
     "timeout_s": _number("seconds", 0, 86_400, inclusive=False),
+    "max_response_body_bytes": _integer(1, 1 << 30),
     "max_concurrency": _integer(1, 1_000),
     "max_total_tokens": _integer(0, 1_000_000_000_000, optional=True),
     "max_llm_calls": _integer(0, 1_000_000, optional=True),
@@ -167,6 +168,8 @@ class ExecutorConfig:
     """Resolved executor settings: the plan file's `config` keys (SPEC §3.1) plus task budgets.
 
     Defaults follow seed 000 §9 and seed 001. `timeout_s` is the per-HTTP-call timeout;
+    `max_response_body_bytes` bounds a tool's response body once decoded (a longer one is a
+    failed request, `ResponseTooLarge`);
     `retry_after_max_ms` is the longest Retry-After wait honoured (a longer one stops the step
     with `stop_budget`; None: no limit but the wall clock); `max_delay_ms` caps only the
     computed backoff; `max_retries_per_tool` None means unlimited;
@@ -186,6 +189,7 @@ class ExecutorConfig:
     validation_feedback_enabled: bool = True
     error_analyzer_enabled: bool = True
     timeout_s: float = 1200
+    max_response_body_bytes: int = 64 << 20
     max_concurrency: int = 5
     max_total_tokens: int | None = None
     max_llm_calls: int | None = None

@@ -500,6 +500,11 @@ class UndecodableResponse(httpx.TransportError):
     request, classified "protocol"); the message names the status and the encoding."""
 
 
+class ResponseTooLarge(httpx.TransportError):
+    """The tool answered, but its body, decoded, passed `max_response_body_bytes` (a failed
+    request, classified "protocol"); the message names the status, the limit and the bytes read."""
+
+
 def classify_transport_error(exc: httpx.TransportError) -> str:
     """Name a transport failure: connect (never sent), timeout, reset, or protocol."""
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):

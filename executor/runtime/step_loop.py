@@ -53,6 +53,7 @@ from executor.runtime.outcomes import (
     response_text,
     step_error_text,
 )
+from executor.runtime.response_body import read_response_body
 from executor.tracecontext import attempt_traceparent
 from executor.wire import (
     is_transient_status,
@@ -292,9 +293,9 @@ class StepLoop:
             outcome = HttpOutcome(0, {}, b"", elapsed_ms, classify_transport_error(result),
                                   f"request failed: {type(result).__name__}: {result}")
         else:
-            response: httpx.Response = result
+            response, response_body = result
             outcome = HttpOutcome(
-                response.status_code, flatten_headers(response.headers), response.content,
+                response.status_code, flatten_headers(response.headers), response_body,
                 elapsed_ms,
             )
         if outcome.transport_error != "connect":
@@ -325,8 +326,9 @@ class StepLoop:
 
     async def _post(
         self, url: str, body: bytes, headers: dict[str, str], limit_s: float
-    ) -> httpx.Response:
-        """POST within `limit_s` seconds (TimeoutError after); none is sent when it is 0."""
+    ) -> tuple[httpx.Response, bytes]:
+        """POST within `limit_s` seconds (TimeoutError after); none is sent when it is 0. The
+        response and its decoded body, at most `max_response_body_bytes` (ResponseTooLarge)."""
         if limit_s <= 0:
             raise TimeoutError
         assert self._http is not None
@@ -339,7 +341,9 @@ class StepLoop:
             request = self._http.build_request("POST", target, content=body, headers=headers)
             response = await self._http.send(request, stream=True)
             try:
-                await response.aread()
+                response_body = await read_response_body(
+                    response, self.config.max_response_body_bytes
+                )
             except httpx.DecodingError as exc:
                 # Go's client fails the same way reading such a body: a failed request.
                 encoding = response.headers.get("content-encoding", "")
@@ -349,7 +353,7 @@ class StepLoop:
                 ) from exc
             finally:
                 await response.aclose()
-            return response
+            return response, response_body
 
     async def _race_cancel(self, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
         """Await `awaitable` unless cancellation comes first: (finished, result or exception).

@@ -16,10 +16,13 @@ once; handler threads are daemons and the server never joins them.
 from __future__ import annotations
 
 import contextlib
+import functools
+import gzip
 import json
 import socket
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -67,7 +70,9 @@ class ToolReply:
     `body` is JSON-encoded unless it is `bytes` or `str`, which are sent as-is; None sends an
     empty body. `delay_s` is waited before anything else. `drop` closes the connection without
     any response (after `delay_s`, if given); `drop_after_delay` is the same, spelled for
-    readability next to `delay_s`.
+    readability next to `delay_s`. `stream` is a chunk sent over and over with chunked transfer
+    encoding, `stream_interval_s` apart, until the client hangs up, the server closes or
+    `stream_max_s` passes (then the body ends); `body` is not sent then.
     """
 
     status: int = 200
@@ -76,6 +81,9 @@ class ToolReply:
     delay_s: float = 0.0
     drop: bool = False
     drop_after_delay: bool = False
+    stream: bytes | None = None
+    stream_interval_s: float = 0.0
+    stream_max_s: float = 30.0
 
     @property
     def drops_connection(self) -> bool:
@@ -110,6 +118,33 @@ class ToolReply:
         )
 
     @classmethod
+    def ok_of_size(cls, size: int) -> ToolReply:
+        """A success envelope `{"success": true, "data": "xx…"}` of exactly `size` bytes."""
+        frame = b'{"success": true, "data": ""}'
+        if size < len(frame):
+            raise ValueError(f"ok_of_size({size}): the smallest envelope is {len(frame)} bytes")
+        body = frame[:-2] + b"x" * (size - len(frame)) + frame[-2:]
+        return cls(status=200, body=body, headers={"Content-Type": "application/json"})
+
+    @classmethod
+    def gzipped(cls, body: bytes, *, status: int = 200) -> ToolReply:
+        """`body` sent gzip-compressed, with `Content-Encoding: gzip`."""
+        return cls(status=status, body=gzip.compress(body),
+                   headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+
+    @classmethod
+    def gzip_bomb(cls, expanded_bytes: int) -> ToolReply:
+        """A small gzip body (about 1/1000 of its size) that expands to `expanded_bytes` zeros."""
+        return cls(status=200, body=_gzipped_zeros(expanded_bytes),
+                   headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+
+    @classmethod
+    def endless(cls, chunk: bytes = b"x" * 65536, *, interval_s: float = 0.0) -> ToolReply:
+        """A chunked body that does not end: `chunk` every `interval_s` seconds."""
+        return cls(status=200, stream=chunk, stream_interval_s=interval_s,
+                   headers={"Content-Type": "application/json"})
+
+    @classmethod
     def error(
         cls,
         status: int,
@@ -134,6 +169,20 @@ class ToolReply:
             headers=dict(headers or {}),
             delay_s=delay_s,
         )
+
+
+@functools.cache
+def _gzipped_zeros(expanded_bytes: int) -> bytes:
+    """`expanded_bytes` zeros, gzip-compressed a MiB at a time (never all in memory)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    block = bytes(1 << 20)
+    parts = []
+    left = expanded_bytes
+    while left > 0:
+        parts.append(compressor.compress(block[:left]))
+        left -= len(block)
+    parts.append(compressor.flush())
+    return b"".join(parts)
 
 
 class _QuietThreadingHTTPServer(ThreadingHTTPServer):
@@ -307,6 +356,7 @@ class ScriptedToolServer(LoopbackHTTPServer):
 
     def __init__(self) -> None:
         self._scripts: dict[str, deque[ToolReply]] = {}
+        self.stream_hangups = 0  # streamed replies the client stopped reading (hung up)
         super().__init__()
 
     @property
@@ -358,8 +408,32 @@ class ScriptedToolServer(LoopbackHTTPServer):
         if not self._wait(reply.delay_s) or reply.drops_connection:
             self._drop(handler)
             return
+        if reply.stream is not None:
+            if self._stream(handler, reply):
+                with self._lock:
+                    self.stream_hangups += 1
+            return
         body, content_type = reply.encoded()
         self._send(handler, reply.status, body, content_type, reply.headers)
+
+    def _stream(self, handler: BaseHTTPRequestHandler, reply: ToolReply) -> bool:
+        """Send `reply.stream` over and over, chunked; whether the client hung up."""
+        assert reply.stream
+        frame = b"%x\r\n%s\r\n" % (len(reply.stream), reply.stream)
+        deadline = time.monotonic() + reply.stream_max_s
+        handler.close_connection = True
+        try:
+            handler.send_response(reply.status)
+            for name, value in reply.headers.items():
+                handler.send_header(name, value)
+            handler.send_header("Transfer-Encoding", "chunked")
+            handler.end_headers()
+            while time.monotonic() < deadline and self._wait(reply.stream_interval_s):
+                handler.wfile.write(frame)
+            handler.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            return True
+        return False
 
 
 def start_tool_server() -> ScriptedToolServer:

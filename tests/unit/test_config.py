@@ -31,6 +31,7 @@ EXPECTED_DEFAULTS = {
     "validation_feedback_enabled": True,
     "error_analyzer_enabled": True,
     "timeout_s": 1200.0,
+    "max_response_body_bytes": 67108864,
     "max_concurrency": 5,
     "max_total_tokens": None,
     "max_llm_calls": None,
@@ -397,6 +398,31 @@ BAD_EXPLICIT = [
         "config.max_repeated_errors: expected an integer >= 1 or null, got 0",
     ),
     (
+        "response_body_zero",
+        {"max_response_body_bytes": 0},
+        "config.max_response_body_bytes: expected an integer >= 1, got 0",
+    ),
+    (
+        "response_body_negative",
+        {"max_response_body_bytes": -1},
+        "config.max_response_body_bytes: expected an integer >= 1, got -1",
+    ),
+    (
+        "response_body_string",
+        {"max_response_body_bytes": "x"},
+        'config.max_response_body_bytes: expected an integer >= 1, got "x"',
+    ),
+    (
+        "response_body_float",
+        {"max_response_body_bytes": 1048576.0},
+        "config.max_response_body_bytes: expected an integer >= 1, got 1048576.0",
+    ),
+    (
+        "response_body_null",
+        {"max_response_body_bytes": None},
+        "config.max_response_body_bytes: expected an integer >= 1, got null",
+    ),
+    (
         "unknown_key_close",
         {"max_attempt": 3},
         "config.max_attempt: expected a known config key (did you mean 'max_attempts'?), "
@@ -590,6 +616,12 @@ ABOVE_MAXIMUM = [
         {"max_concurrency": 100_000},
         "config.max_concurrency: expected an integer <= 1000 (the documented maximum), "
         "got 100000",
+    ),
+    (
+        "max_response_body_bytes_2_gib",
+        {"max_response_body_bytes": 2 << 30},
+        "config.max_response_body_bytes: expected an integer <= 1073741824 "
+        "(the documented maximum), got 2147483648",
     ),
 ]
 

@@ -268,8 +268,9 @@ def replace_with(value: Any) -> Callable[[dict], Any]:
 ALL_CONFIG_KEYS = (
     "backoff_factor, circuit_breaker_enabled, error_analyzer_enabled, initial_delay_ms, "
     "jitter, llm_debug_enabled, max_attempts, max_concurrency, max_delay_ms, max_llm_calls, "
-    "max_repeated_errors, max_retries_per_tool, max_semantic_retries, max_total_tokens, "
-    "max_validation_retries, max_wall_clock_s, retry_after_max_ms, semantic_retry_enabled, "
+    "max_repeated_errors, max_response_body_bytes, max_retries_per_tool, max_semantic_retries, "
+    "max_total_tokens, max_validation_retries, max_wall_clock_s, retry_after_max_ms, "
+    "semantic_retry_enabled, "
     "semantic_retry_independent_steps, timeout_s, validation_feedback_enabled"
 )
 STEP_FIELDS = "capability, depends_on, hitl_approved, id, instruction, parameters, tool"
