@@ -32,7 +32,9 @@ def redact_secrets(value: str) -> str:
     The shapes: OpenAI `sk-…`/`sk-proj-…`, AWS access key ids `AKIA…`/`ASIA…`, GitHub
     `ghp_…`/`gho_…`/`github_pat_…`, GitLab `glpat-…`, JWTs `eyJ….….…`, Slack `xox?-…`, Stripe
     `sk_live_…`/`rk_live_…`, Google `AIza…`, npm `npm_…`, Hugging Face `hf_…`, PyPI
-    `pypi-AgE…`, PEM private key blocks, and a long random-looking
+    `pypi-AgE…`, PEM private key blocks, Slack and Discord webhook paths, signed-URL
+    parameters (`X-Amz-Signature=`, `sig=`), the credential after any `Authorization` scheme,
+    cookie values of a written-out `Cookie:`/`Set-Cookie:` header, and a long random-looking
     value assigned to a secret-ish word (`token=…`, `session: …`, `aws_key="…"`).
     """
     return _redact_text(value, shapes=True)
