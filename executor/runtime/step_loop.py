@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -64,6 +64,28 @@ from executor.wire import (
 _PARSED_URLS_KEPT = 256
 
 
+class _Dispatched:
+    """An attempt's `AttemptDispatched`, emitted once: when httpcore starts writing the request
+    (`trace`, given as httpx's `trace` extension) or when the outcome is known (`emit`)."""
+
+    __slots__ = ("_emit", "_event", "writing")
+
+    def __init__(self, emit: Callable[[Any], None], event: Any) -> None:
+        self._emit = emit
+        self._event: Any = event
+        self.writing = False
+
+    async def trace(self, name: str, info: dict[str, Any]) -> None:
+        if not self.writing and name.endswith("send_request_headers.started"):
+            self.writing = True
+            self.emit()
+
+    def emit(self) -> None:
+        if self._event is not None:
+            event, self._event = self._event, None
+            self._emit(event)
+
+
 class StepLoop:
     """Part of `PlanExecutor`: one step's loop — coerce, guard, decide, dispatch, back off."""
 
@@ -113,6 +135,13 @@ class StepLoop:
                 status = STEP_REJECTED if state.dispatch_count == 0 else STEP_FAILED
                 return self._finish_step(step, state, status, pre, error=pre.reason)
             outcome = await self._dispatch(step, url, state)
+            if outcome is None:  # cancelled before the request's first byte was written
+                unsent = decide(self._inputs(ctx, state, dispatched=False,
+                                             guard_violations=violations, circuit_open=False))
+                self._record_decision(step, state, unsent, dispatched=False, outcome=None)
+                self._note_task_stop(unsent)
+                status = STEP_REJECTED if state.dispatch_count == 0 else STEP_FAILED
+                return self._finish_step(step, state, status, unsent, error=unsent.reason)
             if breaker is not None:
                 if is_transient_status(outcome.status) and outcome.transport_error != "cancelled":
                     breaker.record_failure()
@@ -258,12 +287,20 @@ class StepLoop:
             execution_id=self.execution_id,
         ))
 
-    async def _dispatch(self, step: StepSpec, url: str, state: StepState) -> HttpOutcome:
+    async def _dispatch(
+        self, step: StepSpec, url: str, state: StepState
+    ) -> HttpOutcome | None:
+        """Send the attempt and say what came back; None when the run was cancelled before
+        the request's first byte was written (nothing reached the wire).
+
+        `AttemptDispatched` is emitted when httpcore starts writing the request's headers (its
+        `trace` extension), or, when it never does, with the outcome (a refused connection, a
+        timeout while connecting); its time is the moment the attempt was sent off."""
         body = encode_json_body(state.parameters)
         headers = self._request_headers(step)
         if self._propagates_trace_context:
             headers["traceparent"] = attempt_traceparent(self.execution_id, step.id, state.n)
-        self._emit(AttemptDispatched(
+        dispatched = _Dispatched(self._emit, AttemptDispatched(
             execution_id=self.execution_id, step_id=step.id, n=state.n,
             attempt_number=state.attempt_number, at=self.clock(), method="POST", url=url,
             request_headers=dict(headers), request_body=body,
@@ -275,8 +312,13 @@ class StepLoop:
         limit_s = self.config.timeout_s if remaining_s is None else min(
             self.config.timeout_s, remaining_s
         )
-        finished, result = await self._race_cancel(self._post(url, body, headers, limit_s))
+        finished, result = await self._race_cancel(
+            self._post(url, body, headers, limit_s, dispatched.trace)
+        )
         elapsed_ms = (self.monotonic() - started) * 1000.0
+        if not finished and not dispatched.writing:
+            return None
+        dispatched.emit()
         if not finished:
             outcome = HttpOutcome(0, {}, b"", elapsed_ms, "cancelled", "run cancelled in flight")
         elif isinstance(result, TimeoutError):
@@ -325,10 +367,12 @@ class StepLoop:
         return headers
 
     async def _post(
-        self, url: str, body: bytes, headers: dict[str, str], limit_s: float
+        self, url: str, body: bytes, headers: dict[str, str], limit_s: float,
+        trace: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> tuple[httpx.Response, bytes]:
         """POST within `limit_s` seconds (TimeoutError after); none is sent when it is 0. The
-        response and its decoded body, at most `max_response_body_bytes` (ResponseTooLarge)."""
+        response and its decoded body, at most `max_response_body_bytes` (ResponseTooLarge).
+        `trace` is given httpcore's trace events (httpx's `trace` request extension)."""
         if limit_s <= 0:
             raise TimeoutError
         assert self._http is not None
@@ -338,7 +382,10 @@ class StepLoop:
             if len(self._http_urls) < _PARSED_URLS_KEPT:
                 self._http_urls[url] = target
         async with asyncio.timeout(limit_s):
-            request = self._http.build_request("POST", target, content=body, headers=headers)
+            request = self._http.build_request(
+                "POST", target, content=body, headers=headers,
+                extensions=None if trace is None else {"trace": trace},
+            )
             response = await self._http.send(request, stream=True)
             try:
                 response_body = await read_response_body(

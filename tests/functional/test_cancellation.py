@@ -65,6 +65,35 @@ async def test_cancel_in_flight_abandons_the_request(tool_server):
         ("stop_cancelled", "cancel.in_flight", "cancelled")]
 
 
+@pytest.mark.parametrize("side_effects", ["none", "unsafe"])
+async def test_a_cancel_before_the_request_is_written_sends_nothing_and_says_so(
+    tool_server, side_effects
+):
+    """The run's cancel event is set before it starts: the cancel arrives while the executor
+    connects, before a byte of the request is written. The attempt is not dispatched
+    (`cancel.before_dispatch`, dispatch count 0) and the tool saw nothing."""
+    from executor.api import run_plan
+    from executor.events import ListRecorder as Recorder
+
+    tool_server.script("/capabilities/x", ToolReply.ok({"paid": True}))
+    document = plan(tool_server.base_url,
+                    {"x": {**capability("x"), "side_effects": side_effects}},
+                    [step("step-1", "x", {"amount": 10}), step("step-2", "x", {"amount": 1},
+                                                               depends_on=["step-1"])])
+    cancel = asyncio.Event()
+    cancel.set()
+    recorder = Recorder()
+    outcome = await run_plan(parse_plan(document), cancel=cancel, recorder=recorder, env={})
+    assert outcome.status == "cancelled"
+    first, second = outcome.steps
+    assert [(a.dispatched, a.action, a.rule) for a in first.attempts] == [
+        (False, "stop_cancelled", "cancel.before_dispatch")]
+    assert (first.status, first.dispatch_count) == ("rejected", 0)
+    assert second.status == "skipped"
+    assert recorder.of_kind("attempt_dispatched") == []
+    assert tool_server.received("/capabilities/x") == []
+
+
 def test_ctrl_c_on_the_cli_cancels_cleanly_and_names_incomplete_steps(tmp_path: Path,
                                                                        tool_server):
     tool_server.script("/capabilities/x", ToolReply(status=503, body="busy"))
