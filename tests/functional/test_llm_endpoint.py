@@ -533,3 +533,27 @@ def test_a_bundle_keeps_the_llm_text_left_out_and_the_note(tmp_path, tool_server
         contents = b"".join(archive.read(name) for name in archive.namelist())
     assert PROMPT_MARKER.encode() not in contents and RAW_MARKER.encode() not in contents
     assert b"PAR is the code" in contents  # the parsed answer travels with the bundle
+
+
+async def test_the_wall_clock_budget_starts_after_the_llm_client_is_made(
+    tool_server, llm_server, monkeypatch
+):
+    """Making the LLM client imports openai (seconds on a loaded machine); the task's wall-clock
+    budget (seed 003) counts from after it, so the first request is still sent."""
+    import executor.runtime.plan_executor as plan_executor
+
+    now = [1000.0]
+    slow_to_make = plan_executor.LLMClient
+
+    class SlowClient(slow_to_make):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            now[0] += 5.0  # the import and set-up took 5 s of the monotonic clock
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(plan_executor, "LLMClient", SlowClient)
+    tool_server.script("/capabilities/search_hotels", ToolReply.ok({"hotels": ["H1"]}))
+    outcome, _ = await run_executor(
+        hotel_plan(tool_server, llm_server, instruction=None, config={"max_wall_clock_s": 1}),
+        monotonic=lambda: now[0])
+    assert outcome.steps[0].status == "succeeded", outcome.steps[0].attempts
+    assert len(tool_server.received("/capabilities/search_hotels")) == 1
