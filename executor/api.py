@@ -22,6 +22,7 @@ from executor.cancellation import run_cancellable
 from executor.events import FanoutRecorder, NullRecorder, Recorder
 from executor.plan import CapabilitySpec, PlanError, ToolSpec, load_plan, parse_plan
 from executor.plan import Plan as PlanSpec
+from executor.plan.model import key_path
 from executor.plan.validation import PlanParser as _Validator
 from executor.plan.validation import _describe as describe_json
 from executor.policy import Decision
@@ -99,6 +100,10 @@ class Capability:
     side_effects: str = "none"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.tool, Tool):
+            name = self.name if isinstance(self.name, str) else "?"
+            raise PlanError(CODE_SOURCE, key_path("capabilities", name) + ".tool",
+                            f"expected a Tool, got {_describe_value(self.tool)}")
         _Validator(CODE_SOURCE).parse_capabilities(
             {self.key: self.to_dict()}, {self.tool.name: self.tool._spec()}
         )
@@ -200,6 +205,11 @@ class Plan:
         tools: dict[str, Tool] = {}
         capabilities: dict[str, Capability] = {}
         steps = self.steps if isinstance(self.steps, tuple) else ()  # else the validator names it
+        for index, step in enumerate(steps):
+            if isinstance(step, Step) and not isinstance(step.capability, Capability):
+                raise PlanError(self.source, f"steps[{index}].capability",
+                                f"expected a Capability (tool.capability(name)), got "
+                                f"{_describe_value(step.capability)}")
         used = [step.capability for step in steps if isinstance(step, Step)]
         for capability in (*used, *self.capabilities):
             _add_once(tools, capability.tool.name, capability.tool, "tools", "tools")

@@ -84,8 +84,10 @@ def _describe(value: Any) -> str:
     """A value as JSON would show it: `"abc"`, `3`, `true`, `null`, `an object`, `an array`."""
     if isinstance(value, Mapping):
         return "an object"
-    if isinstance(value, list | tuple):
+    if isinstance(value, list):
         return "an array"
+    if isinstance(value, tuple):
+        return "a Python tuple (a JSON array is a list)"
     if isinstance(value, str):
         return quote(value)
     if isinstance(value, int) and value.bit_length() > 14_000:  # str() refuses > 4300 digits
@@ -165,6 +167,7 @@ class PlanParser:
             raise self.fail(path, f"expected a string, got {_describe(value)}")
         if non_empty and not value:
             raise self.fail(path, 'expected a non-empty string, got ""')
+        self.require_sendable_text(value, path)
         return value
 
     def require_bool(self, value: Any, path: str) -> bool:
@@ -265,14 +268,32 @@ class PlanParser:
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise self.fail(path, f"expected string keys, got {_describe(key)}")
+                self.require_sendable_text(key, path)
                 self.require_json_value(item, key_path(path, key))
         elif isinstance(value, list):
             for index, item in enumerate(value):
                 self.require_json_value(item, f"{path}[{index}]")
+        elif isinstance(value, str):
+            self.require_sendable_text(value, path)
         elif isinstance(value, float) and not math.isfinite(value):
             raise self.fail(path, f"expected a finite JSON number, got {value!r}")
-        elif not (value is None or isinstance(value, str | bool | int | float)):
+        elif isinstance(value, int) and value.bit_length() > 14_000:  # str() refuses > 4300 digits
+            raise self.fail(path, "a number with more than 4300 digits cannot be sent as JSON")
+        elif not (value is None or isinstance(value, bool | int | float)):
             raise self.fail(path, f"expected a JSON value, got {_describe(value)}")
+
+    def require_sendable_text(self, text: str, path: str) -> None:
+        """Text UTF-8 can encode: a lone surrogate (`"\\ud800"` in JSON, or in Python) cannot be
+        written into a request body."""
+        if text.isascii():
+            return
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise self.fail(
+                path, f"a lone surrogate U+{ord(text[error.start]):04X} at [{error.start}] is "
+                "not text (a request body is UTF-8)"
+            ) from None
 
     def require_string_list(self, value: Any, path: str) -> tuple[str, ...]:
         if not isinstance(value, list):

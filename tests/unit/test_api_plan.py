@@ -232,3 +232,36 @@ def test_capabilities_no_step_uses_are_kept():
     plan = Plan(base_steps(), capabilities=[spare])
     assert plan.capabilities == (spare,)
     assert "weather.history" in plan.to_dict()["capabilities"]
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Plan([Step("step-1", None)]),
+         "<plan>: steps[0].capability: expected a Capability (tool.capability(name)), got null"),
+        (lambda: Plan([Step("step-1", FORECAST), Step("step-2", "weather.forecast")]),
+         '<plan>: steps[1].capability: expected a Capability (tool.capability(name)), got '
+         '"weather.forecast"'),
+        (lambda: Capability(None, "forecast"),
+         "<plan>: capabilities.forecast.tool: expected a Tool, got null"),
+        (lambda: Capability("weather", "forecast"),
+         '<plan>: capabilities.forecast.tool: expected a Tool, got "weather"'),
+        (lambda: Plan([Step("step-1", FORECAST, {"days": (1, 2)})]),
+         "<plan>: steps[0].parameters.days: expected a JSON value, got a Python tuple (a JSON "
+         "array is a list)"),
+        (lambda: Plan([Step("step-1", FORECAST, {"days": 10**5000})]),
+         "<plan>: steps[0].parameters.days: a number with more than 4300 digits cannot be sent "
+         "as JSON"),
+        (lambda: Plan([Step("step-1", FORECAST, {"city": "\ud800"})]),
+         "<plan>: steps[0].parameters.city: a lone surrogate U+D800 at [0] is not text (a "
+         "request body is UTF-8)"),
+    ],
+    ids=["step-without-capability", "step-with-a-capability-key", "capability-without-tool",
+         "capability-with-a-tool-name", "tuple-parameter", "huge-integer", "lone-surrogate"],
+)
+def test_builder_values_of_the_wrong_type_are_one_plan_error(build, message):
+    # Were AttributeError tracebacks, and values accepted that the step then could not send
+    # ("step step-1 execution panic: UnicodeEncodeError"), found by an outside check.
+    with pytest.raises(PlanError) as raised:
+        build()
+    assert str(raised.value) == message

@@ -477,6 +477,37 @@ BAD_PLANS = [
         "steps[0].parameters",
         "expected an object, got an array",
     ),
+    # Found by an outside check: accepted, then the step "panicked" at encoding time.
+    (
+        "parameter_with_a_lone_surrogate",
+        set_at("steps", 0, "parameters", {"city": "Par\ud800is"}),
+        "steps[0].parameters.city",
+        "a lone surrogate U+D800 at [3] is not text (a request body is UTF-8)",
+    ),
+    (
+        "parameter_key_with_a_lone_surrogate",
+        set_at("steps", 0, "parameters", {"\udfff": 1}),
+        "steps[0].parameters",
+        "a lone surrogate U+DFFF at [0] is not text (a request body is UTF-8)",
+    ),
+    (
+        "parameter_too_long_for_json",
+        set_at("steps", 0, "parameters", {"n": 10**5000}),
+        "steps[0].parameters.n",
+        "a number with more than 4300 digits cannot be sent as JSON",
+    ),
+    (
+        "parameter_a_tuple",
+        set_at("steps", 0, "parameters", {"pair": (1, 2)}),
+        "steps[0].parameters.pair",
+        "expected a JSON value, got a Python tuple (a JSON array is a list)",
+    ),
+    (
+        "query_with_a_lone_surrogate",
+        set_at("query", "hotel \ud83d"),
+        "query",
+        "a lone surrogate U+D83D at [6] is not text (a request body is UTF-8)",
+    ),
     (
         "depends_on_a_string",
         set_at("steps", 2, "depends_on", "step-2"),
