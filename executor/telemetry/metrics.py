@@ -29,6 +29,8 @@ COUNTERS: dict[str, str] = {
     "orchestration.error_analysis.no_retry": "Analyzer answers that led to no correction",
     "orchestration.semantic_retry.applied": "Layer 4 re-resolutions applied",
     "orchestration.semantic_retry.independent_step": "Layer 4 re-resolutions of independent steps",
+    "orchestration.semantic_retry.attempts": "Layer 4 consultations of the re-resolver",
+    "orchestration.semantic_retry.success": "Layer 4 re-resolutions whose attempt succeeded",
     "orchestration.non_retryable_errors": "Stops on an explicit retryable:false",
     "orchestration.type_coercion.applied": "Dispatches whose parameters layer 2 coerced",
     "orchestration.validation_feedback.attempts": "Legacy correction callback consultations",

@@ -54,6 +54,7 @@ class DecisionView:
     error_response: str | None
     attempt_number: int | None
     independent: bool
+    correction_layer: str | None = None  # the layer whose correction the attempt sent
 
     @property
     def applied(self) -> bool:
@@ -105,6 +106,7 @@ def decision_view(step: StepTrack, attempt: AttemptTrack, event: AttemptDecided)
         error_response=preview(body_text(attempt.response_body)),
         attempt_number=attempt.attempt_number or inputs.get("attempt_number"),
         independent=not inputs.get("has_dependencies", bool(step.depends_on)),
+        correction_layer=attempt.correction_layer,
     )
 
 
@@ -181,6 +183,14 @@ DECISION_SPAN_EVENTS: tuple[SpanEventRow, ...] = (
     SpanEventRow("semantic_retry_applied", "orchestration.semantic_retry.applied",
                  "TruvaG3 layer 4: a re-resolution was applied",
                  lambda view: view.applied_by(Layer.RE_RESOLUTION), _semantic_retry_applied),
+    # seed 001 "Observability": success ÷ attempts is the semantic retry success rate.
+    SpanEventRow(None, "orchestration.semantic_retry.attempts",
+                 "TruvaG3 layer 4: the re-resolver was consulted",
+                 lambda view: view.verdict("resolver") is not None),
+    SpanEventRow(None, "orchestration.semantic_retry.success",
+                 "TruvaG3 layer 4: an attempt sending a re-resolution succeeded",
+                 lambda view: view.action == Action.SUCCESS
+                 and view.correction_layer == Layer.RE_RESOLUTION),
     SpanEventRow(None, "orchestration.semantic_retry.independent_step",
                  "TruvaG3 layer 4: a re-resolution applied to a step with no dependencies",
                  lambda view: view.applied_by(Layer.RE_RESOLUTION) and view.independent),

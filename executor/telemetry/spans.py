@@ -646,6 +646,7 @@ class TelemetryRecorder:
             },
         )
         attempt.attempt_number = event.attempt_number
+        attempt.correction_layer = event.correction_layer
         step.dispatches += 1
         self._count("truva.dispatches", {"tool": step.tool, "capability": step.capability})
 

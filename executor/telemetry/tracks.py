@@ -23,6 +23,7 @@ class AttemptTrack:
     response_body: bytes = b""
     transport_error_message: str | None = None
     correction_started_at: float | None = None
+    correction_layer: str | None = None  # the layer whose correction this attempt sends
     ended: bool = False
 
 

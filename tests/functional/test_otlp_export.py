@@ -184,6 +184,42 @@ async def test_an_llm_correction_is_exported_with_genai_attributes(
     assert retries == [({"module": "orchestration", "capability": "hotels", "http_status": 400}, 1)]
 
 
+async def test_a_layer_4_correction_that_succeeds_counts_seed_001s_success_rate(
+    receiver, tool_server, llm_server
+):
+    """seed 001's PromQL divides `orchestration_semantic_retry_success_total` by
+    `…_attempts_total`: one re-resolver consultation whose corrected attempt succeeded."""
+    tool_server.script("/capabilities/lookup", ToolReply.ok({"iata": "PAR"}))
+    tool_server.script(
+        "/capabilities/hotels",
+        ToolReply.error(400, "INVALID_CITY", "INVALID CITY CODE: PARIS", "INPUT_ERROR"),
+        ToolReply.ok({"hotels": ["H1"]}),
+    )
+    llm_server.script(
+        json.dumps({"should_retry": False, "reason": "cannot know the code",
+                    "suggested_changes": {}, "is_transient_error": False}),
+        json.dumps({"should_retry": True, "analysis": "lookup says PAR",
+                    "corrected_parameters": {"city_code": "PAR"}}),
+    )  # fmt: skip
+    document = plan(
+        tool_server.base_url,
+        {"hotels": capability("hotels"), "lookup": capability("lookup")},
+        [step("step-0", "lookup", {"name": "Paris"}),
+         step("step-1", "hotels", {"city_code": "PARIS"}, depends_on=["step-0"])],
+        llm_base_url=llm_server.base_url,
+    )
+    telemetry = telemetry_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
+    assert telemetry is not None
+
+    outcome = await run_with_telemetry(document, telemetry)
+
+    assert [a.rule for a in outcome.steps[1].attempts] == ["re_resolution.accept", "success.2xx"]
+    labels = {"module": "orchestration", "capability": "hotels"}
+    assert receiver.metric_points("orchestration.semantic_retry.attempts") == [(labels, 1)]
+    assert receiver.metric_points("orchestration.semantic_retry.success") == [(labels, 1)]
+    assert receiver.metric_points("orchestration.semantic_retry.applied") == [(labels, 1)]
+
+
 @pytest.mark.serial  # a bound on wall-clock seconds
 def test_an_unreachable_collector_costs_at_most_the_shutdown_timeout():
     with refused_port() as closed_port:
