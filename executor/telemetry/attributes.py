@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -46,8 +47,12 @@ def json_preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
 
 
 def to_ns(at: float) -> int:
-    """Epoch seconds to epoch nanoseconds."""
-    return round(at * 1e9)
+    """Epoch seconds to epoch nanoseconds, whole microseconds as the store keeps them (DuckDB's
+    `round(at * 1000000)`, halves away from zero; `at * 1e6` is a multiple of 0.25 today, so a
+    quarter of all times end in .5), so spans rebuilt from it (`publish`, a bundle's spans)
+    carry exactly the times the live ones did (a float's nanoseconds differ by 256-512 ns)."""
+    micros = at * 1e6
+    return math.floor(micros + 0.5) * 1000 if micros >= 0 else math.ceil(micros - 0.5) * 1000
 
 
 _SCALAR_TYPES = frozenset({str, bool, int, float})  # kept as they are, as their subclasses

@@ -7,6 +7,7 @@ in-memory span and metric exporters; a few cases use hand-built events.
 from __future__ import annotations
 
 import base64
+import decimal
 import json
 import re
 from collections.abc import Iterator
@@ -673,6 +674,11 @@ def test_credential_shapes_in_a_query_and_a_step_error_never_reach_a_span(captur
 
 
 def test_span_times_are_the_event_times():
+    # To the microsecond, rounded as the store rounds (`round(at * 1000000)` in DuckDB, halves
+    # away from zero), so spans rebuilt from the store carry the same times.
+    def stored_ns(at: float) -> int:
+        return int(decimal.Decimal(at * 1e6).quantize(0, decimal.ROUND_HALF_UP)) * 1000
+
     events = small_execution("exec-times", steps=1)
     started, finished = events[0], events[-1]
     dispatched = [e for e in events if isinstance(e, AttemptDispatched)]
@@ -683,13 +689,25 @@ def test_span_times_are_the_event_times():
         (s for s in spans if s.name.startswith("execute_tool ")), key=lambda span: span.start_time
     )
     assert (root.start_time, root.end_time) == (
-        round(started.started_at * 1e9),
-        round(finished.finished_at * 1e9),
+        stored_ns(started.started_at),
+        stored_ns(finished.finished_at),
     )
     assert [(s.start_time, s.end_time) for s in attempts] == [
-        (round(sent.at * 1e9), round(done.at * 1e9))
+        (stored_ns(sent.at), stored_ns(done.at))
         for sent, done in zip(dispatched, decided, strict=True)
     ]
+
+
+@pytest.mark.parametrize("micros", [1796412236421736.5, 1796412236421736.25,
+                                    1796412236421736.75, 0.5, 2.5])
+def test_to_ns_rounds_halves_away_from_zero_as_duckdb(micros: float):
+    import duckdb
+
+    from executor.telemetry.attributes import to_ns
+
+    at = micros / 1e6
+    (stored,) = duckdb.execute("SELECT CAST(round(? * 1000000) AS BIGINT)", [at]).fetchone()
+    assert to_ns(at) == stored * 1000
 
 
 def test_built_spans_share_the_execution_trace_id():
