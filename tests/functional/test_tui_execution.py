@@ -249,7 +249,9 @@ async def test_a_running_execution_is_refreshed_until_it_finishes(tmp_path: Path
                 recorder.record(event)
             recorder.flush()
             screen.poll_store()  # what the one-second timer calls
-            await settle(app, pilot)
+            # The poll's answer can start further reads; wait for the state, not one round.
+            await settle_until(pilot, lambda: screen.detail.execution.status == "partial",
+                               "the finished execution shown")
             assert screen.detail.execution.status == "partial"
             assert row_keys(screen.query_one(StepTable))[-1] == "step-5"
     finally:
