@@ -92,18 +92,19 @@ def build_analysis_messages(
     step_id: str,
     step_instruction: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The layer-3 prompt (reference §4.3) as one user message; the error text is redacted.
+    """The layer-3 prompt (reference §4.3) as one user message; the error text, the query and
+    the capability's description are redacted (SPEC §2.1: anything shown to an LLM).
 
     `<user_query>` holds `intent_text(user_query, step_instruction)`. `step_id` is accepted for
     symmetry with `ErrorAnalyzer.analyze`; the reference does not show it to the LLM.
     """
     prompt = ANALYSIS_PROMPT.format(
         capability_name=capability_name,
-        capability_description=capability_description,
+        capability_description=redact_sensitive_text(capability_description),
         original_request=_sorted_json(original_request, indent=2),
         http_status=http_status,
         error_response=redact_sensitive_text(error_response),
-        user_query=intent_text(user_query, step_instruction),
+        user_query=redact_sensitive_text(intent_text(user_query, step_instruction)),
     )
     return _user_message(prompt)
 
@@ -175,7 +176,8 @@ def build_reresolution_messages(
     previous_errors: Sequence[str],
     step_instruction: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The layer-4 prompt (reference §5.2) as one user message; error texts are redacted.
+    """The layer-4 prompt (reference §5.2) as one user message; error texts and the query are
+    redacted.
 
     `<user_request>` holds `intent_text(user_query, step_instruction)`. `step_id` is accepted for
     symmetry with `ContextualReResolver.re_resolve`; the reference does not show it to the LLM.
@@ -185,7 +187,7 @@ def build_reresolution_messages(
         joined = "\n---\n".join(redact_sensitive_text(e) for e in previous_errors)
         previous = f"\n<previous_failed_attempts>\n{joined}\n</previous_failed_attempts>\n"
     prompt = RERESOLUTION_PROMPT.format(
-        user_query=intent_text(user_query, step_instruction),
+        user_query=redact_sensitive_text(intent_text(user_query, step_instruction)),
         source_data=_sorted_json(source_data, indent=None),
         capability_name=capability_name,
         http_status=http_status,

@@ -489,6 +489,13 @@ REDACTION_CASES = [
     ("reresolution_error_response", lambda: reresolution_prompt(error_response=SECRET_ERROR)),
     ("reresolution_previous_errors", lambda: reresolution_prompt(previous_errors=[SECRET_ERROR])),
     ("legacy_error_text", lambda: legacy_prompt(error_text=SECRET_ERROR)),
+    # SPEC §2.1 "anything shown to an LLM" (an outside check found these shown verbatim):
+    ("analysis_user_query", lambda: analysis_prompt(user_query=SECRET_ERROR)),
+    ("analysis_capability_description",
+     lambda: analysis_prompt(capability_description=SECRET_ERROR)),
+    ("analysis_step_instruction",
+     lambda: analysis_prompt(step_instruction=SECRET_ERROR)),
+    ("reresolution_user_query", lambda: reresolution_prompt(user_query=SECRET_ERROR)),
 ]
 
 
