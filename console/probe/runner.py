@@ -41,6 +41,7 @@ from executor.runtime.outcomes import (
     new_execution_id,
     step_error_text,
 )
+from executor.runtime.response_body import send_and_read
 from executor.runtime.step_loop import tool_request_headers
 from executor.tool_contract import Finding, Grade
 from executor.tracecontext import attempt_headers
@@ -260,7 +261,7 @@ class Prober:
             at=self.clock(), method="POST", url=target.url, request_headers=dict(headers),
             request_body=case.body, parameters=dict(case.parameters), correction_layer=None,
         ))
-        answered = await self._send(http.post(target.url, content=case.body, headers=headers))
+        answered = await self._send(self._post(http, target.url, case.body, headers))
         self._emit(AttemptResponded(
             execution_id=self.execution_id, step_id=step_id, n=1, at=self.clock(),
             elapsed_ms=answered.elapsed_ms, status=answered.status,
@@ -291,7 +292,14 @@ class Prober:
         ))  # fmt: skip
         return ProbeResult(case, answered, decision, tuple(grade_probe(case, answered)))
 
-    async def _send(self, request: Awaitable[httpx.Response]) -> HttpOutcome:
+    async def _post(
+        self, http: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str]
+    ) -> tuple[httpx.Response, bytes]:
+        """POST and read the answer as the executor does (`send_and_read`)."""
+        request = http.build_request("POST", url, content=body, headers=dict(headers))
+        return await send_and_read(http, request, self.config.max_response_body_bytes)
+
+    async def _send(self, request: Awaitable[tuple[httpx.Response, bytes]]) -> HttpOutcome:
         """The answer to `request` within `timeout_s`, or the transport failure; cancellable."""
         started = self.monotonic()
         work = asyncio.ensure_future(asyncio.wait_for(request, timeout=self.timeout_s))
@@ -314,9 +322,9 @@ class Prober:
                                f"request failed: {type(error).__name__}: {error}")
         if error is not None:
             raise error
-        response = work.result()
-        return HttpOutcome(response.status_code, flatten_headers(response.headers),
-                           response.content, elapsed_ms)
+        response, body = work.result()
+        return HttpOutcome(response.status_code, flatten_headers(response.headers), body,
+                           elapsed_ms)
 
     def _emit(self, event: Any) -> None:
         # A recorder failure must not stop the probe (as in the executor).

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 
 import httpx
 
-from executor.runtime.outcomes import ResponseTooLarge
+from executor.runtime.outcomes import ResponseTooLarge, UndecodableResponse
 
 # The most one decompress call may produce: a gzip bomb expands in pieces of this size.
 _PIECE_BYTES = 64 * 1024
@@ -94,6 +94,25 @@ def _flushed(layers: Sequence[_Inflater]) -> Iterator[bytes]:
     for index, layer in enumerate(layers):
         for piece in layer.flush():
             yield from _decoded(layers[index + 1:], piece)
+
+
+async def send_and_read(
+    http: httpx.AsyncClient, request: httpx.Request, limit_bytes: int
+) -> tuple[httpx.Response, bytes]:
+    """Send `request` and read its answer: the response and its decoded body, at most
+    `limit_bytes` (ResponseTooLarge). A body its Content-Encoding does not decode is a failed
+    request (UndecodableResponse, a transport error), as Go's client fails reading it."""
+    response = await http.send(request, stream=True)
+    try:
+        return response, await read_response_body(response, limit_bytes)
+    except httpx.DecodingError as exc:
+        encoding = response.headers.get("content-encoding", "")
+        raise UndecodableResponse(
+            f"the tool answered HTTP {response.status_code} with a body its "
+            f"Content-Encoding ({encoding}) does not decode: {exc}", request=request,
+        ) from exc
+    finally:
+        await response.aclose()
 
 
 async def read_response_body(response: httpx.Response, limit_bytes: int) -> bytes:

@@ -45,7 +45,6 @@ from executor.runtime.outcomes import (
     StepContext,
     StepOutcome,
     StepState,
-    UndecodableResponse,
     classify_transport_error,
     encode_json_body,
     first_header,
@@ -53,7 +52,7 @@ from executor.runtime.outcomes import (
     response_text,
     step_error_text,
 )
-from executor.runtime.response_body import read_response_body
+from executor.runtime.response_body import send_and_read
 from executor.tracecontext import attempt_traceparent
 from executor.wire import (
     is_transient_status,
@@ -386,21 +385,7 @@ class StepLoop:
                 "POST", target, content=body, headers=headers,
                 extensions=None if trace is None else {"trace": trace},
             )
-            response = await self._http.send(request, stream=True)
-            try:
-                response_body = await read_response_body(
-                    response, self.config.max_response_body_bytes
-                )
-            except httpx.DecodingError as exc:
-                # Go's client fails the same way reading such a body: a failed request.
-                encoding = response.headers.get("content-encoding", "")
-                raise UndecodableResponse(
-                    f"the tool answered HTTP {response.status_code} with a body its "
-                    f"Content-Encoding ({encoding}) does not decode: {exc}", request=request,
-                ) from exc
-            finally:
-                await response.aclose()
-            return response, response_body
+            return await send_and_read(self._http, request, self.config.max_response_body_bytes)
 
     async def _race_cancel(self, awaitable: Awaitable[Any]) -> tuple[bool, Any]:
         """Await `awaitable` unless cancellation comes first: (finished, result or exception).

@@ -448,3 +448,21 @@ def test_the_same_error_body_counts_across_probes_as_in_a_run(tmp_path, capsys):
     assert [r["rule_id"] for r in report["requests"]] == [
         "budget.attempts", "budget.repeated_error", "budget.repeated_error",
         "budget.repeated_error", "budget.repeated_error"]
+
+
+def test_an_answer_that_does_not_decode_is_a_transport_failure_not_a_crash(tmp_path, capsys):
+    """A bad request answered with a body its Content-Encoding does not decode: the probe
+    grades it as a failed request (as the executor routes it), where it used to raise."""
+    def undecodable(problem: str) -> ToolReply:
+        return ToolReply(status=400, body=b"this is not gzip",
+                         headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+
+    with ValidatingTool(undecodable) as tool:
+        code, report, err = _probe(capsys, "--db", str(tmp_path / "s.duckdb"),
+                                   str(_plan(tmp_path, tool.base_url)), "--step", "step-1")
+    assert code in (0, 1), err
+    first = report["requests"][0]
+    assert (first["http_status"], first["transport_error"]) == (None, "protocol")
+    (finding,) = first["findings"]
+    assert finding["check"] == "probe_rejected"
+    assert "Content-Encoding (gzip) does not decode" in finding["message"]
