@@ -1,9 +1,12 @@
 """ctrl+f in every text pane of the execution screen, through Pilot: every match highlighted,
-the current one distinctly, `3/17 matches`, Enter/Shift+Enter jumps, and a 5 MB text searched
-in a worker with only the painted lines styled."""
+the current one distinctly, `3/17 matches`, Enter/Shift+Enter jumps, a 5 MB text searched
+in a worker with only the painted lines styled, and searches overtaken by a newer query or a
+new text stopped and never shown."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,8 +15,9 @@ from textual.app import App, ComposeResult
 from textual.widgets import Input, Static, TextArea
 
 import console.tui.widgets.long_text as long_text
+import console.tui.widgets.search_bar as search_bar
 import console.tui.widgets.searchable as searchable
-from console.render.text_search import search_text
+from console.render.text_search import SearchStopped, rows_of, search_text
 from console.tui.widgets.long_text import LongTextArea
 from console.tui.widgets.search_bar import SearchBar
 from console.tui.widgets.searchable import CURRENT_STYLE, MATCH_STYLE, SearchScope
@@ -324,3 +328,137 @@ async def test_highlights_in_a_static_pane_are_redrawn_at_the_new_width_after_a_
         matches, shown_current = highlighted(pane)
         assert {piece for piece in matches + shown_current} == {"HTTP"}
         assert bar.current == current and status(screen).startswith(f"{current + 1}/")
+
+
+class HeldSearches:
+    """`search_text` as the search bar's worker calls it, held for the queries in `hold` until
+    `release`; `outcomes` says how each search ended (`stopped` by its `stop`, or `finished`)."""
+
+    def __init__(self, monkeypatch, hold: set[str] | None = None) -> None:
+        self.hold = hold  # None: every query
+        self.released = threading.Event()
+        self.started: dict[str, threading.Event] = {}
+        self.outcomes: dict[str, str] = {}
+        monkeypatch.setattr(search_bar, "search_text", self._search)
+
+    def _search(self, text: str, query: str, **options):
+        self.started.setdefault(query, threading.Event()).set()
+        if self.hold is None or query in self.hold:
+            assert self.released.wait(10), "the test never released the search"
+        try:
+            result = search_text(text, query, **options)
+        except SearchStopped:
+            self.outcomes[query] = "stopped"
+            raise
+        self.outcomes[query] = "finished"
+        return result
+
+    async def started_for(self, query: str) -> None:
+        event = self.started.setdefault(query, threading.Event())
+        assert await asyncio.to_thread(event.wait, 10), f"no search for {query!r} started"
+
+
+async def open_bar(app: BigPane, pilot, text: str) -> tuple[LongTextArea, SearchBar]:
+    area = app.query_one(LongTextArea)
+    area.load_text(text)
+    await pilot.pause()
+    area.focus()
+    bar = app.query_one(SearchBar)
+    bar.open(SearchScope([area]))
+    await pilot.pause()
+    return area, bar
+
+
+def status_of(bar: SearchBar) -> str:
+    return str(bar.query_one("#search-status", Static).content)
+
+
+TOKIO_LINES = "".join(f'{{"id": {i}, "city": "{"Tokio" if i % 3 else "Paris"}"}}\n'
+                      for i in range(300))  # fmt: skip
+
+
+async def test_typing_fast_shows_the_last_querys_matches_and_reads_the_text_once(
+    monkeypatch,
+) -> None:
+    held = HeldSearches(monkeypatch)  # every search waits until all five keys are typed
+    app = BigPane()
+    async with app.run_test(size=(80, 20)) as pilot:
+        area, bar = await open_bar(app, pilot, TOKIO_LINES)
+        reads: list[int] = []
+        read = area.searchable_text
+        monkeypatch.setattr(area, "searchable_text", lambda: (reads.append(1), read())[1])
+        search_input = bar.query_one(Input)
+        for typed in ("t", "to", "tok", "toki", "tokio"):
+            search_input.value = typed
+            await pilot.pause()
+        await held.started_for("tokio")
+        searching = [w for w in app.workers if w.group == "text-search"]
+        assert searching and status_of(bar) == "searching…"
+        # the worker is described in words, not by the repr of the text it was given
+        assert all(len(worker.description) < 80 for worker in searching)
+        held.released.set()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        expected = search_text(TOKIO_LINES, "tokio")
+        assert bar.result == expected and len(expected.matches) == 200
+        assert status_of(bar) == "1/200 matches"
+        assert area.selected_text == "Tokio" and area.selection.start == expected.matches[0][0]
+        assert len(reads) == 1  # the pane's text was read for the first key only
+        assert held.outcomes["tokio"] == "finished"
+        overtaken = {query: outcome for query, outcome in held.outcomes.items()
+                     if query != "tokio"}  # fmt: skip
+        assert set(overtaken.values()) <= {"stopped"}
+
+
+async def test_an_answer_that_comes_after_the_query_changed_is_never_shown(monkeypatch) -> None:
+    held = HeldSearches(monkeypatch, hold={"paris"})
+    app = BigPane()
+    async with app.run_test(size=(80, 20)) as pilot:
+        area, bar = await open_bar(app, pilot, TOKIO_LINES)
+        search_input = bar.query_one(Input)
+        search_input.value = "paris"
+        await held.started_for("paris")
+        search_input.value = "tokio"
+        await held.started_for("tokio")
+        await settle_until(pilot, lambda: bar.result is not None, "the answer for 'tokio'")
+        shown = (bar.result, bar.current, area.selection, area._search_rows, status_of(bar))
+        held.released.set()  # the answer for "paris" may come now: it must change nothing
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert held.outcomes["paris"] == "stopped"
+        assert (bar.result, bar.current, area.selection, area._search_rows,
+                status_of(bar)) == shown  # fmt: skip
+        assert bar.result.query == "tokio" and area.selected_text == "Tokio"
+        assert {end - start for spans in area._search_rows.values() for start, end in spans} == {5}
+
+
+async def test_a_text_changed_while_the_bar_is_open_is_searched_again(monkeypatch) -> None:
+    held = HeldSearches(monkeypatch, hold={"tokio"})
+    app = BigPane()
+    async with app.run_test(size=(80, 20)) as pilot:
+        area, bar = await open_bar(app, pilot, TOKIO_LINES)
+        bar.query_one(Input).value = "tokio"
+        await held.started_for("tokio")
+        # the text is replaced while its search runs, and nothing tells the bar
+        second = "paris\n" * 7 + "Tokio, TOKIO\n" + "tokio\n" * 4
+        area.load_text(second)
+        await pilot.pause()
+        held.released.set()
+        await settle_until(pilot, lambda: bar.result is not None, "the answer")
+        expected = search_text(second, "tokio")
+        assert bar.result == expected and len(expected.matches) == 6
+        assert area._search_rows == rows_of(expected.matches)
+        assert area.selection.start == (7, 0) and status_of(bar) == "1/6 matches"
+        # replaced again with no search running: the next query searches the new text
+        third = "tokyo\n" * 3 + "toki"
+        area.load_text(third)
+        await pilot.pause()
+        bar.query_one(Input).value = "toki"
+        await settle_until(pilot, lambda: bar.result is not None, "the answer for 'toki'")
+        assert bar.result == search_text(third, "toki") and len(bar.result.matches) == 1
+        # and replaced once more, said by text_changed (as the execution screen does)
+        fourth = "toki toki\n"
+        area.load_text(fourth)
+        bar.text_changed()
+        await settle_until(pilot, lambda: bar.result is not None, "the answer again")
+        assert bar.result == search_text(fourth, "toki") and status_of(bar) == "1/2 matches"

@@ -1,8 +1,13 @@
-"""ctrl+f in a text pane: find in a worker thread, highlight every match, jump between them."""
+"""ctrl+f in a text pane: find in a worker thread, highlight every match, jump between them.
+
+Each change of the query or of the text starts a search with a new request number; the search
+of an older one stops at its next piece of text (`search_text`'s `stop`), and an answer is
+shown only if it is for the latest request and for the text the panes still show.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rich.text import Text
@@ -13,8 +18,9 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Static
+from textual.worker import get_current_worker
 
-from console.render.text_search import SearchResult, next_match, search_text
+from console.render.text_search import SearchResult, SearchStopped, next_match, search_text
 from console.tui.actions import bindings
 from console.tui.widgets.searchable import SearchScope
 
@@ -35,9 +41,11 @@ class SearchBar(Horizontal):
 
     @dataclass
     class SearchFinished(Message):
-        """A search came back from the worker; `request` says which one."""
+        """A search came back from the worker; `request` says which one, `text` what it
+        searched (the very string `SearchScope.text` gave)."""
 
         request: int
+        text: str = field(repr=False)
         result: SearchResult
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -69,13 +77,19 @@ class SearchBar(Horizontal):
 
     def text_changed(self) -> None:
         """The searched panes show new text (another attempt): search it again, if open."""
-        if self.has_class("-open") and self.target is not None:
+        if self.target is None:
+            return
+        self.target.forget_text()
+        if self.has_class("-open"):
             self._start(self.query_one(Input).value)
 
     def text_rewrapped(self) -> None:
         """A searched pane wraps its text anew (it was resized): search it again, if open,
         keeping the current match's number."""
-        if self.has_class("-open") and self.target is not None:
+        if self.target is None:
+            return
+        self.target.forget_text()
+        if self.has_class("-open"):
             keep = self.current if self.current is not None else self._keep
             self._start(self.query_one(Input).value, keep=keep)
 
@@ -112,13 +126,28 @@ class SearchBar(Horizontal):
         self.query_one("#search-status", Static).update("searching…")
         self._search(self._request, self.target.text(), query)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="text-search")
+    # A description of its own: Textual's default is the repr of every argument, the whole text.
+    @work(thread=True, exclusive=True, exit_on_error=False, group="text-search",
+          description="search the text panes")  # fmt: skip
     def _search(self, request: int, text: str, query: str) -> None:
-        self.post_message(self.SearchFinished(request, search_text(text, query)))
+        worker = get_current_worker()
+
+        def overtaken() -> bool:
+            return worker.is_cancelled or request != self._request
+
+        try:
+            result = search_text(text, query, stop=overtaken)
+        except SearchStopped:
+            return  # a newer query or text is being searched
+        self.post_message(self.SearchFinished(request, text, result))
 
     @on(SearchFinished)
     def _search_finished(self, message: SearchFinished) -> None:
         if message.request != self._request or self.target is None:
+            return  # an older query's, or the bar was closed
+        if not self.target.is_current(message.text):
+            # The panes changed under the search (and no one said so): search what they show.
+            self._start(message.result.query, keep=self._keep)
             return
         self.result = message.result
         if self._keep is not None and self._keep < len(message.result.matches):

@@ -1,13 +1,15 @@
 """Text panes ctrl+f can search: every match highlighted, the current one distinctly.
 
-A searchable pane gives its text (`searchable_text`) and shows matches (`show_matches`); the
-search bar searches several panes of a tab as one text (`SearchScope`). Highlights are kept
-line by line and applied only to the lines a pane paints, so a 5 MB body costs no more per
-frame than a short one.
+A searchable pane gives its text (`searchable_text`), says when that text changes
+(`searchable_version`) and shows matches (`show_matches`); the search bar searches several
+panes of a tab as one text (`SearchScope`), joined once and again only when a pane's version
+changes. Highlights are kept line by line and applied only to the lines a pane paints, so a
+5 MB body costs no more per frame than a short one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -33,6 +35,10 @@ class Searchable(Protocol):
 
     def searchable_text(self) -> str:
         """The text as the pane shows it, lines separated by newlines."""
+        ...
+
+    def searchable_version(self) -> Hashable:
+        """A cheap value that stays equal as long as `searchable_text` would give the same text."""
         ...
 
     def show_matches(self, matches: list[Match], current: Match | None) -> None:
@@ -61,13 +67,26 @@ class SearchableTextArea(TextArea):
 
     _search_rows: dict[int, list[RowSpan]] | None = None
     _search_current: Match | None = None
+    _text_version = 0
 
     def searchable_text(self) -> str:
         """The whole text."""
         return self.text
 
+    def searchable_version(self) -> int:
+        """Counts the loads and edits of the text."""
+        return self._text_version
+
+    def _build_highlight_map(self) -> None:
+        # Every load, edit, undo and redo of a TextArea rebuilds its highlights: the text changed.
+        self._text_version += 1
+        super()._build_highlight_map()
+
     def show_matches(self, matches: list[Match], current: Match | None) -> None:
         """Highlight `matches`; select `current` and scroll it to the middle."""
+        shown = self._search_rows is not None or self._search_current is not None
+        if not shown and not matches and current is None:
+            return  # nothing to clear: no repaint (a 4 MB line takes ~0.1 s to paint)
         self._search_rows = rows_of(matches) if matches else None
         self._search_current = current
         self._line_cache.clear()
@@ -123,10 +142,12 @@ class SearchableStatic(Static):
         self._lines: list[Text] | None = None
         self._lines_width: int | None = None
         self._highlighted = False
+        self._updates = 0
 
     def update(self, content: RenderableType = "", *, layout: bool = True) -> None:
         """Show `content`; any highlights are dropped."""
         self._source, self._lines, self._highlighted = content, None, False
+        self._updates += 1
         super().update(content, layout=layout)
 
     def rendered_lines(self) -> list[Text]:
@@ -148,11 +169,17 @@ class SearchableStatic(Static):
         self._lines = self.rendered_lines()
         return "\n".join(line.plain for line in self._lines)
 
+    def searchable_version(self) -> tuple[int, int]:
+        """The content shown and the width it is rendered at."""
+        return self._updates, _content_width(self)
+
     def show_matches(self, matches: list[Match], current: Match | None) -> None:
         """Show the rendered lines with `matches` highlighted, or the content again."""
+        was_highlighted = self._highlighted
         self._highlighted = bool(matches) or current is not None
         if not self._highlighted:
-            super().update(self._source)
+            if was_highlighted:
+                super().update(self._source)
             return
         lines = self._lines if self._lines is not None else self.rendered_lines()
         rows = rows_of(matches)
@@ -201,15 +228,31 @@ class SearchScope:
     def __init__(self, panes: list[Searchable]) -> None:
         self.panes = panes
         self._row_starts: list[int] = []
+        self._text: str | None = None
+        self._versions: list[Hashable] | None = None
 
     def text(self) -> str:
-        """The panes' texts joined (taken on the UI thread; searched in a worker)."""
+        """The panes' texts joined (taken on the UI thread; searched in a worker); the same
+        string again while no pane's version has changed."""
+        versions = [pane.searchable_version() for pane in self.panes]
+        if self._text is not None and versions == self._versions:
+            return self._text
         texts = [pane.searchable_text() for pane in self.panes]
         self._row_starts, row = [], 0
         for text in texts:
             self._row_starts.append(row)
             row += text.count("\n") + 1
-        return "\n".join(texts)
+        self._text, self._versions = "\n".join(texts), versions
+        return self._text
+
+    def is_current(self, text: str) -> bool:
+        """Whether `text` (one `text()` gave) is what the panes show now."""
+        versions = [pane.searchable_version() for pane in self.panes]
+        return text is self._text and versions == self._versions
+
+    def forget_text(self) -> None:
+        """Drop the joined text: the next `text()` reads the panes again."""
+        self._text = self._versions = None
 
     def origin(self) -> Location:
         """Where the first match is looked for: a lone text area's cursor, else the top."""

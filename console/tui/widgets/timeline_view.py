@@ -33,12 +33,14 @@ class TimelineView(Widget):
         self.selected_n: int | None = None
         self._matches: list[Match] = []
         self._current: Match | None = None
+        self._shows = 0
 
     def show(self, step: StepRecord, detail: ExecutionDetail, *,
              selected_n: int | None = None) -> None:  # fmt: skip
         """Draw `step` and `detail`, with attempt `selected_n` of the step marked."""
         self._step, self._detail, self.selected_n = step, detail, selected_n
         self._matches, self._current = [], None
+        self._shows += 1
         self.refresh(layout=True)
 
     def lines(self, width: int) -> list[str]:
@@ -57,6 +59,10 @@ class TimelineView(Widget):
     def searchable_text(self) -> str:
         """The lines as drawn at the current width."""
         return printable("\n".join(self.lines(self._width())))
+
+    def searchable_version(self) -> tuple[int, int]:
+        """What is drawn and the width it is drawn at."""
+        return self._shows, self._width()
 
     def show_matches(self, matches: list[Match], current: Match | None) -> None:
         """Highlight `matches` in the drawn lines; scroll `current` into view."""
