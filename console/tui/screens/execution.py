@@ -511,7 +511,10 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
             return
         self._replay_with_texts(self.detail, step)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="replay-texts")
+    # A fixed description: @work names a worker after the repr of its arguments, here the whole
+    # execution with every body.
+    @work(thread=True, exclusive=True, exit_on_error=False, group="replay-texts",
+          description="read the step's LLM texts for its replay")
     def _replay_with_texts(self, detail: ExecutionDetail, step: StepRecord) -> None:
         """Read the step's LLM texts (the replay answers from them), then open the replay."""
         try:
@@ -534,7 +537,8 @@ class ExecutionScreen(StoreBacked, PaneScreen, Screen):
                     markup=False)  # fmt: skip
         self._rerun(self.detail)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="rerun")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="rerun",
+          description="re-run the failed steps")
     def _rerun(self, detail: ExecutionDetail) -> None:
         from console.replay.rerun import RerunError, prepare_rerun, rerun_executor
         from console.session import run_recorded
