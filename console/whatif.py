@@ -45,7 +45,7 @@ from executor.policy import (
     DecisionInputs,
     redecider,
 )
-from executor.policy.redecide import REDECIDE_BACKOFF_KEYS, REDECIDE_KEYS
+from executor.policy.redecide import REDECIDE_BACKOFF_KEYS, REDECIDE_KEYS, IncompleteInputs
 from executor.policy.redecide_key import redecide_key
 from executor.rule_reads import RULE_READS
 from store.decision_keys import KeyScan, stored_key_serves
@@ -324,6 +324,8 @@ def _decide_once(
         if missing:
             return _Outcome(missing=frozenset(missing))
         decision = decide_again(inputs)
+    except IncompleteInputs as error:
+        return _Outcome(missing=frozenset(error.missing))
     except ValueError as error:
         return _Outcome(error=str(error))
     return _Outcome(decision, Verdict(decision.action.value, decision.rule_id))
@@ -419,6 +421,10 @@ def _redecide_row(
             report.missing_inputs.update(missing)
             return
         decision = decide_again(inputs)
+    except IncompleteInputs as error:
+        report.incomplete += 1
+        report.missing_inputs.update(error.missing)
+        return
     except ValueError as error:
         report.unreadable += 1
         report.first_unreadable = report.first_unreadable or (
