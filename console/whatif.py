@@ -45,6 +45,7 @@ from executor.policy import (
     DecisionInputs,
     redecider,
 )
+from executor.policy.conditions import wait_text
 from executor.policy.redecide import REDECIDE_BACKOFF_KEYS, REDECIDE_KEYS, IncompleteInputs
 from executor.policy.redecide_key import redecide_key
 from executor.rule_reads import RULE_READS
@@ -147,16 +148,20 @@ def _refused_key(key: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """An action and the rule that chose it."""
+    """An action, the rule that chose it, and the wait before a resend (None: no wait)."""
 
     action: str
     rule_id: str
+    delay_ms: float | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        return {"action": self.action, "rule_id": self.rule_id}
+    def to_dict(self) -> dict[str, Any]:
+        if self.delay_ms is None:
+            return {"action": self.action, "rule_id": self.rule_id}
+        return {"action": self.action, "rule_id": self.rule_id, "delay_ms": self.delay_ms}
 
     def __str__(self) -> str:
-        return f"{self.action} [{self.rule_id}]"
+        wait = "" if self.delay_ms is None else f" after {wait_text(self.delay_ms)}"
+        return f"{self.action} [{self.rule_id}]{wait}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,7 +333,15 @@ def _decide_once(
         return _Outcome(missing=frozenset(error.missing))
     except ValueError as error:
         return _Outcome(error=str(error))
-    return _Outcome(decision, Verdict(decision.action.value, decision.rule_id))
+    return _Outcome(decision, _verdict_of(decision))
+
+
+def _verdict_of(decision: Decision) -> Verdict:
+    return Verdict(decision.action.value, decision.rule_id, decision.delay_ms)
+
+
+def _recorded_verdict(action: str | None, rule_id: str | None, delay_ms: float | None) -> Verdict:
+    return Verdict(str(action), str(rule_id), delay_ms)
 
 
 def _count_batch(
@@ -348,15 +361,21 @@ def _count_batch(
     after_rule = pa.array(
         [o.after.rule_id if (o := outcomes[k]).after else None for k in unique], pa.string()
     ).take(keys.indices)
+    after_delay = pa.array(
+        [o.after.delay_ms if (o := outcomes[k]).after else None for k in unique], pa.float64()
+    ).take(keys.indices)
     same = pc.and_(
         pc.equal(table.column("action"), after_action),
         pc.equal(pc.fill_null(table.column("rule_id"), "None"), after_rule),
     )
-    visit = pc.invert(pc.fill_null(same, False))
+    # A wait differs only where both are known (`_delay_changed`).
+    delay_changed = pc.fill_null(pc.not_equal(table.column("delay_ms"), after_delay), False)
+    visit = pc.or_(pc.invert(pc.fill_null(same, False)), delay_changed)
     rows = table.filter(visit)
-    for execution_id, step_id, n, action, rule_id, row_key in zip(
+    for execution_id, step_id, n, action, rule_id, delay_ms, row_key in zip(
         *(rows.column(name).to_pylist() for name in
-          ("execution_id", "step_id", "n", "action", "rule_id", "key")), strict=True,
+          ("execution_id", "step_id", "n", "action", "rule_id", "delay_ms", "key")),
+        strict=True,
     ):
         outcome = outcomes[row_key]
         if outcome.error is not None:
@@ -368,8 +387,9 @@ def _count_batch(
             report.incomplete += 1
             report.missing_inputs.update(outcome.missing)
         else:
-            _count_change(execution_id, step_id, n, Verdict(str(action), str(rule_id)),
-                          outcome.decision, report, step_changed)
+            _count_change(execution_id, step_id, n,
+                          _recorded_verdict(action, rule_id, delay_ms), outcome.decision,
+                          report, step_changed)
 
 
 def unaffected_rule_ids(overrides: Mapping[str, Any]) -> frozenset[str]:
@@ -404,12 +424,12 @@ def _recorded_decisions(
 
 
 def _redecide_row(
-    row: tuple[str, str, int, str | None, str | None, str | None],
+    row: tuple[str, str, int, str | None, str | None, str | None, float | None],
     decide_again: Callable[[Mapping[str, Any]], Decision],
     report: WhatIfReport,
     step_changed: set[tuple[str, str]],
 ) -> None:
-    execution_id, step_id, n, action, rule_id, inputs_text = row
+    execution_id, step_id, n, action, rule_id, inputs_text, delay_ms = row
     report.decisions += 1
     try:
         inputs = json.loads(inputs_text) if inputs_text else None
@@ -431,16 +451,18 @@ def _redecide_row(
             f"{execution_id} {step_id} #{n}: {error}"
         )
         return
-    _count_change(execution_id, step_id, n, Verdict(str(action), str(rule_id)), decision,
-                  report, step_changed)
+    _count_change(execution_id, step_id, n, _recorded_verdict(action, rule_id, delay_ms),
+                  decision, report, step_changed)
 
 
 def _count_change(
     execution_id: str, step_id: str, n: int, before: Verdict, decision: Decision,
     report: WhatIfReport, step_changed: set[tuple[str, str]],
 ) -> None:
-    after = Verdict(decision.action.value, decision.rule_id)
-    if before == after:
+    after = _verdict_of(decision)
+    if (before.action, before.rule_id) == (after.action, after.rule_id) and not _delay_changed(
+        before, after
+    ):
         return
     report.changed += 1
     if (execution_id, step_id) in step_changed:
@@ -449,13 +471,25 @@ def _count_change(
     report.by_transition[(before, after)] += 1
     report.changes.append(
         Change(execution_id, step_id, n, before, after, decision.reason,
-               consequence(decision, n))
+               consequence(decision, n, before))
     )
 
 
-def consequence(decision: Decision, n: int) -> str:
+def _delay_changed(before: Verdict, after: Verdict) -> bool:
+    """The wait before the resend differs: both known and not equal (a decision recorded
+    without its wait is not counted as changed for it)."""
+    return (before.delay_ms is not None and after.delay_ms is not None
+            and before.delay_ms != after.delay_ms)
+
+
+def consequence(decision: Decision, n: int, before: Verdict | None = None) -> str:
     """What the changed decision would have led to, and what the record cannot say."""
     action = decision.action
+    if (before is not None and (before.action, before.rule_id) == (action.value, decision.rule_id)
+            and before.delay_ms is not None and decision.delay_ms is not None):
+        return (f"would have waited {wait_text(decision.delay_ms)} instead of "
+                f"{wait_text(before.delay_ms)} before the same resend; the tool's answer after "
+                "that wait is not recorded (the recorded one came after the old wait)")
     if action in _ASKS:
         return (f"would have asked {_ASKS[action]}; its answer is not recorded "
                 f"(replay with --llm live to ask a model)")

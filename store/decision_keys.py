@@ -14,7 +14,7 @@ JSON and keys only one attempt per stored key by its own key. An attempt whose s
 the current one (recorded by another version of the policy code) is keyed from its JSON.
 
 `KeyScan(conn).batch(execution_ids, key, ...)` returns, as an Arrow table, (execution id,
-step id, n, action, rule id, key) per decided attempt of the executions, in the order
+step id, n, action, rule id, delay ms, key) per decided attempt of the executions, in the order
 `Store.recorded_decisions` uses, the overrides' key of each row key not seen before, and the
 recorded inputs (JSON text) of one attempt of each of those keys not decided before.
 """
@@ -110,10 +110,10 @@ def stored_key_serves(overrides: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class KeyedDecisions:
-    """Decided attempts as an Arrow table (execution_id, step_id, n, action, rule_id, key) in
-    execution, step and attempt order; the overrides' key of each row key not already known
-    (`decide_keys`); the recorded inputs text (or None) of one attempt of each of those keys
-    not already decided; and how many attempts were left out by rule."""
+    """Decided attempts as an Arrow table (execution_id, step_id, n, action, rule_id, delay_ms,
+    key) in execution, step and attempt order; the overrides' key of each row key not already
+    known (`decide_keys`); the recorded inputs text (or None) of one attempt of each of those
+    keys not already decided; and how many attempts were left out by rule."""
 
     table: pa.Table
     decide_keys: dict[str, str]
@@ -178,7 +178,7 @@ class KeyScan:
         ).fetchall()[0] if skip_rules else (0,)
         select = (
             "SELECT a.rowid AS row_id, a.execution_id, a.step_id, a.n, a.action, a.rule_id, "
-            "e.started_at, {key} AS key "
+            "a.delay_ms, e.started_at, {key} AS key "
             "FROM attempts AS a JOIN executions AS e USING (execution_id) "
             f"WHERE {where} AND NOT list_contains($skip, coalesce(a.rule_id, '')) AND {{rows}}"
         )
@@ -194,7 +194,8 @@ class KeyScan:
                 f"{select.format(key=exact, rows=f'NOT {_CURRENT}')}"
             )
         table = conn.sql(
-            f"SELECT row_id, execution_id, step_id, n, action, rule_id, key FROM ({rows}) "
+            f"SELECT row_id, execution_id, step_id, n, action, rule_id, delay_ms, key "
+            f"FROM ({rows}) "
             "ORDER BY started_at NULLS FIRST, execution_id, step_id, n",
             params=params,
         ).to_arrow_table()
