@@ -55,8 +55,10 @@ from store.queries import ExecutionFilter, Store
 # Executions read per store session, so a writer waiting for the file gets its turns.
 EXECUTIONS_PER_BATCH = 2_000
 # Executions per batch of the keyed path (the demo's mix: about 60,000 decisions, an Arrow
-# table of a few MB).
+# table of a few MB), and at most this many decisions: executions are batched until the next
+# would pass it, and an execution with more is read a range of its steps at a time.
 FAST_EXECUTIONS_PER_BATCH = 20_000
+DECISIONS_PER_BATCH = 50_000
 # The keyed path's batches share one store session until it has been held this long (wall
 # seconds); then the next batch opens a new one, so a writer waiting for the file (a recorder
 # in another process, another thread of the TUI) gets its turn in between.
@@ -271,27 +273,83 @@ def what_if(
     with ExitStack() as held:
         scan: KeyScan | None = None
         held_since = 0.0
-        for start in range(0, len(ids), FAST_EXECUTIONS_PER_BATCH):
+
+        def current_scan() -> KeyScan:
+            nonlocal scan, held_since
             if scan is None or time.monotonic() - held_since > SESSION_SLICE_S:
                 held.close()
                 scan = KeyScan(held.enter_context(store.session()))
                 held_since = time.monotonic()
-            keyed = scan.batch(
-                ids[start : start + FAST_EXECUTIONS_PER_BATCH], key, stored=stored,
-                skip_rules=unaffected, known=pa.concat_arrays(known) if known else None,
-                decided=outcomes,
-            )
-            report.decisions += keyed.skipped
-            report.not_rerun += keyed.skipped
-            for decide_key, inputs_text in keyed.inputs_by_key.items():
-                outcomes[decide_key] = _decide_once(inputs_text, decide_again)
-            for row_key, decide_key in keyed.decide_keys.items():
-                by_row_key[row_key] = outcomes[decide_key]
-            known.append(pa.array(list(keyed.decide_keys), pa.string()))
-            _count_batch(keyed.table, by_row_key, report, step_changed)
-            if progress is not None:
-                progress(min(start + FAST_EXECUTIONS_PER_BATCH, len(ids)), report)
+            return scan
+
+        counts: dict[str, int] = {}
+        counted_to = index = 0
+        while index < len(ids):
+            batch_scan = current_scan()
+            if index >= counted_to:
+                counted_to = index + FAST_EXECUTIONS_PER_BATCH
+                counts = batch_scan.decision_counts(ids[index:counted_to])
+            batch_ids, index = _next_batch(ids, index, min(counted_to, len(ids)), counts)
+            if batch_ids:
+                parts: list[tuple[list[str], tuple[str, str] | None]] = [(batch_ids, None)]
+            else:  # one execution too big for a batch: a range of its steps at a time
+                ranges = _step_ranges(batch_scan.step_decision_counts(ids[index]))
+                parts = [([ids[index]], steps) for steps in ranges]
+                index += 1
+            for number, (part_ids, steps) in enumerate(parts, start=1):
+                keyed = (batch_scan if number == 1 else current_scan()).batch(
+                    part_ids, key, stored=stored, skip_rules=unaffected,
+                    known=pa.concat_arrays(known) if known else None, decided=outcomes,
+                    steps=steps,
+                )
+                report.decisions += keyed.skipped
+                report.not_rerun += keyed.skipped
+                for decide_key, inputs_text in keyed.inputs_by_key.items():
+                    outcomes[decide_key] = _decide_once(inputs_text, decide_again)
+                for row_key, decide_key in keyed.decide_keys.items():
+                    by_row_key[row_key] = outcomes[decide_key]
+                known.append(pa.array(list(keyed.decide_keys), pa.string()))
+                _count_batch(keyed.table, by_row_key, report, step_changed)
+                if progress is not None:
+                    progress(index if number == len(parts) else index - 1, report)
     return report
+
+
+def _next_batch(
+    ids: Sequence[str], index: int, counted_to: int, counts: Mapping[str, int]
+) -> tuple[list[str], int]:
+    """The next batch of whole executions from `ids[index:counted_to]` and the index after
+    it: at most FAST_EXECUTIONS_PER_BATCH executions and DECISIONS_PER_BATCH decisions
+    (`counts`). Empty when `ids[index]` alone has more: it is read a range of steps at a time."""
+    decisions = 0
+    end = index
+    while end < counted_to:
+        count = counts.get(ids[end], 0)
+        if decisions + count > DECISIONS_PER_BATCH:
+            break
+        decisions += count
+        end += 1
+    return list(ids[index:end]), end
+
+
+def _step_ranges(step_counts: list[tuple[str, int]]) -> list[tuple[str, str]]:
+    """(first, last) step ids of consecutive steps with at most DECISIONS_PER_BATCH decisions
+    together (a step with more is a range of its own)."""
+    ranges: list[tuple[str, str]] = []
+    first: str | None = None
+    last = ""
+    decisions = 0
+    for step_id, count in step_counts:
+        if first is not None and decisions + count > DECISIONS_PER_BATCH:
+            ranges.append((first, last))
+            first, decisions = None, 0
+        if first is None:
+            first = step_id
+        last = step_id
+        decisions += count
+    if first is not None:
+        ranges.append((first, last))
+    return ranges
 
 
 def what_if_row_by_row(
