@@ -45,7 +45,8 @@ from executor.policy import (
     DecisionInputs,
     redecider,
 )
-from executor.policy.redecide import REDECIDE_BACKOFF_KEYS, REDECIDE_KEYS
+from executor.policy.conditions import wait_text
+from executor.policy.redecide import REDECIDE_BACKOFF_KEYS, REDECIDE_KEYS, IncompleteInputs
 from executor.policy.redecide_key import redecide_key
 from executor.rule_reads import RULE_READS
 from store.decision_keys import KeyScan, stored_key_serves
@@ -54,8 +55,10 @@ from store.queries import ExecutionFilter, Store
 # Executions read per store session, so a writer waiting for the file gets its turns.
 EXECUTIONS_PER_BATCH = 2_000
 # Executions per batch of the keyed path (the demo's mix: about 60,000 decisions, an Arrow
-# table of a few MB).
+# table of a few MB), and at most this many decisions: executions are batched until the next
+# would pass it, and an execution with more is read a range of its steps at a time.
 FAST_EXECUTIONS_PER_BATCH = 20_000
+DECISIONS_PER_BATCH = 50_000
 # The keyed path's batches share one store session until it has been held this long (wall
 # seconds); then the next batch opens a new one, so a writer waiting for the file (a recorder
 # in another process, another thread of the TUI) gets its turn in between.
@@ -147,16 +150,20 @@ def _refused_key(key: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """An action and the rule that chose it."""
+    """An action, the rule that chose it, and the wait before a resend (None: no wait)."""
 
     action: str
     rule_id: str
+    delay_ms: float | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        return {"action": self.action, "rule_id": self.rule_id}
+    def to_dict(self) -> dict[str, Any]:
+        if self.delay_ms is None:
+            return {"action": self.action, "rule_id": self.rule_id}
+        return {"action": self.action, "rule_id": self.rule_id, "delay_ms": self.delay_ms}
 
     def __str__(self) -> str:
-        return f"{self.action} [{self.rule_id}]"
+        wait = "" if self.delay_ms is None else f" after {wait_text(self.delay_ms)}"
+        return f"{self.action} [{self.rule_id}]{wait}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,27 +273,83 @@ def what_if(
     with ExitStack() as held:
         scan: KeyScan | None = None
         held_since = 0.0
-        for start in range(0, len(ids), FAST_EXECUTIONS_PER_BATCH):
+
+        def current_scan() -> KeyScan:
+            nonlocal scan, held_since
             if scan is None or time.monotonic() - held_since > SESSION_SLICE_S:
                 held.close()
                 scan = KeyScan(held.enter_context(store.session()))
                 held_since = time.monotonic()
-            keyed = scan.batch(
-                ids[start : start + FAST_EXECUTIONS_PER_BATCH], key, stored=stored,
-                skip_rules=unaffected, known=pa.concat_arrays(known) if known else None,
-                decided=outcomes,
-            )
-            report.decisions += keyed.skipped
-            report.not_rerun += keyed.skipped
-            for decide_key, inputs_text in keyed.inputs_by_key.items():
-                outcomes[decide_key] = _decide_once(inputs_text, decide_again)
-            for row_key, decide_key in keyed.decide_keys.items():
-                by_row_key[row_key] = outcomes[decide_key]
-            known.append(pa.array(list(keyed.decide_keys), pa.string()))
-            _count_batch(keyed.table, by_row_key, report, step_changed)
-            if progress is not None:
-                progress(min(start + FAST_EXECUTIONS_PER_BATCH, len(ids)), report)
+            return scan
+
+        counts: dict[str, int] = {}
+        counted_to = index = 0
+        while index < len(ids):
+            batch_scan = current_scan()
+            if index >= counted_to:
+                counted_to = index + FAST_EXECUTIONS_PER_BATCH
+                counts = batch_scan.decision_counts(ids[index:counted_to])
+            batch_ids, index = _next_batch(ids, index, min(counted_to, len(ids)), counts)
+            if batch_ids:
+                parts: list[tuple[list[str], tuple[str, str] | None]] = [(batch_ids, None)]
+            else:  # one execution too big for a batch: a range of its steps at a time
+                ranges = _step_ranges(batch_scan.step_decision_counts(ids[index]))
+                parts = [([ids[index]], steps) for steps in ranges]
+                index += 1
+            for number, (part_ids, steps) in enumerate(parts, start=1):
+                keyed = (batch_scan if number == 1 else current_scan()).batch(
+                    part_ids, key, stored=stored, skip_rules=unaffected,
+                    known=pa.concat_arrays(known) if known else None, decided=outcomes,
+                    steps=steps,
+                )
+                report.decisions += keyed.skipped
+                report.not_rerun += keyed.skipped
+                for decide_key, inputs_text in keyed.inputs_by_key.items():
+                    outcomes[decide_key] = _decide_once(inputs_text, decide_again)
+                for row_key, decide_key in keyed.decide_keys.items():
+                    by_row_key[row_key] = outcomes[decide_key]
+                known.append(pa.array(list(keyed.decide_keys), pa.string()))
+                _count_batch(keyed.table, by_row_key, report, step_changed)
+                if progress is not None:
+                    progress(index if number == len(parts) else index - 1, report)
     return report
+
+
+def _next_batch(
+    ids: Sequence[str], index: int, counted_to: int, counts: Mapping[str, int]
+) -> tuple[list[str], int]:
+    """The next batch of whole executions from `ids[index:counted_to]` and the index after
+    it: at most FAST_EXECUTIONS_PER_BATCH executions and DECISIONS_PER_BATCH decisions
+    (`counts`). Empty when `ids[index]` alone has more: it is read a range of steps at a time."""
+    decisions = 0
+    end = index
+    while end < counted_to:
+        count = counts.get(ids[end], 0)
+        if decisions + count > DECISIONS_PER_BATCH:
+            break
+        decisions += count
+        end += 1
+    return list(ids[index:end]), end
+
+
+def _step_ranges(step_counts: list[tuple[str, int]]) -> list[tuple[str, str]]:
+    """(first, last) step ids of consecutive steps with at most DECISIONS_PER_BATCH decisions
+    together (a step with more is a range of its own)."""
+    ranges: list[tuple[str, str]] = []
+    first: str | None = None
+    last = ""
+    decisions = 0
+    for step_id, count in step_counts:
+        if first is not None and decisions + count > DECISIONS_PER_BATCH:
+            ranges.append((first, last))
+            first, decisions = None, 0
+        if first is None:
+            first = step_id
+        last = step_id
+        decisions += count
+    if first is not None:
+        ranges.append((first, last))
+    return ranges
 
 
 def what_if_row_by_row(
@@ -324,9 +387,19 @@ def _decide_once(
         if missing:
             return _Outcome(missing=frozenset(missing))
         decision = decide_again(inputs)
+    except IncompleteInputs as error:
+        return _Outcome(missing=frozenset(error.missing))
     except ValueError as error:
         return _Outcome(error=str(error))
-    return _Outcome(decision, Verdict(decision.action.value, decision.rule_id))
+    return _Outcome(decision, _verdict_of(decision))
+
+
+def _verdict_of(decision: Decision) -> Verdict:
+    return Verdict(decision.action.value, decision.rule_id, decision.delay_ms)
+
+
+def _recorded_verdict(action: str | None, rule_id: str | None, delay_ms: float | None) -> Verdict:
+    return Verdict(str(action), str(rule_id), delay_ms)
 
 
 def _count_batch(
@@ -346,15 +419,21 @@ def _count_batch(
     after_rule = pa.array(
         [o.after.rule_id if (o := outcomes[k]).after else None for k in unique], pa.string()
     ).take(keys.indices)
+    after_delay = pa.array(
+        [o.after.delay_ms if (o := outcomes[k]).after else None for k in unique], pa.float64()
+    ).take(keys.indices)
     same = pc.and_(
         pc.equal(table.column("action"), after_action),
         pc.equal(pc.fill_null(table.column("rule_id"), "None"), after_rule),
     )
-    visit = pc.invert(pc.fill_null(same, False))
+    # A wait differs only where both are known (`_delay_changed`).
+    delay_changed = pc.fill_null(pc.not_equal(table.column("delay_ms"), after_delay), False)
+    visit = pc.or_(pc.invert(pc.fill_null(same, False)), delay_changed)
     rows = table.filter(visit)
-    for execution_id, step_id, n, action, rule_id, row_key in zip(
+    for execution_id, step_id, n, action, rule_id, delay_ms, row_key in zip(
         *(rows.column(name).to_pylist() for name in
-          ("execution_id", "step_id", "n", "action", "rule_id", "key")), strict=True,
+          ("execution_id", "step_id", "n", "action", "rule_id", "delay_ms", "key")),
+        strict=True,
     ):
         outcome = outcomes[row_key]
         if outcome.error is not None:
@@ -366,8 +445,9 @@ def _count_batch(
             report.incomplete += 1
             report.missing_inputs.update(outcome.missing)
         else:
-            _count_change(execution_id, step_id, n, Verdict(str(action), str(rule_id)),
-                          outcome.decision, report, step_changed)
+            _count_change(execution_id, step_id, n,
+                          _recorded_verdict(action, rule_id, delay_ms), outcome.decision,
+                          report, step_changed)
 
 
 def unaffected_rule_ids(overrides: Mapping[str, Any]) -> frozenset[str]:
@@ -402,12 +482,12 @@ def _recorded_decisions(
 
 
 def _redecide_row(
-    row: tuple[str, str, int, str | None, str | None, str | None],
+    row: tuple[str, str, int, str | None, str | None, str | None, float | None],
     decide_again: Callable[[Mapping[str, Any]], Decision],
     report: WhatIfReport,
     step_changed: set[tuple[str, str]],
 ) -> None:
-    execution_id, step_id, n, action, rule_id, inputs_text = row
+    execution_id, step_id, n, action, rule_id, inputs_text, delay_ms = row
     report.decisions += 1
     try:
         inputs = json.loads(inputs_text) if inputs_text else None
@@ -419,22 +499,28 @@ def _redecide_row(
             report.missing_inputs.update(missing)
             return
         decision = decide_again(inputs)
+    except IncompleteInputs as error:
+        report.incomplete += 1
+        report.missing_inputs.update(error.missing)
+        return
     except ValueError as error:
         report.unreadable += 1
         report.first_unreadable = report.first_unreadable or (
             f"{execution_id} {step_id} #{n}: {error}"
         )
         return
-    _count_change(execution_id, step_id, n, Verdict(str(action), str(rule_id)), decision,
-                  report, step_changed)
+    _count_change(execution_id, step_id, n, _recorded_verdict(action, rule_id, delay_ms),
+                  decision, report, step_changed)
 
 
 def _count_change(
     execution_id: str, step_id: str, n: int, before: Verdict, decision: Decision,
     report: WhatIfReport, step_changed: set[tuple[str, str]],
 ) -> None:
-    after = Verdict(decision.action.value, decision.rule_id)
-    if before == after:
+    after = _verdict_of(decision)
+    if (before.action, before.rule_id) == (after.action, after.rule_id) and not _delay_changed(
+        before, after
+    ):
         return
     report.changed += 1
     if (execution_id, step_id) in step_changed:
@@ -443,13 +529,25 @@ def _count_change(
     report.by_transition[(before, after)] += 1
     report.changes.append(
         Change(execution_id, step_id, n, before, after, decision.reason,
-               consequence(decision, n))
+               consequence(decision, n, before))
     )
 
 
-def consequence(decision: Decision, n: int) -> str:
+def _delay_changed(before: Verdict, after: Verdict) -> bool:
+    """The wait before the resend differs: both known and not equal (a decision recorded
+    without its wait is not counted as changed for it)."""
+    return (before.delay_ms is not None and after.delay_ms is not None
+            and before.delay_ms != after.delay_ms)
+
+
+def consequence(decision: Decision, n: int, before: Verdict | None = None) -> str:
     """What the changed decision would have led to, and what the record cannot say."""
     action = decision.action
+    if (before is not None and (before.action, before.rule_id) == (action.value, decision.rule_id)
+            and before.delay_ms is not None and decision.delay_ms is not None):
+        return (f"would have waited {wait_text(decision.delay_ms)} instead of "
+                f"{wait_text(before.delay_ms)} before the same resend; the tool's answer after "
+                "that wait is not recorded (the recorded one came after the old wait)")
     if action in _ASKS:
         return (f"would have asked {_ASKS[action]}; its answer is not recorded "
                 f"(replay with --llm live to ask a model)")

@@ -14,7 +14,7 @@ JSON and keys only one attempt per stored key by its own key. An attempt whose s
 the current one (recorded by another version of the policy code) is keyed from its JSON.
 
 `KeyScan(conn).batch(execution_ids, key, ...)` returns, as an Arrow table, (execution id,
-step id, n, action, rule id, key) per decided attempt of the executions, in the order
+step id, n, action, rule id, delay ms, key) per decided attempt of the executions, in the order
 `Store.recorded_decisions` uses, the overrides' key of each row key not seen before, and the
 recorded inputs (JSON text) of one attempt of each of those keys not decided before.
 """
@@ -110,10 +110,10 @@ def stored_key_serves(overrides: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class KeyedDecisions:
-    """Decided attempts as an Arrow table (execution_id, step_id, n, action, rule_id, key) in
-    execution, step and attempt order; the overrides' key of each row key not already known
-    (`decide_keys`); the recorded inputs text (or None) of one attempt of each of those keys
-    not already decided; and how many attempts were left out by rule."""
+    """Decided attempts as an Arrow table (execution_id, step_id, n, action, rule_id, delay_ms,
+    key) in execution, step and attempt order; the overrides' key of each row key not already
+    known (`decide_keys`); the recorded inputs text (or None) of one attempt of each of those
+    keys not already decided; and how many attempts were left out by rule."""
 
     table: pa.Table
     decide_keys: dict[str, str]
@@ -157,47 +157,74 @@ class KeyScan:
             self._stamps_current = not row or not row[0][0]
         return self._stamps_current
 
+    def decision_counts(self, execution_ids: Sequence[str]) -> dict[str, int]:
+        """How many decided attempts each of `execution_ids` has (absent: none)."""
+        return dict(self.conn.execute(
+            "SELECT execution_id, count(*) FROM attempts WHERE action IS NOT NULL "
+            "AND execution_id IN (SELECT unnest($ids)) GROUP BY execution_id",
+            {"ids": list(execution_ids)},
+        ).fetchall())
+
+    def step_decision_counts(self, execution_id: str) -> list[tuple[str, int]]:
+        """(step id, decided attempts) of one execution, in the order `batch` reads steps."""
+        return [(str(step_id), int(count)) for step_id, count in self.conn.execute(
+            "SELECT step_id, count(*) FROM attempts WHERE action IS NOT NULL "
+            "AND execution_id = $id GROUP BY step_id ORDER BY step_id",
+            {"id": execution_id},
+        ).fetchall()]
+
     def batch(
         self, execution_ids: Sequence[str], key: RedecideKey, *, stored: bool,
         skip_rules: Sequence[str] = (), known: pa.Array | None = None,
-        decided: Collection[str] = (),
+        decided: Collection[str] = (), steps: tuple[str, str] | None = None,
     ) -> KeyedDecisions:
         """The decided attempts of `execution_ids`, minus those whose rule is in
-        `skip_rules`. With `stored` (`stored_key_serves` of the overrides) each row is keyed
-        by its stored key where the stamp is current, else by `key`; for each row key not in
-        `known` (row keys of earlier batches), its `key`; and the inputs of one attempt of
-        each such key not in `decided`."""
+        `skip_rules`; with `steps` (first, last), only the steps between them, inclusive (for
+        an execution too big for one batch). With `stored` (`stored_key_serves` of the
+        overrides) each row is keyed by its stored key where the stamp is current, else by
+        `key`; for each row key not in `known` (row keys of earlier batches), its `key`; and
+        the inputs of one attempt of each such key not in `decided`."""
         conn = self.conn
         # An attempt decided without a recorded decision is keyed '-' (not readable).
         exact = f"coalesce({key_expression(key, 'a.decision')}, '-')"
         where = "a.execution_id IN (SELECT unnest($ids)) AND a.action IS NOT NULL"
         params: dict[str, Any] = {"ids": list(execution_ids), "skip": list(skip_rules)}
+        if steps is not None:
+            where += " AND a.step_id BETWEEN $first_step AND $last_step"
+            params["first_step"], params["last_step"] = steps
         skipped_row = conn.execute(
             f"SELECT count(*) FROM attempts AS a WHERE {where} "
             "AND list_contains($skip, a.rule_id)", params,
         ).fetchall()[0] if skip_rules else (0,)
-        select = (
-            "SELECT a.rowid AS row_id, a.execution_id, a.step_id, a.n, a.action, a.rule_id, "
-            "e.started_at, {key} AS key "
+        # The batch's rows first, without `decision` (MATERIALIZED): a key from the JSON is
+        # then computed reading only those rows' decisions (by rowid), not the whole column.
+        chosen = (
+            "WITH m AS MATERIALIZED (SELECT a.rowid AS row_id, a.execution_id, a.step_id, a.n, "
+            "a.action, a.rule_id, a.delay_ms, e.started_at, a.decision_key, {current} AS current "
             "FROM attempts AS a JOIN executions AS e USING (execution_id) "
-            f"WHERE {where} AND NOT list_contains($skip, coalesce(a.rule_id, '')) AND {{rows}}"
+            f"WHERE {where} AND NOT list_contains($skip, coalesce(a.rule_id, ''))) "
         )
-        if not stored:
-            rows = select.format(key=exact, rows="TRUE")
-        elif self._all_stored():
+        order = "ORDER BY m.started_at NULLS FIRST, m.execution_id, m.step_id, m.n"
+        columns = "m.row_id, m.execution_id, m.step_id, m.n, m.action, m.rule_id, m.delay_ms"
+        if stored and self._all_stored():
             # Not even a mention of `decision`: DuckDB would read the column.
-            rows = select.format(key="a.decision_key", rows="TRUE")
-        else:
-            params["version"] = STORED_KEY_VERSION
-            rows = (
-                f"{select.format(key='a.decision_key', rows=_CURRENT)} UNION ALL "
-                f"{select.format(key=exact, rows=f'NOT {_CURRENT}')}"
+            query = (
+                f"{chosen.format(current='TRUE')} SELECT {columns}, m.decision_key AS key "
+                f"FROM m {order}"
             )
-        table = conn.sql(
-            f"SELECT row_id, execution_id, step_id, n, action, rule_id, key FROM ({rows}) "
-            "ORDER BY started_at NULLS FIRST, execution_id, step_id, n",
-            params=params,
-        ).to_arrow_table()
+        else:
+            current = "FALSE"
+            if stored:
+                params["version"] = STORED_KEY_VERSION
+                current = _CURRENT
+            query = (
+                f"{chosen.format(current=current)}, "
+                f"d AS MATERIALIZED (SELECT a.rowid AS row_id, {exact} AS key FROM attempts AS a "
+                "WHERE a.rowid IN (SELECT row_id FROM m WHERE NOT current)) "
+                f"SELECT {columns}, CASE WHEN m.current THEN m.decision_key ELSE d.key END AS key "
+                f"FROM m LEFT JOIN d USING (row_id) {order}"
+            )
+        table = conn.sql(query, params=params).to_arrow_table()
         first = _first_rows(table, known)
         row_ids = first.column("row_id").to_pylist()
         first_keys = first.column("key").to_pylist()

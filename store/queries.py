@@ -622,10 +622,13 @@ class Store:
 
     def recorded_decisions(
         self, execution_ids: list[str], *, skip_rules: list[str] | None = None
-    ) -> tuple[list[tuple[str, str, int, str | None, str | None, str | None]], int]:
-        """(execution id, step id, n, action, rule id, decision inputs as JSON text) of every
-        decided attempt of `execution_ids`, in execution, step and attempt order, and how many
-        decided attempts were left out because their rule id is in `skip_rules`."""
+    ) -> tuple[
+        list[tuple[str, str, int, str | None, str | None, str | None, float | None]], int
+    ]:
+        """(execution id, step id, n, action, rule id, decision inputs as JSON text, the
+        decision's wait before a resend in ms) of every decided attempt of `execution_ids`, in
+        execution, step and attempt order, and how many decided attempts were left out because
+        their rule id is in `skip_rules`."""
         skip = list(skip_rules or [])
         where = "a.execution_id IN (SELECT unnest($ids)) AND a.action IS NOT NULL"
         with self.session() as conn:
@@ -636,7 +639,7 @@ class Store:
             ).fetchone() if skip else (0,)
             rows = conn.execute(
                 "SELECT a.execution_id, a.step_id, a.n, a.action, a.rule_id, "
-                "CAST(json_extract(a.decision, '$.inputs') AS VARCHAR) "
+                "CAST(json_extract(a.decision, '$.inputs') AS VARCHAR), a.delay_ms "
                 "FROM attempts AS a JOIN executions AS e USING (execution_id) "
                 f"WHERE {where} AND NOT list_contains($skip, coalesce(a.rule_id, '')) "
                 "ORDER BY e.started_at NULLS FIRST, a.execution_id, a.step_id, a.n",

@@ -31,7 +31,9 @@ class LayerVerdict(JsonRecord):
     `answered` is False when the LLM failed or its answer was malformed (`failure` says how).
     `unavailable` counts the endpoint failures (`HTTP 503 ×3`) when the LLM endpoint gave no
     answer after its retries. `proposed_parameters` is the full parameter map the correction
-    would send.
+    would send. `llm_calls_used_before`, `llm_tokens_used_before` and `elapsed_s_before` are
+    the task's counters when the layer was asked (None: recorded by a version that did not
+    keep them), so a re-decision can stop where a budget would have stopped before the call.
     """
 
     layer: Layer
@@ -47,6 +49,9 @@ class LayerVerdict(JsonRecord):
     failure: str | None = None
     unchanged_after_coercion: tuple[str, ...] = ()
     unavailable: str | None = None
+    llm_calls_used_before: int | None = None
+    llm_tokens_used_before: int | None = None
+    elapsed_s_before: float | None = None
 
     @property
     def acceptable(self) -> bool:

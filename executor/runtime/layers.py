@@ -50,6 +50,17 @@ class LayerConsultation:
     async def _consult(
         self, action: Action, ctx: StepContext, state: StepState, outcome: HttpOutcome
     ) -> LayerVerdict:
+        """The verdict of the layer `action` asks, with the task's counters when it was asked."""
+        before = dict(
+            llm_calls_used_before=self._llm_calls, llm_tokens_used_before=self._llm_tokens,
+            elapsed_s_before=self.monotonic() - self._started,
+        )
+        verdict = await self._ask_layer(action, ctx, state, outcome)
+        return replace(verdict, **before)
+
+    async def _ask_layer(
+        self, action: Action, ctx: StepContext, state: StepState, outcome: HttpOutcome
+    ) -> LayerVerdict:
         step, capability = ctx.step, ctx.capability
         body_text = response_text(outcome.body)
         current = dict(state.parameters)

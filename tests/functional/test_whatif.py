@@ -13,6 +13,8 @@ from console.entry import main
 from console.whatif import unaffected_rule_ids, what_if
 from store.queries import ExecutionFilter, open_store
 from tests.support.demo_store import record_demo_store
+from tests.support.plans import capability, plan, run_plan_json, step
+from tests.support.tool_server import ToolReply
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,8 @@ def test_more_attempts_turn_scenario_d_budget_stop_into_a_resend(demo_db, capsys
     report = _whatif_json(demo_db, capsys, "--config", "max_attempts=5")
     change = next(c for c in report["changes"] if c["execution_id"] == scenario_d)
     assert change["before"] == {"action": "stop_budget", "rule_id": "budget.attempts"}
-    assert change["after"] == {"action": "retry_same", "rule_id": "transient.retry_same"}
+    assert change["after"] == {"action": "retry_same", "rule_id": "transient.retry_same",
+                               "delay_ms": 40.0}
     assert change["n"] == 3
     assert "attempt 4 of 5" in change["reason"]
     assert "tool's answer to attempt #4 is not recorded" in change["consequence"]
@@ -180,3 +183,51 @@ def test_only_rules_that_read_a_changed_key_are_rerun():
     assert "success.2xx" in unaffected and "terminal.auth_or_method" in unaffected
     assert "transient.retry_same" not in unaffected and "budget.attempts" not in unaffected
     assert unaffected_rule_ids({}) == frozenset()
+
+
+# Backoff keys: a resend whose wait differs is a changed decision (same action and rule).
+BACKOFF_WORDS = ["initial_delay_ms=3", "jitter=false", "backoff_factor=3", "max_delay_ms=2"]
+
+
+@pytest.mark.parametrize("word", BACKOFF_WORDS)
+def test_a_backoff_key_changes_the_wait_a_real_run_waits(tool_server, tmp_path, capsys, word):
+    """A 503 twice, then success, recorded under a 1 ms backoff (jitter on, factor 2, 5 ms
+    cap); whatif's waits under the key are the ones a real run under it plans."""
+    tool_server.script("/capabilities/flaky", ToolReply.error(503, "DOWN", "busy"),
+                       ToolReply.error(503, "DOWN", "busy"), ToolReply.ok({"v": 1}))
+    document = plan(tool_server.base_url, {"flaky": capability("flaky")},
+                    [step("step-1", "flaky", {"x": 1})])
+    db = tmp_path / "recorded.duckdb"
+    recorded = run_plan_json(tmp_path, document, "--db", str(db))["steps"][0]["attempts"]
+    report = _whatif_json(db, capsys, "--config", word)
+    key, value = word.split("=")
+    document["config"][key] = json.loads(value)
+    tool_server.replace_script("/capabilities/flaky", ToolReply.error(503, "DOWN", "busy"),
+                               ToolReply.error(503, "DOWN", "busy"), ToolReply.ok({"v": 1}))
+    real = run_plan_json(tmp_path, document, "--db", str(tmp_path / "real.duckdb"))
+    real_attempts = real["steps"][0]["attempts"]
+    changed = [a for a, r in zip(real_attempts, recorded, strict=True)
+               if a["delay_ms"] != r["delay_ms"]]
+    assert changed, "the key changes no wait of this plan: pick another value"
+    first = changed[0]
+    assert report["changed_steps"] == 1 and report["changed"] == len(changed)
+    (change,) = report["changes"]
+    before = recorded[first["n"] - 1]
+    assert change["n"] == first["n"]
+    assert change["before"] == {"action": "retry_same", "rule_id": "transient.retry_same",
+                                "delay_ms": before["delay_ms"]}
+    assert change["after"] == {"action": first["action"], "rule_id": first["rule"],
+                               "delay_ms": first["delay_ms"]}
+    assert change["reason"] == first["reason"]
+    assert change["consequence"].startswith(
+        f"would have waited {first['delay_ms']:.1f} ms instead of {before['delay_ms']:.1f} ms"
+    )
+    assert main(["whatif", "--db", str(db), "--config", word]) == 0
+    assert (f"retry_same [transient.retry_same] after {before['delay_ms']:.1f} ms → "
+            f"retry_same [transient.retry_same] after {first['delay_ms']:.1f} ms"
+            in capsys.readouterr().out)
+
+
+def test_a_backoff_key_that_changes_no_wait_changes_nothing(demo_db, capsys):
+    report = _whatif_json(demo_db, capsys, "--config", "backoff_factor=2")
+    assert report["changed"] == 0

@@ -23,7 +23,8 @@ _OVERRIDES = [
     {"retry_after_max_ms": 0}, {"initial_delay_ms": 5000, "max_wall_clock_s": 1},
     {"semantic_retry_enabled": False}, {"error_analyzer_enabled": False},
     {"max_retries_per_tool": 0}, {"max_wall_clock_s": 0.5}, {"max_llm_calls": 1},
-    {"max_total_tokens": 100}, {"max_repeated_errors": 1},
+    {"max_total_tokens": 100}, {"max_repeated_errors": 1}, {"jitter": False},
+    {"initial_delay_ms": 100}, {"backoff_factor": 3}, {"max_delay_ms": 1},
 ]
 _IDS = [",".join(f"{k}={v}" for k, v in o.items()) or "no-overrides" for o in _OVERRIDES]
 

@@ -16,6 +16,7 @@ from console.whatif import what_if, what_if_row_by_row
 from store.decision_keys import (
     STORED_KEY,
     STORED_KEY_VERSION,
+    KeyScan,
     key_expression,
     stored_key_serves,
 )
@@ -178,3 +179,44 @@ def test_a_session_held_past_its_slice_lets_a_writer_in_before_the_next_batch(
 ):
     sessions, done, executions = _sessions_and_progress(varied_db, monkeypatch, 0.0)
     assert sessions == 1 + len(done) == 1 + -(-executions // 5)
+
+
+# How the rows are keyed: stored keys, stale stamps on half of them (stored and from the JSON
+# in one query), and a budget set by --config (every row keyed from the JSON).
+_KEYINGS = [("stored", None, {"max_attempts": 5}),
+            ("half_stale", "rowid % 2 = 0", {"max_attempts": 5}),
+            ("from_json", None, {"max_attempts": 5, "max_wall_clock_s": 100})]
+
+
+@pytest.mark.parametrize("bound", [1, 7])
+@pytest.mark.parametrize(("stale", "overrides"), [k[1:] for k in _KEYINGS],
+                         ids=[k[0] for k in _KEYINGS])
+def test_batches_bounded_by_decisions_give_the_row_by_row_report(
+    varied_db, tmp_path, monkeypatch, bound, stale, overrides
+):
+    """With at most `bound` decisions a batch, executions are batched by their decisions and
+    one with more is read a range of steps at a time (a step with more is a range alone)."""
+    db = _copy(varied_db, tmp_path / "bounded.duckdb")
+    if stale is not None:
+        _spoil_keys(db, "stale", stale)
+    monkeypatch.setattr(whatif_module, "DECISIONS_PER_BATCH", bound)
+    batches: list[tuple[int, tuple[str, str] | None, int]] = []
+    real_batch = KeyScan.batch
+
+    def spied(self, execution_ids, *args, steps=None, **kwargs):
+        keyed = real_batch(self, execution_ids, *args, steps=steps, **kwargs)
+        batches.append((len(execution_ids), steps, keyed.table.num_rows + keyed.skipped))
+        return keyed
+
+    monkeypatch.setattr(KeyScan, "batch", spied)
+    done: list[int] = []
+    report = what_if(open_store(db), None, overrides,
+                     progress=lambda executions, _: done.append(executions))
+    monkeypatch.setattr(KeyScan, "batch", real_batch)
+    assert report.to_dict() == what_if_row_by_row(open_store(db), None, overrides).to_dict()
+    assert report.changed > 0
+    assert any(steps is not None for _, steps, _ in batches)
+    for executions, steps, rows in batches:
+        assert rows <= bound or (executions == 1 and steps is not None and steps[0] == steps[1])
+    assert sum(rows for *_, rows in batches) == report.decisions
+    assert done == sorted(done) and done[-1] == report.executions
