@@ -18,6 +18,7 @@ from console.tui.screens.help import HelpScreen
 from console.tui.screens.whatif import ChangeTable, TransitionTable, WhatIfScreen
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.tables import AttemptTable
+from executor.policy.conditions import wait_text
 from tests.support.demo_store import execution_of, record_demo_store
 from tests.support.tui import screen_loaded, settle_until, shown_text, table_cell, tui_app
 
@@ -80,12 +81,17 @@ async def test_max_attempts_5_turns_scenario_d_stop_into_a_resend_and_enter_open
             table_cell(transitions, key, "count")
             for key in map(str, range(transitions.row_count))
         }  # fmt: skip
+        def shown_verdict(verdict: dict) -> str:  # the CLI twin's verdict, as the cell draws it
+            wait = ("" if verdict.get("delay_ms") is None
+                    else f" after {wait_text(verdict['delay_ms'])}")  # fmt: skip
+            return f"{verdict['action']} {verdict['rule_id']}{wait}"
+
         assert rows == {
-            (f"{t['before']['action']} {t['before']['rule_id']}",
-             f"{t['after']['action']} {t['after']['rule_id']}"): str(t["count"])
+            (shown_verdict(t["before"]), shown_verdict(t["after"])): str(t["count"])
             for t in expected["by_transition"]
         }  # fmt: skip
-        assert rows[("stop_budget budget.attempts", "retry_same transient.retry_same")] == "1"
+        assert rows[("stop_budget budget.attempts",
+                     "retry_same transient.retry_same after 40.0 ms")] == "1"
         changes = screen.query_one(ChangeTable)
         index = next(i for i, c in enumerate(expected["changes"])
                      if c["execution_id"] == scenario_d)  # fmt: skip

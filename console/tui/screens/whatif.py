@@ -45,6 +45,7 @@ from console.whatif import Change, WhatIfReport, what_if
 from console.whatif import parse_overrides as parse_whatif_overrides
 from console.words import counted
 from executor.config import ConfigError
+from executor.policy.conditions import wait_text
 from store.errors import StoreError
 from store.queries import ExecutionFilter, open_store
 
@@ -142,7 +143,13 @@ class ChangeTable(NavigableTable):
 
 
 def _verdict(verdict: Any) -> Text:
-    return Text.assemble(action_text(verdict.action), " ", (printable(verdict.rule_id), "dim"))
+    """`retry_same transient.retry_same after 20.0 ms`: the wait too, so a change of wait
+    alone shows (the same action and rule before and after)."""
+    text = Text.assemble(action_text(verdict.action), " ", (printable(verdict.rule_id), "dim"))
+    delay_ms = getattr(verdict, "delay_ms", None)
+    if delay_ms is not None:
+        text.append(f" after {wait_text(delay_ms)}", "dim")
+    return text
 
 
 class WhatIfScreen(PaneScreen, Screen):
