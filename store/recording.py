@@ -26,7 +26,8 @@ class Recording:
     Open it with `with`/`async with` (or `open()`/`close()`); pass it as the `recorder` of
     `run_plan`, `call_tool` or a `PlanExecutor`. Opening raises `StoreError` when the store
     cannot be recorded into, and `TelemetryConfigError` for an OTEL_* value that cannot be
-    honoured. Closing ingests what was recorded, so the console sees it.
+    honoured, before the store file is made. Closing ingests what was recorded, so the console
+    sees it, then exports what the telemetry has left.
     """
 
     def __init__(
@@ -41,7 +42,8 @@ class Recording:
         self.env = os.environ if env is None else env
         self.store_recorder: StoreRecorder | None = None
         self.recorders: tuple[Any, ...] = ()
-        self._exit_stack: contextlib.ExitStack | None = None
+        self._store_stack: contextlib.ExitStack | None = None
+        self._telemetry_stack: contextlib.ExitStack | None = None
 
     @property
     def exports_telemetry(self) -> bool:
@@ -49,24 +51,29 @@ class Recording:
         return self.telemetry
 
     def open(self) -> Self:
-        """Open the store recorder, then the telemetry export."""
-        from executor.telemetry import with_telemetry
+        """Check the OTEL_* values, open the store recorder, then the telemetry export."""
+        from executor.telemetry import telemetry_settings_from_env, with_telemetry
 
-        if self._exit_stack is not None:
+        if self._telemetry_stack is not None:  # open already
             return self
-        stack = contextlib.ExitStack()
+        if self.telemetry:
+            telemetry_settings_from_env(self.env)  # a refused value makes no store file
+        store_stack, telemetry_stack = contextlib.ExitStack(), contextlib.ExitStack()
         try:
             if self.db_path is not None:
-                self.store_recorder = stack.enter_context(StoreRecorder(self.db_path))
+                self.store_recorder = store_stack.enter_context(StoreRecorder(self.db_path))
             if self.telemetry:
-                fanout = stack.enter_context(with_telemetry(self.store_recorder, env=self.env))
+                fanout = telemetry_stack.enter_context(
+                    with_telemetry(self.store_recorder, env=self.env)
+                )
                 self.recorders = (fanout,)
             else:
                 self.recorders = (self.store_recorder,) if self.store_recorder else ()
         except BaseException:
-            stack.close()
+            telemetry_stack.close()
+            store_stack.close()
             raise
-        self._exit_stack = stack
+        self._store_stack, self._telemetry_stack = store_stack, telemetry_stack
         return self
 
     def record(self, event: Any) -> None:
@@ -79,14 +86,25 @@ class Recording:
         if self.store_recorder is not None:
             self.store_recorder.flush()
 
-    def close(self) -> None:
-        """Shut the telemetry down (exporting what remains), then close and ingest the store."""
-        stack, self._exit_stack = self._exit_stack, None
+    def close_store(self) -> None:
+        """Close the store recorder and ingest what it recorded (once); the telemetry stays
+        open, so a command can show the run's result before the export finishes."""
+        stack, self._store_stack = self._store_stack, None
         if stack is not None:
             stack.close()
 
+    def close(self) -> None:
+        """Close and ingest the store (`close_store`), then shut the telemetry down, which
+        exports what remains (bounded by `TelemetryRecorder.shutdown`'s timeout)."""
+        try:
+            self.close_store()
+        finally:
+            stack, self._telemetry_stack = self._telemetry_stack, None
+            if stack is not None:
+                stack.close()
+
     def exit_notice(self) -> str | None:
-        """After `close()`: one line when not everything recorded reached the database."""
+        """After `close_store()`: one line when not everything recorded reached the database."""
         return self.store_recorder.exit_notice() if self.store_recorder is not None else None
 
     def execution(self, execution_id: str) -> ExecutionDetail:

@@ -184,13 +184,16 @@ def _record(args: argparse.Namespace) -> int:
     try:
         with recording(db_path) as session:
             outcomes = record_demo(session.recorder, fast=not args.slow)
+            session.close_store()
+            # Shown before the telemetry export finishes, which may wait on a slow collector.
+            print(f"recorded {counted(len(outcomes), 'demo execution')} into {db_path}:")
+            for plan, outcome in zip(DEMO_PLANS, outcomes, strict=True):
+                rules = ", ".join(f"{s.id} {s.final_rule or s.status}" for s in outcome.steps)
+                print(f"  {outcome.execution_id}  {outcome.status:<9} {plan.name}: {rules}")
+            print_exit_notice(session.exit_notice)
+            sys.stdout.flush()
     except StoreError as error:
         return fail(str(error))
-    print(f"recorded {counted(len(outcomes), 'demo execution')} into {db_path}:")
-    for plan, outcome in zip(DEMO_PLANS, outcomes, strict=True):
-        rules = ", ".join(f"{s.id} {s.final_rule or s.status}" for s in outcome.steps)
-        print(f"  {outcome.execution_id}  {outcome.status:<9} {plan.name}: {rules}")
-    print_exit_notice(session.exit_notice)
     return EXIT_OK
 
 

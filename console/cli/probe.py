@@ -57,8 +57,9 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Probe the target; 0 all pass or warn, 1 a check fails, 2 bad input, 130 cancelled."""
     from console.probe import DEFAULT_TIMEOUT_S, ProbeError, Prober, check_reachable, derive_cases
-    from console.session import run_recorded
+    from console.session import report_recorded
     from executor.plan import header_value_problem
+    from executor.telemetry import telemetry_settings_from_env
     from store.errors import StoreError
 
     timeout_s = DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     problem = header_value_problem(f"Bearer {token}") if token else None
     if problem is not None:
         return fail(f"TRUVAG3_OAUTH_TOKEN cannot be sent as an Authorization header: {problem}")
+    telemetry_settings_from_env()  # a bad OTEL_* value is refused before the tool is reached
     try:
         target = _target(args)
         if target.refusal is not None and not args.yes:
@@ -78,22 +80,26 @@ def run(args: argparse.Namespace) -> int:
         return fail(error)
     db_path = None if args.no_store else store_path(args)
     try:
-        recorded = run_recorded(
+        return report_recorded(
             lambda recorder: Prober(target, cases, recorder=recorder, skipped=skipped,
                                     env=os.environ, timeout_s=timeout_s),
             db_path,
+            lambda recorded: _report(recorded, len(cases), as_json=args.json),
         )  # fmt: skip
     except StoreError as error:
         return fail(error)
+
+
+def _report(recorded: Any, case_count: int, *, as_json: bool) -> int:
     outcome = recorded.outcome
     card = outcome.card()
     stored = recorded.session.stored
-    emit(args.json, lambda: _document(outcome, card, stored),
+    emit(as_json, lambda: _document(outcome, card, stored),
          lambda: render_probe(outcome, card, stored))  # fmt: skip
     print_exit_notice(recorded.session.exit_notice)
     if outcome.cancelled:
         graded = sum(1 for result in outcome.results if result.findings)
-        print(f"truva-console: cancelled; {graded} of {len(cases)} probes graded",
+        print(f"truva-console: cancelled; {graded} of {case_count} probes graded",
               file=sys.stderr)
         return EXIT_CANCELLED
     return EXIT_FAILING_CHECK if card.grade.value == "fail" else 0

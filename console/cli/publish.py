@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +20,7 @@ from console.exits import EXIT_OK, fail
 from console.words import counted
 
 EXIT_NOT_DELIVERED = 1
-BATCH_SPANS = 512  # spans per export request (whole executions; the SDK's batch size)
+BATCH_SPANS = 512  # spans per export request at most (whole executions; the SDK's batch size)
 _DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -83,9 +84,9 @@ def _rows_by_execution(
 
 
 def run(args: argparse.Namespace) -> int:
-    """Publish; 0 when every span was delivered, 1 when the endpoint did not take them,
+    """Publish; 0 when every span was delivered, 1 when the endpoint did not take a request,
     2 with one line on stderr for bad input (no endpoint, unknown execution, bad --since)."""
-    from executor.telemetry import span_publisher_from_env
+    from executor.telemetry import span_publisher_from_env, telemetry_settings_from_env
     from store.bundle import events_from_rows, read_execution_rows
     from store.errors import StoreError
     from store.queries import open_store
@@ -100,6 +101,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"publish: {error}")
     publisher = span_publisher_from_env()
     if publisher is None:
+        switched_off_by = telemetry_settings_from_env().traces.switched_off_by
+        if switched_off_by is not None:
+            return fail(f"publish: {switched_off_by} switches traces off, so there is nothing "
+                        "to publish to; unset it, see docs/telemetry.md")  # fmt: skip
         return fail(
             "publish: no OTLP traces endpoint is configured; set OTEL_EXPORTER_OTLP_ENDPOINT "
             "(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), see docs/telemetry.md"
@@ -113,44 +118,62 @@ def run(args: argparse.Namespace) -> int:
         publisher.shutdown()
         return fail(error)
     by_execution = _rows_by_execution(rows, chosen)
-    delivered_spans = 0
+    spans_of = ((execution_id, publisher.spans(events_from_rows(by_execution[execution_id])))
+                for execution_id in chosen)  # fmt: skip
     delivered: list[str] = []
-    batch: list[Any] = []
-    batch_ids: list[str] = []
+    delivered_spans = 0
+    refused: list[str] = []
     try:
-        for index, execution_id in enumerate(chosen):
-            batch.extend(publisher.spans(events_from_rows(by_execution[execution_id])))
-            batch_ids.append(execution_id)
-            if len(batch) < BATCH_SPANS and index + 1 < len(chosen):
-                continue
+        for batch_ids, batch in export_batches(spans_of, BATCH_SPANS):
             if not publisher.send(batch):
-                print(
-                    f"truva-console: publish: {publisher.endpoint} did not accept the spans of "
-                    f"{counted(len(batch_ids), 'execution')} ({', '.join(batch_ids)}); "
-                    f"{len(delivered)} of {counted(len(chosen), 'execution')} were delivered "
-                    "before (publishing again sends the same span ids)",
-                    file=sys.stderr,
-                )
-                return EXIT_NOT_DELIVERED
+                refused = batch_ids
+                break
             delivered.extend(batch_ids)
             delivered_spans += len(batch)
-            batch, batch_ids = [], []
     finally:
         publisher.shutdown()
-    print(
-        f"published {counted(delivered_spans, 'span')} of "
-        f"{counted(len(delivered), 'execution')} to "
-        f"{publisher.endpoint} ({publisher.protocol})"
-    )
-    for execution_id in delivered:
-        print(f"  {execution_id}")
+    if delivered or not refused:
+        print(
+            f"published {counted(delivered_spans, 'span')} of "
+            f"{counted(len(delivered), 'execution')} to "
+            f"{publisher.endpoint} ({publisher.protocol})"
+        )
+        for execution_id in delivered:
+            print(f"  {execution_id}")
     if skipped:
         print(
             f"truva-console: note: skipped {counted(len(skipped), 'execution')} still running: "
             f"{', '.join(skipped)}",
             file=sys.stderr,
         )
+    if refused:
+        print(
+            f"truva-console: publish: {publisher.endpoint} did not accept the spans of "
+            f"{counted(len(refused), 'execution')} ({', '.join(refused)}), sent in one request; "
+            f"{len(delivered)} of {counted(len(chosen), 'execution')} were delivered, by the "
+            f"requests before it, and the other {len(chosen) - len(delivered)} not "
+            "(publishing again sends the same span ids)",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_DELIVERED
     return EXIT_OK
+
+
+def export_batches(
+    spans_of: Iterable[tuple[str, list[Any]]], limit: int
+) -> Iterator[tuple[list[str], list[Any]]]:
+    """(execution ids, their spans) per export request: whole executions, in order, at most
+    `limit` spans, except that an execution of more spans than `limit` is a request of its own."""
+    batch_ids: list[str] = []
+    batch: list[Any] = []
+    for execution_id, spans in spans_of:
+        if batch_ids and len(batch) + len(spans) > limit:
+            yield batch_ids, batch
+            batch_ids, batch = [], []
+        batch_ids.append(execution_id)
+        batch.extend(spans)
+    if batch_ids:
+        yield batch_ids, batch
 
 
 def _choose(

@@ -30,7 +30,7 @@ from console.replay.edits import (
 )
 from console.replay.engine import Replayer, ReplayResult
 from console.replay.setup import LLM_LIVE, LLM_MODES, LLM_RECORDED, live_endpoint, prepare_replay
-from console.session import run_recorded
+from console.session import report_recorded
 from console.words import compact_json, counted
 from store.errors import StoreError
 from store.queries import AttemptRecord, StepRecord
@@ -96,15 +96,19 @@ def run(args: argparse.Namespace) -> int:
     except (StoreError, ReplayError) as error:
         return fail(str(error))
     try:
-        recorded = run_recorded(
+        return report_recorded(
             lambda recorder: Replayer(setup, recorder=recorder),
             None if args.no_store else db_path,
+            lambda recorded: _report(recorded, as_json=args.json),
         )
     except StoreError as error:
         return fail(str(error))
+
+
+def _report(recorded: Any, *, as_json: bool) -> int:
     result, stored = recorded.outcome, recorded.session.stored
     emit(
-        args.json,
+        as_json,
         lambda: replay_document(result, stored=stored),
         lambda: render_replay(result, stored=stored),
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from console.cli.common import add_command, add_json_option, emit, print_exit_notice, store_path
 from console.exits import EXIT_CANCELLED, EXIT_OK, fail
-from console.session import run_recorded
+from console.session import report_recorded
 from console.words import compact_json, counted, on_one_line, reached_wire, received_text
 
 
@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json: bool) -> int:
-    """`run_recorded`, then print the outcome as `run` does; the exit code of `run`."""
+    """`report_recorded`: run, print the outcome as `run` does (before the telemetry export
+    finishes); the exit code of `run`."""
     from executor.llm.client import LLMSettingsError
     from executor.plan import header_value_problem
     from store.errors import StoreError
@@ -55,9 +56,13 @@ def run_and_report(build: Callable[[Any], Any], db_path: Path | None, *, as_json
     if problem is not None:
         return fail(f"TRUVAG3_OAUTH_TOKEN cannot be sent as an Authorization header: {problem}")
     try:
-        recorded = run_recorded(build, db_path)
+        return report_recorded(build, db_path, lambda recorded: report(recorded, as_json=as_json))
     except (StoreError, LLMSettingsError) as exc:
         return fail(str(exc))
+
+
+def report(recorded: Any, *, as_json: bool) -> int:
+    """Print a recorded run's outcome as `run` does; the exit code of `run`."""
     outcome = recorded.outcome
     settings = getattr(recorded.executor, "llm_settings", None)
     if settings is not None and not settings.has_credential:

@@ -6,8 +6,9 @@ decisions) and metrics (`metrics`), on the providers it is given (it never sets 
 ones). Span times are the events' own timestamps, so a recorded run can be rebuilt after the
 fact (`recorded.build_spans_from_events`) and embedded in a bundle as OTLP/JSON
 (`spans_to_otlp_json`). `otlp.telemetry_from_env` builds one that exports over OTLP when the
-standard `OTEL_EXPORTER_OTLP_*` variables ask for it, and returns None (importing nothing from
-OpenTelemetry) otherwise. Spans carry previews only; the full payloads live in the debug store.
+standard `OTEL_EXPORTER_OTLP_*` variables (read and checked by `settings`) ask for it, and
+returns None (importing nothing from OpenTelemetry) otherwise. Spans carry previews only; the
+full payloads live in the debug store.
 """
 
 from executor.telemetry.attributes import (
@@ -24,19 +25,24 @@ from executor.telemetry.attributes import (
 from executor.telemetry.ids import ExecutionTraceIds
 from executor.telemetry.metrics import COUNTERS, HISTOGRAMS
 from executor.telemetry.otlp import (
-    CAPTURE_CONTENT_VARIABLE,
-    PROPAGATE_VARIABLE,
-    PROTOCOLS,
     SpanPublisher,
-    TelemetryConfigError,
     capture_content_from_env,
     propagate_from_env,
-    signal_protocol,
     span_publisher_from_env,
     telemetry_from_env,
     with_telemetry,
 )
 from executor.telemetry.recorded import build_spans_from_events, spans_to_otlp_json
+from executor.telemetry.settings import (
+    CAPTURE_CONTENT_VARIABLE,
+    PROPAGATE_VARIABLE,
+    PROTOCOLS,
+    SignalSettings,
+    TelemetryConfigError,
+    TelemetrySettings,
+    signal_protocol,
+    telemetry_settings_from_env,
+)
 from executor.telemetry.span_events import DECISION_SPAN_EVENTS
 from executor.telemetry.spans import TelemetryRecorder
 from executor.tracecontext import attempt_traceparent, span_id_for, trace_id_for_execution
@@ -54,9 +60,11 @@ __all__ = [
     "PROTOCOLS",
     "SHORT_PREVIEW_CHARS",
     "ExecutionTraceIds",
+    "SignalSettings",
     "SpanPublisher",
     "TelemetryConfigError",
     "TelemetryRecorder",
+    "TelemetrySettings",
     "attempt_traceparent",
     "build_spans_from_events",
     "capped",
@@ -70,6 +78,7 @@ __all__ = [
     "span_publisher_from_env",
     "spans_to_otlp_json",
     "telemetry_from_env",
+    "telemetry_settings_from_env",
     "trace_id_for_execution",
     "with_telemetry",
 ]

@@ -21,6 +21,11 @@ from executor.events import (
 from executor.telemetry.attributes import DEFAULT_SERVICE_NAME
 from executor.telemetry.ids import ExecutionTraceIds
 from executor.telemetry.recorded import build_spans_from_events, hex_ids
+from executor.telemetry.settings import (
+    SignalSettings,
+    TelemetrySettings,
+    telemetry_settings_from_env,
+)
 from executor.telemetry.spans import TelemetryRecorder
 
 if TYPE_CHECKING:
@@ -28,84 +33,19 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger(__name__)
 
-DEFAULT_METRIC_EXPORT_INTERVAL_MS = 60_000
-
-# ---------------------------------------------------------------------------------------------
-# Construction from the environment, and spans for a recorded execution
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() == "true"
-
-
-PROTOCOLS = ("grpc", "http/protobuf", "http/json")
-DEFAULT_PROTOCOL = "http/protobuf"
-CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-PROPAGATE_VARIABLE = "TRUVA_PROPAGATE_TRACE_CONTEXT"
 # Answers that mean "this endpoint has no such signal", not "try again later".
 _NO_SIGNAL_HTTP_STATUSES = ("404", "405", "501")
 
 
-class TelemetryConfigError(ValueError):
-    """An OTEL_* variable has a value this program cannot honour (one line, names the variable)."""
-
-
-def _setting(env: Mapping[str, str], signal: str, name: str) -> tuple[str, str] | None:
-    """(variable, value) of `OTEL_EXPORTER_OTLP_<SIGNAL>_<NAME>`, else of the general variable."""
-    for variable in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
-        value = env.get(variable, "").strip()
-        if value:
-            return variable, value
-    return None
-
-
-def signal_protocol(env: Mapping[str, str], signal: str) -> str:
-    """`grpc`, `http/protobuf` or `http/json` for `signal` (traces|metrics), per-signal first.
-
-    Raises TelemetryConfigError for any other value, naming the variable and the value.
-    """
-    found = _setting(env, signal, "PROTOCOL")
-    if found is None:
-        return DEFAULT_PROTOCOL
-    variable, value = found
-    if value.lower() not in PROTOCOLS:
-        raise TelemetryConfigError(
-            f"{variable}={value!r}: expected one of {', '.join(PROTOCOLS)}; nothing was exported"
-        )
-    return value.lower()
-
-
-def _signal_endpoint(
-    env: Mapping[str, str], signal: str, protocol: str = DEFAULT_PROTOCOL
-) -> str | None:
-    """The OTLP URL for `signal`: per-signal verbatim, else the base (+ `/v1/<signal>` for HTTP)."""
-    specific = env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip()
-    if specific:
-        return specific
-    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-    if not base:
-        return None
-    return base if protocol == "grpc" else f"{base.removesuffix('/')}/v1/{signal}"
-
-
-def _exporter_options(env: Mapping[str, str], signal: str, protocol: str) -> dict[str, Any]:
-    """Headers, timeout, compression and TLS files for one signal, per-signal variables first."""
-    from opentelemetry.util.re import parse_env_headers
-
-    def setting(name: str) -> str | None:
-        found = _setting(env, signal, name)
-        return found[1] if found is not None else None
-
+def _exporter_options(settings: SignalSettings) -> dict[str, Any]:
+    """Headers, timeout, compression and TLS files for one signal, as exporter arguments."""
     options: dict[str, Any] = {}
-    if (headers := setting("HEADERS")) is not None:
-        options["headers"] = parse_env_headers(headers, liberal=True)
-    if (timeout := setting("TIMEOUT")) is not None:
-        try:
-            options["timeout"] = float(timeout)
-        except ValueError:
-            _logger.warning("OTEL_EXPORTER_OTLP_TIMEOUT: expected seconds, got %r", timeout)
-    if (compression := setting("COMPRESSION")) is not None:
-        if protocol == "grpc":
+    if settings.headers is not None:
+        options["headers"] = dict(settings.headers)
+    if settings.timeout_s is not None:
+        options["timeout"] = settings.timeout_s
+    if settings.compression is not None:
+        if settings.protocol == "grpc":
             from grpc import Compression
 
             choices = {
@@ -121,22 +61,10 @@ def _exporter_options(env: Mapping[str, str], signal: str, protocol: str) -> dic
                 "deflate": HttpCompression.Deflate,
                 "none": HttpCompression.NoCompression,
             }
-        if compression.lower() in choices:
-            options["compression"] = choices[compression.lower()]
-        else:
-            _logger.warning(
-                "OTEL_EXPORTER_OTLP_COMPRESSION: expected gzip, deflate or none, got %r",
-                compression,
-            )
-    if protocol != "grpc":
+        options["compression"] = choices[settings.compression]
+    if settings.protocol != "grpc":
         # The gRPC exporter reads the certificate variables from the process environment.
-        for name, option in (
-            ("CERTIFICATE", "certificate_file"),
-            ("CLIENT_KEY", "client_key_file"),
-            ("CLIENT_CERTIFICATE", "client_certificate_file"),
-        ):
-            if (value := setting(name)) is not None:
-                options[option] = value
+        options.update(settings.tls_files)
     return options
 
 
@@ -342,53 +270,24 @@ def _warn_stderr(message: str) -> None:
     print(f"truva-console: {message}", file=sys.stderr, flush=True)
 
 
-def _resource(env: Mapping[str, str], service_name: str) -> Any:
+def _resource(settings: TelemetrySettings, service_name: str) -> Any:
     from opentelemetry.sdk.resources import Resource
 
-    attributes: dict[str, Any] = {}
-    for pair in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
-        key, separator, value = pair.partition("=")
-        if separator and key.strip():
-            attributes[key.strip()] = value.strip()
-    attributes["service.name"] = env.get("OTEL_SERVICE_NAME", "").strip() or service_name
+    attributes: dict[str, Any] = dict(settings.resource_attributes)
+    attributes["service.name"] = settings.service_name or service_name
     attributes["service.version"] = __version__
     return Resource.create(attributes)
 
 
-def _metric_export_interval_ms(env: Mapping[str, str]) -> float:
-    """`OTEL_METRIC_EXPORT_INTERVAL`: a positive whole number of milliseconds (unset: 60000).
-
-    Anything else raises TelemetryConfigError: 0 made the SDK's reader raise a traceback, and a
-    word was ignored without a word."""
-    text = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
-    if not text:
-        return DEFAULT_METRIC_EXPORT_INTERVAL_MS
-    if not (text.isascii() and text.isdigit() and int(text) > 0):
-        raise TelemetryConfigError(
-            f"OTEL_METRIC_EXPORT_INTERVAL={text!r}: expected a positive whole number of "
-            "milliseconds; nothing was exported"
-        )
-    return float(text)
-
-
-def _exporter_kind(env: Mapping[str, str], variable: str) -> str:
-    value = env.get(variable, "").strip().lower()
-    if value in ("", "otlp", "none"):
-        return value or "otlp"
-    raise TelemetryConfigError(
-        f"{variable}={env.get(variable)!r}: expected otlp or none; nothing was exported"
-    )
-
-
 def capture_content_from_env(env: Mapping[str, str] = os.environ) -> bool:
-    """`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` (off by default)."""
-    return _truthy(env.get(CAPTURE_CONTENT_VARIABLE))
+    """`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`: `true`, `SPAN_ONLY` or
+    `SPAN_AND_EVENT` (off by default); raises TelemetryConfigError for an unknown value."""
+    return telemetry_settings_from_env(env).capture_content
 
 
 def propagate_from_env(env: Mapping[str, str] = os.environ) -> bool:
     """`TRUVA_PROPAGATE_TRACE_CONTEXT`: on unless set to false/0/no/off."""
-    value = env.get(PROPAGATE_VARIABLE, "").strip().lower()
-    return value not in ("false", "0", "no", "off")
+    return telemetry_settings_from_env(env).propagate_trace_context
 
 
 def telemetry_from_env(
@@ -407,50 +306,42 @@ def telemetry_from_env(
     `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_METRIC_EXPORT_INTERVAL`,
     `OTEL_TRACES_EXPORTER` / `OTEL_METRICS_EXPORTER=none`, content capture
     (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`) and `TRUVA_PROPAGATE_TRACE_CONTEXT`.
-    Raises TelemetryConfigError for a value it cannot honour. Call `shutdown()` on the result.
+    Raises TelemetryConfigError (`telemetry_settings_from_env`) for a value it cannot honour,
+    before anything is built. Call `shutdown()` on the result.
     """
-    if _truthy(env.get("OTEL_SDK_DISABLED")):
-        return None
-    traces_on = _exporter_kind(env, "OTEL_TRACES_EXPORTER") != "none"
-    metrics_on = _exporter_kind(env, "OTEL_METRICS_EXPORTER") != "none"
-    traces_protocol = signal_protocol(env, "traces")
-    metrics_protocol = signal_protocol(env, "metrics")
-    traces_url = _signal_endpoint(env, "traces", traces_protocol) if traces_on else None
-    metrics_url = _signal_endpoint(env, "metrics", metrics_protocol) if metrics_on else None
-    if traces_url is None and metrics_url is None:
+    settings = telemetry_settings_from_env(env)
+    if not settings.exports:
         return None
 
     from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
-    resource = _resource(env, service_name)
+    resource = _resource(settings, service_name)
     tracer_provider = SdkTracerProvider(
         resource=resource, id_generator=ExecutionTraceIds(), shutdown_on_exit=False
     )
     exporters: list[Any] = []
-    if traces_url is not None:
+    traces = settings.traces
+    if traces.url is not None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        exporter = _span_exporter(
-            traces_protocol, traces_url, _exporter_options(env, "traces", traces_protocol)
-        )
+        exporter = _span_exporter(traces.protocol, traces.url, _exporter_options(traces))
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
         exporters.append(exporter)
     readers = []
     gate = None
-    if metrics_url is not None:
+    metrics = settings.metrics
+    if metrics.url is not None:
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-        interval_ms = _metric_export_interval_ms(env)
-        gate = _NoMetricsEndpointGate(metrics_url, warn)
+        gate = _NoMetricsEndpointGate(metrics.url, warn)
         metric_exporter = _gated_metric_exporter(
-            _metric_exporter(
-                metrics_protocol, metrics_url, _exporter_options(env, "metrics", metrics_protocol)
-            ),
-            gate,
+            _metric_exporter(metrics.protocol, metrics.url, _exporter_options(metrics)), gate
         )
         readers.append(
-            PeriodicExportingMetricReader(metric_exporter, export_interval_millis=interval_ms)
+            PeriodicExportingMetricReader(
+                metric_exporter, export_interval_millis=settings.metric_export_interval_ms
+            )
         )
         exporters.append(metric_exporter)
     meter_provider = SdkMeterProvider(
@@ -460,11 +351,12 @@ def telemetry_from_env(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         exporters=exporters,
-        capture_content=capture_content_from_env(env),
-        propagate_trace_context=propagate_from_env(env),
+        capture_content=settings.capture_content,
+        propagate_trace_context=settings.propagate_trace_context,
     )
     recorder.metrics_gate = gate
     return recorder
+
 
 @dataclass(slots=True)
 class SpanPublisher:
@@ -500,23 +392,21 @@ class SpanPublisher:
 def span_publisher_from_env(
     env: Mapping[str, str] = os.environ, service_name: str = DEFAULT_SERVICE_NAME
 ) -> SpanPublisher | None:
-    """A `SpanPublisher` for the traces endpoint the environment names, or None without one.
+    """A `SpanPublisher` for the traces endpoint the environment names, or None without one
+    (or with traces switched off: `telemetry_settings_from_env(env).traces.switched_off_by`).
 
     The same variables as `telemetry_from_env` (protocol, headers, TLS, service name, content
     capture); raises TelemetryConfigError for a value it cannot honour.
     """
-    if _truthy(env.get("OTEL_SDK_DISABLED")):
+    settings = telemetry_settings_from_env(env)
+    traces = settings.traces
+    if traces.url is None:
         return None
-    if _exporter_kind(env, "OTEL_TRACES_EXPORTER") == "none":
-        return None
-    protocol = signal_protocol(env, "traces")
-    endpoint = _signal_endpoint(env, "traces", protocol)
-    if endpoint is None:
-        return None
-    exporter = _span_exporter(protocol, endpoint, _exporter_options(env, "traces", protocol))
+    exporter = _span_exporter(traces.protocol, traces.url, _exporter_options(traces))
     return SpanPublisher(
-        exporter, endpoint, protocol, _resource(env, service_name), capture_content_from_env(env)
-    )
+        exporter, traces.url, traces.protocol, _resource(settings, service_name),
+        settings.capture_content,
+    )  # fmt: skip
 
 
 @contextmanager

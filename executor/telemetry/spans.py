@@ -160,7 +160,8 @@ class TelemetryRecorder:
 
         Both providers shut down concurrently; after `timeout_s` (an unreachable collector) the
         export is abandoned on its daemon threads so a command never hangs on exit. True when
-        everything finished in time.
+        everything finished in time. A KeyboardInterrupt while waiting abandons the export the
+        same way, at once, and is raised again.
         """
         self.end_open_spans()
         stoppers = [
@@ -174,18 +175,25 @@ class TelemetryRecorder:
         for thread in stoppers:
             thread.start()
         deadline = time.monotonic() + timeout_s
-        for thread in stoppers:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        try:
+            for thread in stoppers:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        except KeyboardInterrupt:
+            self._abandon_export()
+            raise
         finished = not any(thread.is_alive() for thread in stoppers)
         if not finished:
             _logger.warning(
                 "telemetry export did not finish within %g s; it was abandoned", timeout_s
             )
-            for exporter in self._exporters:
-                exporter.shutdown()  # ends the exporter's retry wait at once
+            self._abandon_export()
             for thread in stoppers:
                 thread.join(ABANDON_JOIN_S)
         return finished
+
+    def _abandon_export(self) -> None:
+        for exporter in self._exporters:
+            exporter.shutdown()  # ends the exporter's retry wait at once
 
     # ---------------------------------------------------------------------------- helpers
 

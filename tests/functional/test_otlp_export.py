@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +20,7 @@ from executor.runtime import ExecutionOutcome, PlanExecutor
 from executor.telemetry import TelemetryRecorder, telemetry_from_env, trace_id_for_execution
 from tests.support.events_factory import small_execution
 from tests.support.otlp_receiver import OTLPReceiver, attributes_of
-from tests.support.plans import capability, plan, step
+from tests.support.plans import capability, plan, step, write_plan
 from tests.support.tool_server import ScriptedToolServer, ToolReply, refused_port
 
 
@@ -278,3 +282,45 @@ def test_truva_console_run_exports_when_the_endpoint_is_set(
     ]
     assert "transient.retry_same" in attempt_rules
     assert doc["status"] == "succeeded"
+
+
+REPO = Path(__file__).resolve().parents[2]
+OUTPUTS = ["text", "json"]
+
+
+@pytest.mark.serial  # bounds on wall-clock seconds
+@pytest.mark.parametrize("output", OUTPUTS)
+def test_a_completed_run_shows_its_result_before_a_hung_export_and_ctrl_c_cuts_only_that(
+    output, tmp_path, tool_server
+):
+    # The collector takes the export and never answers: the result must already be on stdout
+    # while the export waits, and a Ctrl-C then ends the export, not the completed run.
+    path = write_plan(tmp_path, quote_plan(tool_server))
+    argv = [sys.executable, "-m", "console.entry", "run", str(path), "--db",
+            str(tmp_path / "debug.duckdb"), *(["--json"] if output == "json" else [])]
+    with OTLPReceiver(hang=True) as collector:
+        env = {**os.environ, "PYTHONPATH": str(REPO),
+               "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint}
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env=env, cwd=tmp_path)  # fmt: skip
+        try:
+            assert collector.wait_for_exports(1, timeout_s=30), "the export never started"
+            shown, _, _ = select.select([child.stdout], [], [], 2.0)
+            assert shown, "the result was not shown while the export waited"
+            started = time.monotonic()
+            child.send_signal(signal.SIGINT)
+            stdout, stderr = child.communicate(timeout=10)
+            elapsed = time.monotonic() - started
+        finally:
+            child.kill()
+    assert child.returncode == 0, stderr
+    assert elapsed < 2.0  # the exporter's own wait for an answer is 10 s
+    text, errors = stdout.decode(), stderr.decode()
+    if output == "json":
+        assert json.loads(text)["status"] == "succeeded"
+    else:
+        assert text.startswith("execution ") and ": succeeded\n" in text
+    assert errors.splitlines() == [
+        "truva-console: Ctrl-C: the telemetry export was cut short; spans and metrics not yet "
+        "sent are not exported"
+    ]

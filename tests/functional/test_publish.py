@@ -34,6 +34,20 @@ def quote_plan(tool_server) -> dict[str, Any]:
                 [step("step-1", "quote", {"symbol": "TSLA"})])
 
 
+def ok_plan(tool_server) -> dict[str, Any]:
+    """A one-step plan whose one attempt succeeds: three spans (execution, step, attempt)."""
+    tool_server.replace_script("/capabilities/quote", ToolReply.ok({"price": 1}))
+    return plan(tool_server.base_url, {"quote": capability("quote")},
+                [step("step-1", "quote", {"symbol": "TSLA"})])
+
+
+def failing_plan(tool_server) -> dict[str, Any]:
+    """A one-step plan whose step fails (404), for `rerun`."""
+    tool_server.replace_script("/capabilities/quote", ToolReply.error(404, "NOPE", "no such"))
+    return plan(tool_server.base_url, {"quote": capability("quote")},
+                [step("step-1", "quote", {"symbol": "TSLA"})])
+
+
 def record(tmp_path: Path, document: dict[str, Any]) -> str:
     result = run_cli("run", str(write_plan(tmp_path, document)), "--json")
     assert result.code == 0, result.stderr
@@ -140,6 +154,16 @@ BAD_INPUT = [
     ("unknown_execution", ["no-such-execution"],
      {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"},
      "no execution id starts with 'no-such-execution'"),
+    ("traces_exporter_none", ["--all"], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+                                         "OTEL_TRACES_EXPORTER": "none"},
+     "publish: OTEL_TRACES_EXPORTER='none' switches traces off, so there is nothing to publish "
+     "to; unset it"),
+    ("sdk_disabled", ["--all"], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+                                 "OTEL_SDK_DISABLED": "true"},
+     "publish: OTEL_SDK_DISABLED='true' switches traces off"),
+    ("bad_timeout", ["--all"], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+                                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "0"},
+     "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT='0': expected a positive number of seconds"),
 ]
 
 
@@ -163,8 +187,67 @@ def test_an_endpoint_that_refuses_the_spans_is_exit_1(tmp_path, tool_server, mon
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint + "/nowhere")
         result = run_cli("publish", execution_id)
     assert result.code == 1
-    refused = f"did not accept the spans of 1 execution ({execution_id}); 0 of 1 execution"
+    refused = (f"did not accept the spans of 1 execution ({execution_id}), sent in one request; "
+               "0 of 1 execution were delivered")
     assert refused in result.stderr
+    assert result.stdout == ""
+
+
+def _executions_per_request(receiver: OTLPReceiver) -> list[tuple[int, dict[str, int]]]:
+    """(status, spans per execution) of every trace export request received, in order."""
+    requests = []
+    for export in receiver.trace_exports(refused=True):
+        counts: dict[str, int] = {}
+        for resource_spans in export.message.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    session = attributes_of(span.attributes)["session.id"]
+                    counts[session] = counts.get(session, 0) + 1
+        requests.append((export.status, counts))
+    return requests
+
+
+def test_three_small_executions_go_in_one_request(tmp_path, tool_server, monkeypatch):
+    ids = [record(tmp_path, ok_plan(tool_server)) for _ in range(3)]
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        result = run_cli("publish", "--all")
+        assert result.code == 0, result.stderr
+        assert _executions_per_request(receiver) == [(200, {i: 3 for i in ids})]
+
+
+def test_requests_hold_whole_executions_and_a_refused_one_counts_exactly(
+    tmp_path, tool_server, monkeypatch
+):
+    import console.cli.publish
+
+    # Three spans per execution and at most four per request: one execution per request (the
+    # first would otherwise take the second in with it, six spans in all).
+    monkeypatch.setattr(console.cli.publish, "BATCH_SPANS", 4)
+    first, second, _third = (record(tmp_path, ok_plan(tool_server)) for _ in range(3))
+    with OTLPReceiver(trace_statuses=[200, 400]) as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        result = run_cli("publish", "--all")
+        requests = _executions_per_request(receiver)
+    assert requests == [(200, {first: 3}), (400, {second: 3})]
+    assert result.code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"truva-console: publish: {receiver.endpoint}/v1/traces did not accept the spans of 1 "
+        f"execution ({second}), sent in one request; 1 of 3 executions were delivered, by the "
+        "requests before it, and the other 2 not (publishing again sends the same span ids)"
+    )
+    assert result.stdout.splitlines() == [
+        f"published 3 spans of 1 execution to {receiver.endpoint}/v1/traces (http/protobuf)",
+        f"  {first}",
+    ]
+
+
+def test_an_execution_larger_than_a_request_goes_alone():
+    from console.cli.publish import export_batches
+
+    spans_of = [("a", [1, 2]), ("b", [3] * 7), ("c", [4]), ("d", [5, 6])]
+    assert list(export_batches(spans_of, 4)) == [
+        (["a"], [1, 2]), (["b"], [3] * 7), (["c", "d"], [4, 5, 6])]
 
 
 def test_parse_since_accepts_dates_times_and_ages():
@@ -233,6 +316,49 @@ def test_a_bad_protocol_stops_run_before_anything_is_sent(tmp_path, tool_server,
         "http/protobuf, http/json; nothing was exported"
     )
     assert tool_server.received("/capabilities/quote") == []
+
+
+# (name, variable, value, the error line after "truva-console: ")
+BAD_VALUES = [
+    ("timeout_zero", "OTEL_EXPORTER_OTLP_TIMEOUT", "0",
+     "OTEL_EXPORTER_OTLP_TIMEOUT='0': expected a positive number of seconds, such as 10 or 2.5"),
+    ("compression", "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "brotli",
+     "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION='brotli': expected gzip, deflate or none"),
+    ("headers", "OTEL_EXPORTER_OTLP_HEADERS", "novalue",
+     "OTEL_EXPORTER_OTLP_HEADERS: 'novalue' is not a header: expected name=value pairs "
+     "separated by commas, values URL-encoded (a space is %20)"),
+    ("capture", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "maybe",
+     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT='maybe': expected one of true, "
+     "SPAN_ONLY, SPAN_AND_EVENT, false, NO_CONTENT, EVENT_ONLY"),
+    ("endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://127.0.0.1:9",
+     "OTEL_EXPORTER_OTLP_ENDPOINT='ftp://127.0.0.1:9': expected an http:// or https:// URL "
+     "with a host, such as http://localhost:4318"),
+]  # fmt: skip
+COMMANDS = ["run", "rerun", "replay", "demo_record"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(("name", "variable", "value", "message"), BAD_VALUES,
+                         ids=[c[0] for c in BAD_VALUES])  # fmt: skip
+def test_a_bad_value_is_one_line_and_exit_2_before_anything_is_sent(
+    name, variable, value, message, command, tmp_path, tool_server, monkeypatch
+):
+    document = failing_plan(tool_server)
+    argv = {"run": ["run", str(write_plan(tmp_path, document))],
+            "demo_record": ["demo", "record", "--db", str(tmp_path / "demo.duckdb")]}.get(command)
+    if argv is None:
+        recorded = run_cli("run", str(write_plan(tmp_path, document)), "--json")
+        execution_id = recorded.json()["execution_id"]
+        argv = ["rerun", execution_id] if command == "rerun" else \
+            ["replay", execution_id, "step-1"]
+    sent_before = len(tool_server.received("/capabilities/quote"))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9/v1/traces")
+    monkeypatch.setenv(variable, value)
+    result = run_cli(*argv)
+    assert (result.code, result.stderr, result.stdout) == (
+        2, f"truva-console: {message}; nothing was exported\n", "")
+    assert len(tool_server.received("/capabilities/quote")) == sent_before
+    assert not (tmp_path / "demo.duckdb").exists()
 
 
 class _EndlessAnswer(BaseHTTPRequestHandler):

@@ -10,6 +10,9 @@ decoded with the `opentelemetry.proto` collector messages (protobuf, or OTLP/JSO
 Content-Type is application/json), kept in arrival order, and answered 200 with the serialized
 `Export*ServiceResponse`, as a collector does. Any other path gets 404; with `metrics=False`
 /v1/metrics gets 405, as from Phoenix (a tracing-only backend), and `metrics_refusals` counts them.
+`trace_statuses=[200, 400]` answers the n-th trace export with the n-th status (200 after the
+list; a refused export is kept with its status, and `spans()` leaves it out); `hang=True` keeps
+every export and never answers it, as a collector that has stopped responding.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import gzip
 import json
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -40,6 +43,7 @@ class ReceivedExport:
     path: str
     headers: dict[str, str]
     message: Any
+    status: int = 200
 
 
 def any_value(value: AnyValue) -> Any:
@@ -111,7 +115,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         headers = {key.lower(): value for key, value in self.headers.items()}
-        self.server.owner._receive(ReceivedExport(self.path, headers, message))
+        owner = self.server.owner
+        status = owner._trace_status() if self.path == TRACES_PATH else 200
+        owner._receive(ReceivedExport(self.path, headers, message, status))
+        if owner.hang:
+            owner._released.wait()
+            return
+        if status != 200:
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.send_header("Content-Length", str(len(reply)))
@@ -130,10 +144,16 @@ class _ReceiverHTTPServer(ThreadingHTTPServer):
 class OTLPReceiver:
     """An OTLP/HTTP receiver on 127.0.0.1:<free port>; use as a context manager."""
 
-    def __init__(self, *, metrics: bool = True) -> None:
+    def __init__(
+        self, *, metrics: bool = True, trace_statuses: Iterable[int] = (), hang: bool = False
+    ) -> None:
         self.accepts_metrics = metrics
         self.metrics_refusals = 0
+        self.hang = hang
+        self._trace_statuses = list(trace_statuses)
+        self._released = threading.Event()
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._exports: list[ReceivedExport] = []
         self._server = _ReceiverHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.owner = self
@@ -153,9 +173,15 @@ class OTLPReceiver:
         with self._lock:
             return list(self._exports)
 
-    def trace_exports(self) -> list[ReceivedExport]:
-        """The requests to /v1/traces."""
-        return [export for export in self.exports if export.path == TRACES_PATH]
+    def wait_for_exports(self, count: int, timeout_s: float) -> bool:
+        """Wait until `count` export requests have arrived; False after `timeout_s`."""
+        with self._lock:
+            return self._arrived.wait_for(lambda: len(self._exports) >= count, timeout_s)
+
+    def trace_exports(self, *, refused: bool = False) -> list[ReceivedExport]:
+        """The requests to /v1/traces that were answered 200 (with `refused`, every one)."""
+        return [export for export in self.exports if export.path == TRACES_PATH
+                and (refused or export.status == 200)]  # fmt: skip
 
     def metric_exports(self) -> list[ReceivedExport]:
         """The requests to /v1/metrics."""
@@ -198,7 +224,8 @@ class OTLPReceiver:
         return points
 
     def close(self) -> None:
-        """Stop serving and release the port."""
+        """Stop serving (ending hung answers) and release the port."""
+        self._released.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -213,6 +240,11 @@ class OTLPReceiver:
         with self._lock:
             self.metrics_refusals += 1
 
+    def _trace_status(self) -> int:
+        with self._lock:
+            return self._trace_statuses.pop(0) if self._trace_statuses else 200
+
     def _receive(self, export: ReceivedExport) -> None:
         with self._lock:
             self._exports.append(export)
+            self._arrived.notify_all()
