@@ -234,34 +234,27 @@ async def test_llm_429_retry_after_is_waited_in_full(tool_server, llm_server):
     assert outcome.steps[0].status == "succeeded"
 
 
-async def test_llm_retry_after_beyond_the_cap_is_not_waited(tool_server, llm_server):
+@pytest.mark.parametrize(("retry_after", "asks_for"), [
+    ("120", "120000.0 ms"),
+    # 400 nines of seconds is the longest wait a float holds; the reason says it in 4 digits,
+    # as the tool path's reasons do, not in the 309 of a fixed-point rendering.
+    ("9" * 400, "1.798e+308 ms"),
+], ids=["two_minutes", "too_long_for_a_float"])
+async def test_llm_retry_after_beyond_the_cap_is_not_waited(
+    tool_server, llm_server, retry_after, asks_for
+):
     bad_city(tool_server)
-    llm_server.script(LLMReply(status=429, headers={"Retry-After": "120"}))
+    llm_server.script(LLMReply(status=429, headers={"Retry-After": retry_after}))
     sleep = RecordingSleep()
     outcome, _ = await run_executor(
         hotel_plan(tool_server, llm_server, instruction=None), sleep=sleep)
     assert sleep.waits == []
     attempt = final(outcome)
     assert attempt.rule == "analyzer.unavailable"
-    assert ("unavailable (HTTP 429 ×1; not retried: Retry-After asks for 120000.0 ms, more "
+    assert (f"unavailable (HTTP 429 ×1; not retried: Retry-After asks for {asks_for}, more "
             "than retry_after_max_ms 60000)") in attempt.reason
-    assert len(llm_server.requests) == 1
-
-
-async def test_llm_retry_after_too_long_for_a_float_is_said_in_short(tool_server, llm_server):
-    """400 nines of seconds is the longest wait a float holds; the reason says it in 4 digits,
-    as the tool path's reasons do, not in the 309 of a fixed-point rendering."""
-    bad_city(tool_server)
-    llm_server.script(LLMReply(status=429, headers={"Retry-After": "9" * 400}))
-    sleep = RecordingSleep()
-    outcome, _ = await run_executor(
-        hotel_plan(tool_server, llm_server, instruction=None), sleep=sleep)
-    assert sleep.waits == []
-    attempt = final(outcome)
-    assert attempt.rule == "analyzer.unavailable"
-    assert ("not retried: Retry-After asks for 1.798e+308 ms, more than retry_after_max_ms "
-            "60000)") in attempt.reason
     assert len(attempt.reason) < 400
+    assert len(llm_server.requests) == 1
 
 
 async def test_llm_retry_after_too_long_for_the_wall_clock_is_said_in_short(
