@@ -208,7 +208,8 @@ def test_samples_whatif_max_attempts_5_resends_scenario_d():
     changes = [c for c in report["changes"] if c["execution_id"] == scenario_d]
     assert [(c["step_id"], c["n"], c["before"], c["after"]) for c in changes] == [
         ("step-1", 3, {"action": "stop_budget", "rule_id": "budget.attempts"},
-         {"action": "retry_same", "rule_id": "transient.retry_same"})]  # fmt: skip
+         {"action": "retry_same", "rule_id": "transient.retry_same",
+          "delay_ms": 40.0})]  # fmt: skip
     assert "attempt 4 of 5" in changes[0]["reason"]
     assert "attempt #4 is not recorded" in changes[0]["consequence"]
     assert report["not_redecided"]["incomplete_inputs"] == 0
@@ -246,7 +247,7 @@ async def test_sample_console_whatif_screen_shows_scenario_d_resent_under_max_at
             tuple(table_cell(changes, str(i), column) for column in ("execution", "n", "after"))
             for i in range(changes.row_count)
         }
-        assert (scenario_d, "3", "retry_same transient.retry_same") in rows
+        assert (scenario_d, "3", "retry_same transient.retry_same after 40.0 ms") in rows
         assert screen.twin_command == "truva-console --samples whatif --config max_attempts=5"
 
 
