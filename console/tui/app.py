@@ -116,8 +116,10 @@ class TruvaConsoleApp(App[int]):
         (`console.tui.keys`): a burst of keys lands where it would have, typed slowly."""
         if self.key_order.hold(event):
             return
-        await super().on_event(event)
-        self.key_order.handled(event)
+        try:
+            await super().on_event(event)
+        finally:
+            self.key_order.handled(event)
 
     def on_mount(self) -> None:
         """Apply the user's keymap file, if there is one and it can be used."""

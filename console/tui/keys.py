@@ -11,8 +11,8 @@ or popped, all happen in messages that the first key queued.
 every message queue of the app and of the current screen's widgets empty for a few turns of
 the event loop, and the workers it started that load what the next key acts on (a page, a
 detail, a search) finished. Nothing is dropped or reordered; a key typed alone is not delayed
-(only the next one waits). A burst of 221 keys into the filter bar takes 1.1 s, about 5 ms a
-key, most of it the bar's own redraw.
+(only the next one waits). A burst of 221 keys into the filter bar takes 0.34 s, about 1.5 ms
+a key (1.1 s while the wait spun the event loop instead of polling a running worker).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ WAITED_WORKER_GROUPS = frozenset({
 })
 _RUNNING = (WorkerState.PENDING, WorkerState.RUNNING)
 
+_WORKER_POLL_S = 0.005
 # Turns of the event loop with every queue empty after which a key's effects are taken to be
 # in (a turn is one step of every task that is ready).
 _QUIET_TURNS = 3
@@ -97,10 +98,17 @@ class KeyOrder:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _SETTLE_TIMEOUT_S
         quiet = 0
+        pause = 0.0
         while quiet < _QUIET_TURNS and loop.time() < deadline:
-            await asyncio.sleep(0)
-            settled = self._all_queues_empty() and not self._waited_worker_running(workers_before)
-            quiet = quiet + 1 if settled else 0
+            await asyncio.sleep(pause)
+            if not self._all_queues_empty():
+                quiet, pause = 0, 0.0
+            elif self._waited_worker_running(workers_before):
+                # A worker's read: look again in a few ms rather than spin the loop, which
+                # would take the GIL from the worker's thread.
+                quiet, pause = 0, _WORKER_POLL_S
+            else:
+                quiet, pause = quiet + 1, 0.0
 
     def _waited_worker_running(self, workers_before: set[int]) -> bool:
         return any(
