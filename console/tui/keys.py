@@ -42,6 +42,7 @@ WAITED_WORKER_GROUPS = frozenset({
 _RUNNING = (WorkerState.PENDING, WorkerState.RUNNING)
 
 _WORKER_POLL_S = 0.005
+_NEVER_HELD = frozenset({"ctrl+c", "ctrl+q"})
 # Turns of the event loop with every queue empty after which a key's effects are taken to be
 # in (a turn is one step of every task that is ready).
 _QUIET_TURNS = 3
@@ -55,11 +56,14 @@ class KeyOrder:
         self._held: deque[events.Key] = deque()
         self._turn: events.Key | None = None  # the key being aimed, or waited on
         self._task: asyncio.Task[None] | None = None  # held: the loop keeps tasks weakly
+        self._settling: events.Key | None = None  # the key whose turn is being waited out
 
     def hold(self, event: events.Event) -> bool:
         """Whether `event` is a key that must wait for the one before (it is queued and sent
         again when its turn comes); False for any other event, and for a key whose turn it is."""
         if not isinstance(event, events.Key) or event.is_forwarded:
+            return False
+        if event.key in _NEVER_HELD:  # quitting and cancelling do not wait behind other keys
             return False
         if event is self._turn:
             return False
@@ -72,15 +76,18 @@ class KeyOrder:
     def handled(self, event: events.Event) -> None:
         """After the app has aimed a key (which marks it forwarded): let the next one go once
         this one's effects are in."""
-        if event is self._turn:
+        # A key a binding handles comes back to the app a second time (forwarded, bubbled up
+        # for the app's bindings): its turn's wait starts once, when it was first aimed.
+        if event is self._turn and self._settling is not event:
+            self._settling = event
             self._task = asyncio.get_running_loop().create_task(
-                self._next_when_settled(self._worker_ids())
+                self._next_when_settled(self._workers())
             )
 
-    def _worker_ids(self) -> set[int]:
-        return {id(worker) for worker in self.app.workers}
+    def _workers(self) -> set[object]:
+        return set(self.app.workers)
 
-    async def _next_when_settled(self, workers_before: set[int]) -> None:
+    async def _next_when_settled(self, workers_before: set[object]) -> None:
         try:
             await self._settle(workers_before)
         finally:
@@ -88,7 +95,7 @@ class KeyOrder:
             if self._turn is not None:
                 self.app.post_message(self._turn)
 
-    async def _settle(self, workers_before: set[int]) -> None:
+    async def _settle(self, workers_before: set[object]) -> None:
         """Wait until the app and every widget of the current screen have had empty message
         queues for `_QUIET_TURNS` turns of the event loop in a row (a key's effects travel
         from queue to queue: the key to the focused widget, up to the screen and the app for
@@ -110,10 +117,10 @@ class KeyOrder:
             else:
                 quiet, pause = quiet + 1, 0.0
 
-    def _waited_worker_running(self, workers_before: set[int]) -> bool:
+    def _waited_worker_running(self, workers_before: set[object]) -> bool:
         return any(
             worker.state in _RUNNING and worker.group in WAITED_WORKER_GROUPS
-            and id(worker) not in workers_before
+            and worker not in workers_before
             for worker in self.app.workers
         )
 

@@ -100,6 +100,15 @@ def _describe(value: Any) -> str:
     return f"a Python {type(value).__name__}"
 
 
+def _has_text(value: int) -> bool:
+    """Whether str() writes `value` (it refuses more than 4300 digits)."""
+    try:
+        str(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _first_bad_character(text: str, allowed: str) -> str:
     """Which character of `text` is not in `allowed`, and where: `a line feed (LF) at [5]`."""
     for index, character in enumerate(text):
@@ -277,7 +286,7 @@ class PlanParser:
             self.require_sendable_text(value, path)
         elif isinstance(value, float) and not math.isfinite(value):
             raise self.fail(path, f"expected a finite JSON number, got {value!r}")
-        elif isinstance(value, int) and value.bit_length() > 14_000:  # str() refuses > 4300 digits
+        elif isinstance(value, int) and value.bit_length() > 14_000 and not _has_text(value):
             raise self.fail(path, "a number with more than 4300 digits cannot be sent as JSON")
         elif not (value is None or isinstance(value, bool | int | float)):
             raise self.fail(path, f"expected a JSON value, got {_describe(value)}")

@@ -69,9 +69,10 @@ _AUTHORIZATION_CREDENTIAL = re.compile(
     r"(?:\[redacted\]|[a-z][a-z0-9_-]{0,30}+)[\t ]+([^\t\n\f\r ,;\"'\\\[]+)"
 )
 _PARAMETER_NAME = re.compile(r"[a-z_-]+=")
+_LINE_END = re.compile(r"[\r\n]")
 # A `Cookie:` or `Set-Cookie:` header written out in text: every cookie's value of the first,
 # the cookie's own value of the second (its attributes, `Path=/`, `HttpOnly`, are kept).
-_COOKIE_HEADER = re.compile(r"(?<![a-z0-9_-])(set-)?cookie[\t ]{0,3}:[\t ]{0,3}")
+_COOKIE_HEADER = re.compile(r"(?<![a-z0-9_.{-])(set-)?cookie[\t ]{0,3}:[\t ]{0,3}")
 _COOKIE_PAIR = re.compile(r"([^=;,\t\n\f\r \"'\\]+)=([^;,\t\n\f\r \"'\\]*)")
 # Query parameters of signed URLs (S3 and GCS presigned, Azure SAS `sig`).
 _SIGNED_URL_PARAMETER = re.compile(
@@ -154,19 +155,28 @@ def _looks_like_credential(word: str) -> bool:
 
 
 def _cookie_value_spans(lowered: str) -> list[tuple[int, int]]:
-    """The values of the cookies in each `Cookie:` / `Set-Cookie:` header line of the text."""
+    """The values of the cookies in each `Cookie:` / `Set-Cookie:` header line of the text.
+
+    One pass: a header inside a stretch already read (`cookie: a=b; cookie: c=d` on one line)
+    is not read again, so the cost stays linear in the text."""
     spans = []
+    scanned = 0
+    line_end = -1
     for header in _COOKIE_HEADER.finditer(lowered):
-        line_end = len(lowered)
-        for stop in ("\n", "\r"):
-            found = lowered.find(stop, header.end())
-            if found != -1:
-                line_end = min(line_end, found)
-        for pair in _COOKIE_PAIR.finditer(lowered, header.end(), line_end):
+        if header.start() < scanned:
+            continue
+        if header.end() > line_end:  # a new line: where it ends, found once per line
+            found = _LINE_END.search(lowered, header.end())
+            line_end = len(lowered) if found is None else found.start()
+        # Read up to the line's end, or to the next cookie header on it (read in its turn).
+        following = _COOKIE_HEADER.search(lowered, header.end(), line_end)
+        end = following.start() if following is not None else line_end
+        for pair in _COOKIE_PAIR.finditer(lowered, header.end(), end):
             if pair.end(2) > pair.start(2):
                 spans.append(pair.span(2))
             if header.group(1):  # Set-Cookie: one cookie, then its attributes
                 break
+        scanned = end
     return spans
 
 

@@ -67,14 +67,16 @@ class _Dispatched:
     """An attempt's `AttemptDispatched`, emitted once: when httpcore starts writing the request
     (`trace`, given as httpx's `trace` extension) or when the outcome is known (`emit`)."""
 
-    __slots__ = ("_emit", "_event", "writing")
+    __slots__ = ("_emit", "_event", "traced", "writing")
 
     def __init__(self, emit: Callable[[Any], None], event: Any) -> None:
         self._emit = emit
         self._event: Any = event
-        self.writing = False
+        self.traced = False  # httpcore reported progress (a transport that is not httpcore,
+        self.writing = False  # httpx.MockTransport say, never does: then nothing is known)
 
     async def trace(self, name: str, info: dict[str, Any]) -> None:
+        self.traced = True
         if not self.writing and name.endswith("send_request_headers.started"):
             self.writing = True
             self.emit()
@@ -299,6 +301,8 @@ class StepLoop:
         headers = self._request_headers(step)
         if self._propagates_trace_context:
             headers["traceparent"] = attempt_traceparent(self.execution_id, step.id, state.n)
+        if self._cancel.is_set():  # came after the pre-dispatch decision: nothing is sent
+            return None
         dispatched = _Dispatched(self._emit, AttemptDispatched(
             execution_id=self.execution_id, step_id=step.id, n=state.n,
             attempt_number=state.attempt_number, at=self.clock(), method="POST", url=url,
@@ -315,8 +319,8 @@ class StepLoop:
             self._post(url, body, headers, limit_s, dispatched.trace)
         )
         elapsed_ms = (self.monotonic() - started) * 1000.0
-        if not finished and not dispatched.writing:
-            return None
+        if not finished and dispatched.traced and not dispatched.writing:
+            return None  # httpcore was connecting: no byte of the request was written
         dispatched.emit()
         if not finished:
             outcome = HttpOutcome(0, {}, b"", elapsed_ms, "cancelled", "run cancelled in flight")

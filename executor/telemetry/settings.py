@@ -162,16 +162,18 @@ def _signal_url(endpoints: Mapping[str, str], signal: str, protocol: str) -> str
 def _headers(variable: str, value: str) -> tuple[tuple[str, str], ...]:
     """`key=value,key2=value2` (URL-encoded values) as (lower-case name, decoded value) pairs."""
     headers = []
-    for item in value.split(","):
+    for position, item in enumerate(value.split(","), start=1):
         if not item.strip():
             continue
         name, separator, text = item.partition("=")
         name, text = unquote(name).strip().lower(), unquote(text).strip()
         if not separator or not _HEADER_NAME.fullmatch(name) or not text.isprintable():
+            # The item itself is not shown: a malformed one is often a key pasted whole
+            # (`x-honeycomb-team:hcaik_…`), which no pattern can tell from its name.
             raise TelemetryConfigError(
-                f"{variable}: {redact_secrets(item.strip())!r} is not a header: expected "
-                f"name=value pairs separated by commas, values URL-encoded (a space is %20); "
-                f"{_REFUSED}"
+                f"{variable}: item {position} (of {len(value.split(','))} separated by commas) "
+                f"is not a header: expected name=value pairs separated by commas, values "
+                f"URL-encoded (a space is %20); {_REFUSED}"
             )
         headers.append((name, text))
     return tuple(headers)

@@ -94,6 +94,36 @@ async def test_a_cancel_before_the_request_is_written_sends_nothing_and_says_so(
     assert tool_server.received("/capabilities/x") == []
 
 
+async def test_a_cancel_through_a_transport_that_reports_no_progress_stays_in_flight():
+    """httpx.MockTransport (respx, ASGI) never reports httpcore's progress: a cancel while it
+    answers cannot be known to be unsent, so it is `cancel.in_flight`, dispatched (found by
+    review: it was recorded `cancel.before_dispatch` while the tool had the request)."""
+    import httpx
+
+    from executor.api import run_plan
+
+    received: list[bytes] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        received.append(request.content)
+        await asyncio.sleep(5)
+        return httpx.Response(200, json={"ok": True})
+
+    document = plan("http://tool.test", {"pay": {**capability("pay"), "side_effects": "unsafe"}},
+                    [step("step-1", "pay", {"amount": 10})])
+    cancel = asyncio.Event()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        task = asyncio.create_task(run_plan(parse_plan(document), cancel=cancel, env={},
+                                            http_client=client))
+        while not received:
+            await asyncio.sleep(0.01)
+        cancel.set()
+        outcome = await task
+    (first,) = outcome.steps
+    assert [(a.dispatched, a.rule) for a in first.attempts] == [(True, "cancel.in_flight")]
+    assert first.dispatch_count == 1
+
+
 def test_ctrl_c_on_the_cli_cancels_cleanly_and_names_incomplete_steps(tmp_path: Path,
                                                                        tool_server):
     tool_server.script("/capabilities/x", ToolReply(status=503, body="busy"))

@@ -325,7 +325,8 @@ BAD_VALUES = [
     ("compression", "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "brotli",
      "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION='brotli': expected gzip, deflate or none"),
     ("headers", "OTEL_EXPORTER_OTLP_HEADERS", "novalue",
-     "OTEL_EXPORTER_OTLP_HEADERS: 'novalue' is not a header: expected name=value pairs "
+     "OTEL_EXPORTER_OTLP_HEADERS: item 1 (of 1 separated by commas) is not a header: expected "
+     "name=value pairs "
      "separated by commas, values URL-encoded (a space is %20)"),
     ("capture", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "maybe",
      "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT='maybe': expected one of true, "
