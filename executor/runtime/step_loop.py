@@ -131,18 +131,12 @@ class StepLoop:
                                       circuit_open=breaker is not None
                                       and not breaker.can_execute()))
             if pre.action is not Action.DISPATCH:
-                self._record_decision(step, state, pre, dispatched=False, outcome=None)
-                self._note_task_stop(pre)
-                status = STEP_REJECTED if state.dispatch_count == 0 else STEP_FAILED
-                return self._finish_step(step, state, status, pre, error=pre.reason)
+                return self._stop_undispatched(step, state, pre)
             outcome = await self._dispatch(step, url, state)
             if outcome is None:  # cancelled before the request's first byte was written
-                unsent = decide(self._inputs(ctx, state, dispatched=False,
-                                             guard_violations=violations, circuit_open=False))
-                self._record_decision(step, state, unsent, dispatched=False, outcome=None)
-                self._note_task_stop(unsent)
-                status = STEP_REJECTED if state.dispatch_count == 0 else STEP_FAILED
-                return self._finish_step(step, state, status, unsent, error=unsent.reason)
+                return self._stop_undispatched(step, state, decide(self._inputs(
+                    ctx, state, dispatched=False, guard_violations=violations,
+                    circuit_open=False)))
             if breaker is not None:
                 if is_transient_status(outcome.status) and outcome.transport_error != "cancelled":
                     breaker.record_failure()
@@ -287,6 +281,15 @@ class StepLoop:
             to_state=str(change.to_state), reason=change.reason,
             execution_id=self.execution_id,
         ))
+
+    def _stop_undispatched(
+        self, step: StepSpec, state: StepState, decision: Decision
+    ) -> StepOutcome:
+        """End the step on a pre-dispatch `decision`: the attempt was not sent."""
+        self._record_decision(step, state, decision, dispatched=False, outcome=None)
+        self._note_task_stop(decision)
+        status = STEP_REJECTED if state.dispatch_count == 0 else STEP_FAILED
+        return self._finish_step(step, state, status, decision, error=decision.reason)
 
     async def _dispatch(
         self, step: StepSpec, url: str, state: StepState
