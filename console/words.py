@@ -57,8 +57,12 @@ def received_text(dispatched: bool | None, status: int | None, transport_error: 
     """What came back for one attempt: `HTTP 400`, `no response (timed out)`, `not sent`."""
     if transport_error:
         what = _TRANSPORT_ERRORS.get(transport_error, f"{transport_error} error")
-        sent = reached_wire(dispatched, transport_error)
-        return f"{'no response' if sent else 'not sent'} ({what})"
+        if not reached_wire(dispatched, transport_error):
+            return f"not sent ({what})"
+        # A protocol error may follow an answer (bytes that are not HTTP, a body that does not
+        # decode or passes max_response_body_bytes): something came back, nothing usable.
+        answer = "no usable response" if transport_error == "protocol" else "no response"
+        return f"{answer} ({what})"
     if not dispatched:
         return "not sent"
     if status is None or status == 0:

@@ -330,13 +330,23 @@ class StepLoop:
         elif isinstance(result, TimeoutError):
             # seed 003, seed 000 §9: the wall-clock budget ends a request in flight.
             by_budget = remaining_s is not None and remaining_s <= self.config.timeout_s
-            why = (
+            budget = (
                 f"ended by the task wall-clock budget (max_wall_clock_s="
                 f"{self.config.max_wall_clock_s:g}) after {elapsed_ms:.0f} ms"
-                if by_budget else f"no response within timeout_s={self.config.timeout_s:g}"
+                if by_budget else ""
             )
-            outcome = HttpOutcome(0, {}, b"", elapsed_ms, "timeout", f"request {why}",
-                                  ended_by_deadline=by_budget)
+            if dispatched.traced and not dispatched.writing:
+                # Still connecting: no byte reached the tool. A failed connection (as httpx's
+                # own ConnectTimeout is), never a request the tool may have accepted.
+                why = budget if by_budget else f"timed out (timeout_s={self.config.timeout_s:g})"
+                outcome = HttpOutcome(0, {}, b"", elapsed_ms, "connect",
+                                      f"request {why} while connecting; nothing was sent",
+                                      ended_by_deadline=by_budget)
+            else:
+                timeout = f"no response within timeout_s={self.config.timeout_s:g}"
+                why = budget if by_budget else timeout
+                outcome = HttpOutcome(0, {}, b"", elapsed_ms, "timeout", f"request {why}",
+                                      ended_by_deadline=by_budget)
         elif isinstance(result, httpx.TransportError):
             outcome = HttpOutcome(0, {}, b"", elapsed_ms, classify_transport_error(result),
                                   f"request failed: {type(result).__name__}: {result}")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.plans import capability, plan, run_cli, run_plan_json, step, write_plan
-from tests.support.tool_server import ToolReply
+from tests.support.tool_server import ToolReply, stalled_port
 
 NUMBER_SCHEMA = {"type": "object", "properties": {"lat": {"type": "number"},
                                                   "exact": {"type": "boolean"}}}
@@ -276,6 +276,28 @@ def test_connection_refused_is_not_a_dispatch(tmp_path):
     assert one["dispatch_count"] == 0
     assert [a["sent"] for a in one["attempts"]] == [False, False, False]
     assert [a["transport_error"] for a in one["attempts"]] == ["connect"] * 3
+
+
+@pytest.mark.parametrize("side_effects", ["none", "unsafe"])
+def test_a_timeout_while_connecting_is_not_a_dispatch(tmp_path, side_effects):
+    """timeout_s ends the call before the connection is made (found by an outside check: it was
+    recorded as a sent request that timed out, dispatch count 1, and an unsafe capability was
+    stopped as if the tool might have accepted it). Nothing reached the tool: a failed
+    connection, resent like a refused one, and explain says it was not sent."""
+    with stalled_port() as port:
+        document = plan(f"http://127.0.0.1:{port}",
+                        {"x": {**capability("x"), "side_effects": side_effects}},
+                        [step("step-1", "x", {})], config={"timeout_s": 0.3, "max_attempts": 2})
+        db = tmp_path / "store.duckdb"
+        doc = run_plan_json(tmp_path, document, "--db", str(db))
+        explained = run_cli("explain", doc["execution_id"], "--db", str(db)).stdout
+    one = doc["steps"][0]
+    assert one["dispatch_count"] == 0
+    assert [(a["sent"], a["transport_error"], a["rule"]) for a in one["attempts"]] == [
+        (False, "connect", "transient.retry_same"), (False, "connect", "budget.attempts")]
+    assert "request timed out (timeout_s=0.3) while connecting; nothing was sent" in one["error"]
+    assert "nothing reached the wire: the connection for POST" in explained
+    assert "may have been accepted" not in explained
 
 
 # ------------------------------------------------ 15, 16. recovery, impact, why-not layers

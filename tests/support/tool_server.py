@@ -244,6 +244,25 @@ def refused_port() -> Iterator[int]:
         yield probe.getsockname()[1]
 
 
+@contextlib.contextmanager
+def stalled_port() -> Iterator[int]:
+    """A loopback port where connecting hangs for the block: a listener whose accept queue is
+    full, so Linux drops the next SYN and the client waits to retry it (seconds), never
+    connected, never refused."""
+    with contextlib.ExitStack() as held:
+        listener = held.enter_context(socket.socket())
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        for _ in range(4):  # more than the queue holds; the ones past it wait, unanswered
+            filler = held.enter_context(socket.socket())
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+        time.sleep(0.05)
+        yield port
+
+
 class LoopbackHTTPServer:
     """A threading HTTP server on 127.0.0.1 with a free port, served from a daemon thread."""
 

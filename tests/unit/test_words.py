@@ -53,6 +53,9 @@ RECEIVED_CASES = [
     ("reset_after_sending", True, 0, "reset", "no response (the connection was reset)"),
     ("timeout", True, 0, "timeout", "no response (timed out)"),
     ("cancelled_in_flight", True, 0, "cancelled", "no response (cancelled in flight)"),
+    # a body past max_response_body_bytes, one that does not decode, bytes that are not HTTP:
+    # the tool answered, so "no response" would not be true
+    ("answered_unusably", True, 0, "protocol", "no usable response (a protocol error)"),
     ("never_dispatched", False, None, None, "not sent"),
     ("not_sent_because_the_connection_failed", False, None, "connect",
      "not sent (the connection failed)"),
