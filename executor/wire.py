@@ -13,6 +13,7 @@ from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from typing import Any
 
+from executor import gojson
 from executor.durations import NANOSECONDS_PER_MILLISECOND, parse_go_duration
 
 
@@ -211,16 +212,16 @@ def _decode_int(literal: str) -> int | float:
 
 
 def _decode_json(body: bytes | str | None) -> Any:
-    """Decode a UTF-8 JSON body strictly (no NaN/Infinity); `_NOT_JSON` when it is not JSON.
+    """Decode a JSON body as Go does (`executor.gojson`: bad UTF-8 and lone surrogates in strings
+    are U+FFFD) but with no NaN/Infinity; `_NOT_JSON` when it is not JSON.
 
     Nesting deeper than the interpreter's recursion limit (about 990 levels) counts as not JSON.
     """
     if body is None:
         return _NOT_JSON
     try:
-        text = body.decode("utf-8") if isinstance(body, bytes | bytearray) else body
-        return json.loads(
-            text, parse_constant=_reject_non_standard_constant, parse_int=_decode_int
+        return gojson.loads(
+            body, parse_constant=_reject_non_standard_constant, parse_int=_decode_int
         )
     except (UnicodeDecodeError, ValueError, RecursionError):
         return _NOT_JSON

@@ -50,9 +50,16 @@ def load_execution(args: argparse.Namespace) -> tuple[Path, Any]:
 
 
 def print_json(document: Any, *, ensure_ascii: bool = False) -> None:
-    """`document` as indented JSON on stdout."""
-    json.dump(document, sys.stdout, indent=2, ensure_ascii=ensure_ascii, default=str)
-    sys.stdout.write("\n")
+    """`document` as indented JSON on stdout, whole or not at all. A lone surrogate in a value
+    (recorded text that was never UTF-8) cannot be written as UTF-8: then every non-ASCII
+    character is written as a JSON escape, which carries it."""
+    text = json.dumps(document, indent=2, ensure_ascii=ensure_ascii, default=str)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(document, indent=2, ensure_ascii=True, default=str)
+    sys.stdout.write(text + "\n")
 
 
 def emit(

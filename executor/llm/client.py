@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from executor import gojson
 from executor.params import json_type_name
 from executor.plan import basic_authorization, split_userinfo
 from executor.redact import redact_secrets
@@ -256,7 +257,7 @@ def _token_count(usage: Mapping[str, Any], key: str) -> int | None:
 def _completion_fields(response_body: bytes) -> _CompletionFields:
     """The assistant content and token usage of a chat.completion body, or why there are none."""
     try:
-        payload = json.loads(response_body)
+        payload = gojson.loads(response_body)
     except (ValueError, RecursionError) as e:
         return _CompletionFields(
             error=f"LLM response body is not JSON: {e}", error_kind=FAILURE_RESPONSE

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from executor import gojson
 from executor.llm.client import LLMExchange
 from executor.params import json_type_name
 
@@ -115,7 +116,7 @@ def extract_json_object(text: str) -> dict[str, Any]:
     if end == -1:
         raise LLMParseError("invalid JSON structure in response")
     try:
-        decoded = json.loads(content[start:end], parse_constant=_reject_non_standard_constant)
+        decoded = gojson.loads(content[start:end], parse_constant=_reject_non_standard_constant)
     except RecursionError as e:
         raise LLMParseError("failed to parse JSON: nested too deeply") from e
     except ValueError as e:
@@ -212,7 +213,7 @@ def legacy_parameters_from(text: str) -> dict[str, Any]:
     object inside surrounding prose. Raises LLMParseError when there is no JSON object."""
     content = strip_markdown_block(text)
     try:
-        decoded = json.loads(content, parse_constant=_reject_non_standard_constant)
+        decoded = gojson.loads(content, parse_constant=_reject_non_standard_constant)
     except (ValueError, RecursionError):
         try:
             return extract_json_object(text)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from executor import gojson
 from executor.params.gofmt import format_typed, go_type_name
 
 NUMBER_TYPES = frozenset({"number", "float64", "float", "double"})
@@ -180,7 +180,7 @@ def _decode_go_json(text: str) -> Any:
     def reject_constant(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
 
-    return json.loads(text, parse_constant=reject_constant)
+    return gojson.loads(text, parse_constant=reject_constant)
 
 
 def _extract_primary_field(mapping: Mapping[str, Any]) -> str | None:

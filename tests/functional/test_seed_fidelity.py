@@ -300,6 +300,23 @@ def test_a_timeout_while_connecting_is_not_a_dispatch(tmp_path, side_effects):
     assert "may have been accepted" not in explained
 
 
+def test_a_bound_value_with_bad_text_is_sent_as_go_reads_it(tmp_path, tool_server):
+    """A tool's answer holding a lone surrogate escape and a byte that is not UTF-8: Go's
+    json.Unmarshal gives U+FFFD for each, so the step that binds the value sends them (found by
+    an outside check: the second step was an "execution panic" and `run --json` a traceback)."""
+    tool_server.script("/capabilities/a", ToolReply(
+        status=200, body=b'{"success":true,"data":{"x":"\\ud800 in Z\xfcrich"}}'))
+    tool_server.script("/capabilities/b", ToolReply.ok({"done": True}))
+    document = plan(tool_server.base_url, {"a": capability("a"), "b": capability("b")},
+                    [step("step-1", "a", {}),
+                     step("step-2", "b", {"v": "{{step-1.data.x}}", "w": "at {{step-1.data.x}}"},
+                          depends_on=["step-1"])])  # fmt: skip
+    doc = run_plan_json(tmp_path, document, "--no-store")
+    assert [s["status"] for s in doc["steps"]] == ["succeeded", "succeeded"]
+    (sent,) = tool_server.received("/capabilities/b")
+    assert sent.body == '{"v":"\ufffd in Z\ufffdrich","w":"at \ufffd in Z\ufffdrich"}'.encode()
+
+
 # ------------------------------------------------ 15, 16. recovery, impact, why-not layers
 
 

@@ -177,7 +177,11 @@ RETRY_POLICY_CASES = [
     ("success_null", b'{"success":null,"error":{"retryable":false}}', UNSPECIFIED),
     ("not_json", b"retryable: false", UNSPECIFIED),
     ("truncated_json", b'{"success":false,"error":{"retryable":false}', UNSPECIFIED),
-    ("non_utf8", b'{"success":false,"error":{"retryable":false,"m":"\xff"}}', UNSPECIFIED),
+    # Go's json.Unmarshal reads a bad byte in a string as U+FFFD: still the envelope's refusal
+    ("non_utf8_in_a_string", b'{"success":false,"error":{"retryable":false,"m":"\xff"}}',
+     FALSE),
+    ("non_utf8_outside_strings", b'{"success":false,"error":{"retryable":false}}\xff',
+     UNSPECIFIED),
     ("empty", b"", UNSPECIFIED),
     ("none", None, UNSPECIFIED),
     ("json_array", b'[{"success":false,"error":{"retryable":false}}]', UNSPECIFIED),
