@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -33,9 +32,11 @@ from executor.params import match_type_related_error
 from executor.plan import CapabilitySpec, Plan, StepSpec
 from executor.policy import Action, Decision, DecisionInputs, decide
 from executor.runtime.outcomes import (
+    ErrorSignature,
     HttpOutcome,
     classify_transport_error,
     default_tls_context,
+    error_signature,
     first_header,
     flatten_headers,
     new_execution_id,
@@ -182,7 +183,7 @@ class Prober:
         self._http = http_client
         self._cancel = asyncio.Event()
         # As the step loop counts them: one error body seen again across the execution.
-        self._error_counts: Counter[tuple[str, int, str]] = Counter()
+        self._error_counts: Counter[ErrorSignature] = Counter()
 
     def cancel(self) -> None:
         """Stop now: a request in flight is abandoned and no further case is sent."""
@@ -270,12 +271,13 @@ class Prober:
             transport_error_message=answered.transport_error_message,
             retry_policy=str(answered.envelope.retry_policy),
         ))
-        signature = (step.capability, answered.status, hashlib.sha256(answered.body).hexdigest())
-        if answered.status == 0 or answered.status >= 300:
+        signature = error_signature(step, answered)
+        if signature is not None:
             self._error_counts[signature] += 1
         decision = decide(_decision_inputs(
             self.config, target.capability, case, answered, now=self.clock(), tool=step.tool,
-            repeated_error_count=self._error_counts[signature], cancelled=self._cancel.is_set(),
+            repeated_error_count=0 if signature is None else self._error_counts[signature],
+            cancelled=self._cancel.is_set(),
         ))
         self._emit(AttemptDecided(
             execution_id=self.execution_id, step_id=step_id, n=1, at=self.clock(),

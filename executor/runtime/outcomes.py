@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import json
 import ssl
 import time
@@ -541,6 +542,19 @@ def first_header(headers: Mapping[str, str], name: str) -> str | None:
 
 def response_text(body: bytes) -> str:
     return body.decode("utf-8", errors="replace")
+
+
+ErrorSignature = tuple[str, str, int, str | None, str]
+
+
+def error_signature(step: StepSpec, outcome: HttpOutcome) -> ErrorSignature | None:
+    """What makes two outcomes "the same error" for `max_repeated_errors` (seed 003), or None
+    for a 2xx, which is no error: the same tool and capability, the same status or transport
+    failure (a reset and a timeout are two errors though both are status 0), the same body."""
+    if 0 < outcome.status < 300:
+        return None
+    return (step.tool, step.capability, outcome.status, outcome.transport_error,
+            hashlib.sha256(outcome.body).hexdigest())
 
 
 def step_error_text(outcome: HttpOutcome) -> str:

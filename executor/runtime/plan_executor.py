@@ -39,6 +39,7 @@ from executor.runtime.layers import LayerConsultation
 from executor.runtime.outcomes import (
     STEP_SUCCEEDED,
     AttemptSummary,
+    ErrorSignature,
     ExecutionOutcome,
     HttpOutcome,
     Sleep,
@@ -121,7 +122,7 @@ class PlanExecutor(StepScheduling, StepLoop, LayerConsultation):
         self._started = 0.0
         self._llm_calls = 0
         self._llm_tokens = 0
-        self._error_counts: Counter[tuple[str, int, str]] = Counter()
+        self._error_counts: Counter[ErrorSignature] = Counter()
         self._tool_retries: Counter[str] = Counter()
         self._task_stop: str | None = None
         self._results: dict[str, StepOutcome] = {}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -47,6 +46,7 @@ from executor.runtime.outcomes import (
     StepState,
     classify_transport_error,
     encode_json_body,
+    error_signature,
     first_header,
     flatten_headers,
     response_text,
@@ -184,8 +184,8 @@ class StepLoop:
             retry_after_source = "retry_after_details"
         self._warn_contract(step, state, outcome, envelope)
         error_text = step_error_text(outcome)
-        signature = (step.capability, outcome.status, hashlib.sha256(outcome.body).hexdigest())
-        if outcome.status == 0 or outcome.status >= 300:
+        signature = error_signature(step, outcome)
+        if signature is not None:
             self._error_counts[signature] += 1
         inputs = self._inputs(
             ctx, state, dispatched=True,
@@ -193,7 +193,7 @@ class StepLoop:
             retry_policy=envelope.retry_policy, error_text=error_text,
             legacy_pattern=match_type_related_error(error_text, ""),
             retry_after_ms=retry_after_ms, retry_after_source=retry_after_source,
-            repeated_error_count=self._error_counts[signature],
+            repeated_error_count=0 if signature is None else self._error_counts[signature],
             body_is_json_object=envelope.is_object,
             ended_by_deadline=outcome.ended_by_deadline,
         )

@@ -78,6 +78,51 @@ def test_repeated_identical_error_budget(tmp_path, tool_server):
     assert doc["incomplete_steps"] == ["step-1"]
 
 
+def test_the_same_error_from_another_tool_is_not_a_repeat(tmp_path, tool_server):
+    """Two tools with a capability of the same name answer the same 500 (found by an outside
+    check: they shared one count, so the second tool's first error stopped the task)."""
+    tool_server.script("/alpha/capabilities/search", ToolReply(status=500, body="oops"),
+                       ToolReply.ok({"a": 1}))  # fmt: skip
+    tool_server.script("/beta/capabilities/search", ToolReply(status=500, body="oops"),
+                       ToolReply.ok({"b": 1}))  # fmt: skip
+    document = plan(tool_server.base_url, {}, [
+        step("step-1", "search", {}, tool="alpha"),
+        step("step-2", "search", {}, tool="beta", depends_on=["step-1"])],
+        config={"max_repeated_errors": 2})  # fmt: skip
+    document["tools"] = {name: {"base_url": f"{tool_server.base_url}/{name}"}
+                         for name in ("alpha", "beta")}
+    document["capabilities"] = {f"{name}.search": capability("search")
+                                for name in ("alpha", "beta")}
+    doc = run_plan_json(tmp_path, document, "--no-store")
+    assert [[a["rule"] for a in s["attempts"]] for s in doc["steps"]] == [
+        ["transient.retry_same", "success.2xx"], ["transient.retry_same", "success.2xx"]]
+    assert doc["status"] == "succeeded"
+
+
+def test_a_reset_and_a_timeout_are_two_errors_though_both_are_status_0(tmp_path, tool_server):
+    tool_server.script("/capabilities/x", ToolReply(drop=True), ToolReply(delay_s=3),
+                       ToolReply.ok({"x": 1}))  # fmt: skip
+    doc = run_plan_json(tmp_path, plan(tool_server.base_url, {"x": capability("x")},
+                                       [step("step-1", "x", {})],
+                                       config={"max_repeated_errors": 2, "timeout_s": 0.5}),
+                        "--no-store")  # fmt: skip
+    attempts = doc["steps"][0]["attempts"]
+    assert [(a["transport_error"], a["rule"]) for a in attempts] == [
+        ("reset", "transient.retry_same"), ("timeout", "transient.retry_same"),
+        (None, "success.2xx")]
+
+
+def test_the_same_error_at_another_step_of_the_same_capability_is_a_repeat(tmp_path,
+                                                                             tool_server):
+    tool_server.script("/capabilities/x", *[ToolReply(status=503, body="same outage")] * 2)
+    doc = run_plan_json(tmp_path, plan(tool_server.base_url, {"x": capability("x")},
+                                       [step("step-1", "x", {}), step("step-2", "x", {})],
+                                       config={"max_repeated_errors": 2, "max_attempts": 1}),
+                        "--no-store")  # fmt: skip
+    rules = sorted(a["rule"] for s in doc["steps"] for a in s["attempts"])
+    assert rules == ["budget.attempts", "budget.repeated_error"]
+
+
 @pytest.mark.serial  # a 0.3 s wall-clock budget must outlast the first answer
 def test_a_wait_longer_than_the_wall_clock_left_stops_without_resending(tmp_path, tool_server):
     tool_server.script("/capabilities/x", ToolReply(status=503, body="down"))
