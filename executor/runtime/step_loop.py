@@ -163,7 +163,10 @@ class StepLoop:
                 state.correction_layer = str(decision.layer)
                 continue
             self._note_task_stop(decision)
-            return self._finish_step(step, state, STEP_FAILED, decision,
+            # SPEC §3.2: a step none of whose attempts reached the tool (every connection
+            # refused, or timed out while connecting) never dispatched: it is rejected.
+            status = STEP_REJECTED if state.dispatch_count == 0 else STEP_FAILED
+            return self._finish_step(step, state, status, decision,
                                      error=step_error_text(outcome))
 
     def _note_task_stop(self, decision: Decision) -> None:

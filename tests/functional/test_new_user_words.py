@@ -107,7 +107,7 @@ def test_run_summary_says_what_a_transport_failure_was(recorded: Recorded):
     out = recorded.tool_unreachable.stdout
     assert "HTTP None" not in out and "HTTP 0" not in out
     # a refused connection put nothing on the wire: no dispatch, and the attempt says so
-    assert "  step-1: failed — 0 dispatches, 0 corrections" in out
+    assert "  step-1: rejected — 0 dispatches, 0 corrections" in out  # SPEC §3.2
     assert "    #1 not sent (the connection failed) → retry_same [transient.retry_same]" in out
     assert "    #3 not sent (the connection failed) → stop_budget [budget.attempts]" in out
     assert '       parameters {"city": "Tokio", "days": 3}' in out and "sent {" not in out

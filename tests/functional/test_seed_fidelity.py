@@ -276,6 +276,9 @@ def test_connection_refused_is_not_a_dispatch(tmp_path):
     assert one["dispatch_count"] == 0
     assert [a["sent"] for a in one["attempts"]] == [False, False, False]
     assert [a["transport_error"] for a in one["attempts"]] == ["connect"] * 3
+    # SPEC §3.2: a step that never dispatched is rejected or skipped, never failed (found by an
+    # outside check: it was "failed — 0 dispatches")
+    assert one["status"] == "rejected"
 
 
 @pytest.mark.parametrize("side_effects", ["none", "unsafe"])
@@ -292,7 +295,7 @@ def test_a_timeout_while_connecting_is_not_a_dispatch(tmp_path, side_effects):
         doc = run_plan_json(tmp_path, document, "--db", str(db))
         explained = run_cli("explain", doc["execution_id"], "--db", str(db)).stdout
     one = doc["steps"][0]
-    assert one["dispatch_count"] == 0
+    assert (one["status"], one["dispatch_count"]) == ("rejected", 0)
     assert [(a["sent"], a["transport_error"], a["rule"]) for a in one["attempts"]] == [
         (False, "connect", "transient.retry_same"), (False, "connect", "budget.attempts")]
     assert "request timed out (timeout_s=0.3) while connecting; nothing was sent" in one["error"]
