@@ -350,11 +350,13 @@ def _check_semantic_budget(inputs: DecisionInputs) -> Outcome:
     if inputs.validation_retries >= inputs.max_semantic_retries:
         return hit(
             f"{status_text(inputs)}: layer 3 said cannot fix and layer 4 has no budget left "
-            f"({inputs.validation_retries} corrections used, max_semantic_retries "
-            f"{inputs.max_semantic_retries}); never resent unchanged"
+            f"({inputs.validation_retries} corrections used, of every layer, against "
+            f"max_semantic_retries {inputs.max_semantic_retries}); never resent unchanged"
         )
+    # seed 000 §6 compares the shared correction counter (validationRetries), not layer 4's own.
     return miss(
-        f"{inputs.validation_retries} of {inputs.max_semantic_retries} semantic retries used"
+        f"{inputs.validation_retries} corrections used (of every layer) of "
+        f"max_semantic_retries {inputs.max_semantic_retries}"
     )
 
 

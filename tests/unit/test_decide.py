@@ -255,7 +255,8 @@ CASES: list[tuple[str, DecisionInputs, Action, str, str]] = [
     ("semantic_budget_used_up",
      base(status=400, analyzer=ANALYZER_CANNOT, validation_retries=1, max_semantic_retries=1),
      Action.STOP_NO_CORRECTION, "re_resolution.budget_exhausted",
-     "layer 4 has no budget left (1 corrections used, max_semantic_retries 1)"),
+     "layer 4 has no budget left (1 corrections used, of every layer, against "
+     "max_semantic_retries 1)"),
     ("semantic_budget_zero_is_no_correction",
      base(status=400, analyzer=ANALYZER_CANNOT, max_semantic_retries=0),
      Action.STOP_NO_CORRECTION, "re_resolution.budget_exhausted", "never resent unchanged"),
