@@ -53,6 +53,14 @@ class NavigableTable(DataTable):
         if widths_pending:
             self._clear_caches()
 
+    def on_resize(self, event: events.Resize) -> None:
+        """Keep the cursor's row in view when the table's height changes: the screen shrinks
+        the tables to fit a small terminal after the cursor was placed, and the scroll offset
+        that showed it at the old height hid it (80×24: the Attempts pane showed #7 while the
+        detail was #10's)."""
+        if self.row_count and self.show_cursor:
+            self.call_after_refresh(self._scroll_cursor_into_view)
+
     def measure_rows(self) -> None:
         """Size the columns and the scrollable height for the rows added so far now, rather
         than at the next idle: a layout pass before that idle would lay out and paint the
