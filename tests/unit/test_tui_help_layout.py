@@ -15,6 +15,9 @@ KEYS = {
     "function-keys": ("f1,question_mark", "F1 / ?"),
     "ctrl": ("ctrl+f", "ctrl+f"),
     "escape": ("escape,backspace", "esc / backspace"),
+    # found by an outside check: the SQL key was shown as `colon`
+    "punctuation": ("colon,plus,minus,slash", ": / + / - / /"),
+    "enter": ("enter", "enter"),
 }
 
 

@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.dom import DOMNode
+from textual.keys import format_key
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -28,10 +29,11 @@ NARROW_COLUMNS = 100
 
 
 def key_text(keys: str) -> str:
-    """`f1,question_mark` → `F1 / ?`; `ctrl+r` stays `ctrl+r`."""
+    """`f1,question_mark` → `F1 / ?`, `colon` → `:`; `ctrl+r` stays `ctrl+r`. Keys read as
+    typed: names not in `_KEY_NAMES` are Textual's `format_key`."""
     shown = []
     for key in keys.split(","):
-        name = _KEY_NAMES.get(key, key)
+        name = _KEY_NAMES.get(key) or format_key(key)
         shown.append(name.upper() if len(name) in (2, 3) and name[0] == "f" else name)
     return " / ".join(shown)
 
