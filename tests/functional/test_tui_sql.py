@@ -129,6 +129,20 @@ async def test_an_error_is_one_line_in_the_status(real_store: RealStore, sql, ex
             assert conn.execute("SELECT count(*) FROM executions").fetchone() == (3,)
 
 
+async def test_a_failed_query_empties_the_results_of_the_one_before(real_store: RealStore) -> None:
+    """Found by an outside check: after a 3-row result, `SELEC 1`'s error showed above the old
+    rows, which read as its own."""
+    app = tui_app(real_store.db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sql(app, pilot)
+        await run_query(pilot, screen, "SELECT execution_id FROM executions")
+        assert len(cells(screen)) == 3
+        await run_query(pilot, screen, "SELEC 1")
+        assert "Parser Error" in status(screen)
+        assert cells(screen) == []
+        assert not screen.check_action("export_result", ())
+
+
 async def test_only_the_row_limit_is_shown_of_a_long_result(real_store: RealStore) -> None:
     app = tui_app(real_store.db, live_refresh=False)
     async with app.run_test(size=SIZE) as pilot:

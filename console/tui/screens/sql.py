@@ -232,6 +232,11 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
         if not self.requests.answered(message.request):
             return
         self.problem, self.cancelled = message.problem, message.cancelled
+        if not message.cancelled:
+            # The error is the answer to this query: rows of the one before would read as its
+            # (a cancel keeps them, and says that nothing shown is from the cancelled query).
+            self.outcome = None
+            self.query_one(SqlResultTable).show_result(None)
         self._stopped()
 
     def store_work_crashed(self, problem: str) -> None:
