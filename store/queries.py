@@ -127,9 +127,9 @@ def _filter_sql(
     """
     clauses: list[str] = []
     params: dict[str, Any] = {}
-    if filters.status:
-        clauses.append("e.status = $status")
-        params["status"] = filters.status
+    if filters.status:  # one status, or several joined by commas: any of them
+        clauses.append("list_contains($statuses, e.status)")
+        params["statuses"] = filters.status.split(",")
     if filters.since is not None:
         clauses.append("e.started_at >= make_timestamptz(CAST(round($since * 1000000) AS BIGINT))")
         params["since"] = float(filters.since)

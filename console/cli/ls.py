@@ -55,10 +55,25 @@ def add_parser(subparsers: Any) -> None:
     add_json_option(parser, "print JSON instead of a table")
 
 
+def _statuses(value: str) -> str:
+    """`failed` or `failed,partial`: each an execution status (argparse names a bad one)."""
+    for part in value.split(","):
+        if part not in EXECUTION_STATUSES:
+            raise argparse.ArgumentTypeError(
+                f"invalid choice {part!r} (choose from {', '.join(EXECUTION_STATUSES)})"
+            )
+    return value
+
+
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     """The execution filters of `ls` (read back by `filters_from_args`), for every command
     that selects executions as `ls` lists them."""
-    parser.add_argument("--status", choices=EXECUTION_STATUSES, help="execution status")
+    parser.add_argument(
+        "--status",
+        type=_statuses,
+        metavar="STATUS[,STATUS…]",
+        help=f"execution status, or several joined by commas: {', '.join(EXECUTION_STATUSES)}",
+    )
     parser.add_argument("--tool", help="a step used this tool")
     parser.add_argument("--capability", help="a step used this capability (NAME or TOOL.NAME)")
     parser.add_argument("--action", choices=ACTIONS, help="an attempt was decided with this action")

@@ -145,8 +145,10 @@ ACTIONS: tuple[ConsoleAction, ...] = (
                   cli="truva-console lint", palette="Tool contract report cards", footer=False),
     ConsoleAction("next-failed-execution", "executions", "f", "next_failed_execution",
                   "Next failed", "view",
-                  "Move to the next execution that failed, below the highlighted one",
-                  cli="truva-console ls --status failed", palette="Next failed execution"),
+                  "Move to the next execution that failed, partly or whole (failed, partial, "
+                  "cancelled or interrupted), below the highlighted one",
+                  cli="truva-console ls --status failed,partial,cancelled,interrupted",
+                  palette="Next failed execution"),
     ConsoleAction("export-bundle", "executions", "x", "export", "Export", "bundle",
                   "Write the highlighted execution (or all listed) to a trace bundle",
                   cli="truva-console export EXECUTION... -o FILE"),

@@ -58,6 +58,8 @@ def test_ls_uses_truva_db_when_no_flag(db: Path, capsys, monkeypatch) -> None:
 
 LS_FILTER_CASES = [
     ("status", ["--status", "failed"], [EXHAUSTED]),
+    # the twin of the list's `f` key: several statuses joined by commas, any of them
+    ("several-statuses", ["--status", "failed,partial"], [EXHAUSTED, TRIP]),
     ("tool", ["--tool", "crm"], [TRIP]),
     ("capability", ["--capability", "inventory.reserve"], [EXHAUSTED]),
     ("action", ["--action", "stop_terminal"], [TRIP]),

@@ -37,3 +37,14 @@ def test_the_suggestions_are_rules():
     problem = unknown_rule("circuit.opened")
     suggested = problem.split("did you mean ", 1)[1].rstrip("?)").split(" or ")
     assert suggested and set(suggested) <= set(RULE_IDS)
+
+
+def test_several_statuses_joined_by_commas_are_the_ls_twin():
+    parsed = parse_filter("status:failed,partial")
+    assert parsed.filters.status == "failed,partial"
+    assert parsed.ls_args == ("--status", "failed,partial")
+
+
+def test_a_bad_status_among_several_is_named():
+    with pytest.raises(FilterSyntaxError, match="status:failed,nope"):
+        parse_filter("status:failed,nope")
