@@ -3,6 +3,7 @@ palette."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -133,6 +134,21 @@ class TruvaConsoleApp(App[int]):
         if self.keymap:
             self.set_keymap(self.keymap)
 
+    @functools.cached_property
+    def _sample_ids(self) -> frozenset[str]:
+        from console.samples import sample_execution_ids
+
+        return frozenset(sample_execution_ids().values())
+
+    def twin_db_arg(self, execution_ids: Iterable[str]) -> str | None:
+        """The `--db` of a twin about `execution_ids`. On the samples it is `--samples`, which
+        rebuilds the sample executions with their ids, unless one of them was recorded in this
+        console's copy since (a replay, a re-run): `--samples` would not find it, so the twin
+        names the copy, which is there until the console exits."""
+        if self.db_arg == SAMPLES_DB_ARG and not self._sample_ids.issuperset(execution_ids):
+            return str(self.source.db_path)
+        return self.db_arg
+
     def get_default_screen(self) -> ExecutionsScreen:
         return ExecutionsScreen(
             self.source,
@@ -164,7 +180,7 @@ class TruvaConsoleApp(App[int]):
             ExecutionScreen(
                 self.source,
                 execution_id,
-                db_arg=self.db_arg,
+                db_arg=self.twin_db_arg([execution_id]),
                 refresh_interval_s=self.refresh_interval_s,
                 step_id=step_id,
                 attempt_n=attempt_n,
@@ -223,7 +239,7 @@ class TruvaConsoleApp(App[int]):
                 detail,
                 step_id,
                 db_path=self.source.db_path,
-                db_arg=self.db_arg,
+                db_arg=self.twin_db_arg([detail.execution.execution_id]),
                 files_dir=self.replay_files_dir(),
             )
         )

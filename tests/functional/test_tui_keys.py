@@ -313,7 +313,8 @@ async def test_palette_commands_of_a_screen_come_from_its_registry_entries(
 
 # tui10's keys, each a registry action: (scope, id, keys, a CLI twin the help shows or None).
 DEBUGGING_KEYS = {
-    "next-failed-execution": ("executions", "f", "truva-console ls --status failed"),
+    "next-failed-execution": ("executions", "f",
+                              "truva-console ls --status failed,partial,cancelled,interrupted"),
     "copy-focused": ("execution", "y", None),
     "copy-cli": ("execution", "Y", None),
     "search-text": ("execution", "ctrl+f", "truva-console explain EXECUTION STEP | grep -n TEXT"),

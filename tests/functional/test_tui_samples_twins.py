@@ -1,52 +1,43 @@
-"""`truva-console --samples` (the TUI on a temporary copy of the sample traces): the CLI twins
-it shows and copies still work after the app has exited and its copy is gone."""
+"""On the samples (`truva-console --samples`), a twin must work after the console has gone:
+`--samples` for the sample executions it rebuilds, the copy's path for one recorded since."""
 
 from __future__ import annotations
 
-import asyncio
-import shlex
 from pathlib import Path
 
-import console.tui.app as tui_app_module
-from store.queries import ExecutionFilter, open_store
-from tests.support.plans import run_cli
-from tests.support.tui import open_execution, screen_loaded, tui_app
+from console.samples import sample_execution_ids
+from console.tui.app import TruvaConsoleApp
+from console.tui.widgets.cells import SAMPLES_DB_ARG
+from store.recorder import StoreRecorder
+from tests.support.demo_store import sample_store_copy
+from tests.support.events_factory import small_execution
+from tests.support.tui import open_execution, screen_loaded
+
+NEW = "20261206-220000-recorded01"  # what a replay or re-run in the console records
 
 
-def test_the_twins_of_the_sample_console_work_after_it_exits(monkeypatch) -> None:
-    seen: dict[str, object] = {}
+async def test_a_twin_names_the_copy_for_an_execution_recorded_in_it(tmp_path: Path) -> None:
+    """Found by an outside check: a replay's result said `truva-console --samples explain ID`,
+    which a fresh copy of the samples does not hold ("no execution id starts with …")."""
+    db = sample_store_copy(tmp_path / "samples.duckdb")
+    with StoreRecorder(db) as recorder:
+        for event in small_execution(NEW):
+            recorder.record(event)
+    sample = sorted(sample_execution_ids().values())[0]
+    app = TruvaConsoleApp(db, db_arg=SAMPLES_DB_ARG, live_refresh=False)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await screen_loaded(pilot)
+        assert app.screen.sub_title.startswith(f"CLI: truva-console --db {db} ls")
+        screen = await open_execution(app, pilot, NEW)
+        assert screen.sub_title.startswith(f"CLI: truva-console --db {db} explain {NEW}")
+        await pilot.press("escape")
+        screen = await open_execution(app, pilot, sample)
+        assert screen.sub_title.startswith(f"CLI: truva-console --samples explain {sample}")
 
-    def drive(db_path: Path, *, db_arg: str | None) -> int:
-        """What the terminal user does: open an execution, copy its twin (Y), leave."""
-        seen["db_path"] = db_path
-        execution_id = (
-            open_store(db_path).list_executions(ExecutionFilter()).executions[0].execution_id
-        )
 
-        async def session() -> None:
-            app = tui_app(db_path, db_arg=db_arg, live_refresh=False)
-            async with app.run_test(size=(120, 36)) as pilot:
-                await screen_loaded(pilot)
-                seen["list_twin"] = app.screen.twin_command
-                screen = await open_execution(app, pilot, execution_id)
-                await pilot.press("Y")
-                seen["explain_twin"] = app.clipboard
-                seen["sub_title"] = screen.sub_title
-
-        asyncio.run(session())
-        return 0
-
-    monkeypatch.setattr(tui_app_module, "_run", drive)
-    assert tui_app_module.run_app(None, samples=True) == 0
-    assert not Path(seen["db_path"]).exists()  # the app's copy went with it
-    explain = shlex.split(seen["explain_twin"])
-    assert explain[:3] == ["truva-console", "--samples", "explain"]
-    assert seen["sub_title"] == f"CLI: {seen['explain_twin']}"
-    result = run_cli(*explain[1:])
-    assert result.code == 0, result.stderr
-    assert explain[3] in result.stdout
-    listing = shlex.split(seen["list_twin"])
-    assert listing[:3] == ["truva-console", "--samples", "ls"]
-    result = run_cli(*listing[1:])
-    assert result.code == 0, result.stderr
-    assert explain[3] in result.stdout
+async def test_the_list_of_the_samples_alone_says_samples(tmp_path: Path) -> None:
+    db = sample_store_copy(tmp_path / "samples.duckdb")
+    app = TruvaConsoleApp(db, db_arg=SAMPLES_DB_ARG, live_refresh=False)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await screen_loaded(pilot)
+        assert app.screen.sub_title == "CLI: truva-console --samples ls"

@@ -125,7 +125,11 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
         sort = tables.first().order.argument if tables else None
         if sort:
             args += ["--sort", sort]
-        return twin_command(self.db_arg, *args)
+        db_arg = self.db_arg
+        listed = [row.execution_id for row in self.page.executions] if self.page else []
+        if hasattr(self.app, "twin_db_arg"):  # a copy of the samples with a new execution
+            db_arg = self.app.twin_db_arg(listed)
+        return twin_command(db_arg, *args)
 
     def _update_twin(self) -> None:
         self.sub_title = f"CLI: {self.twin_command}"
@@ -170,6 +174,7 @@ class ExecutionsScreen(StoreBacked, PaneScreen, Screen):
             return
         self.page, self.problem, self.held_notice = page, None, None
         self._show_page()
+        self._update_twin()  # on a copy of the samples, new rows change its `--db`
 
     @on(LoadFailed)
     def _load_failed(self, message: LoadFailed) -> None:

@@ -99,8 +99,7 @@ def _typed(name: str, value: str, *, now: float) -> str | int | float:
     """A token value checked and converted for the ExecutionFilter field `name`."""
     if name == "status" and not all(part in EXECUTION_STATUSES for part in value.split(",")):
         raise FilterSyntaxError(
-            f"filter status:{value}: expected one of {', '.join(EXECUTION_STATUSES)}, "
-            "or several joined by commas"
+            f"filter status:{value}: expected one of {', '.join(EXECUTION_STATUSES)}"
         )
     if name == "action" and value not in ACTIONS:
         raise FilterSyntaxError(f"filter action:{value}: expected one of {', '.join(ACTIONS)}")
