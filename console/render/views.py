@@ -565,7 +565,8 @@ def step_view(step: StepRecord) -> StepView:
         protected=inline_json(step.protected_keys) if step.protected_keys else None,
         contract=contract,
         outcome=f"{step.final_action} by rule {step.final_rule_id}" if step.final_action else None,
-        error=step.error or None,
+        # A skipped step's error is its skip reason (TruvaG3's words): shown once, as skipped.
+        error=step.error if step.error and step.error != step.skip_reason else None,
         skipped=step.skip_reason or None,
         result=None if step.result is None else inline_json(step.result),
         diffs=tuple(request_diffs(step)),
