@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 from dataclasses import dataclass
 
 import duckdb
@@ -341,6 +342,53 @@ STORE_TABLES = (
 )
 
 
+# The `schema_info` key an import sets, with the ids of the executions it writes, in the
+# transaction before its first committed batch, and deletes in the one that writes their
+# `executions` rows. Found set, it names an import that was killed while it wrote (an import
+# holds the file throughout): its rows have no `executions` row, and `ensure_schema` removes
+# them before anything reads the store.
+IMPORT_PENDING_KEY = "import_pending"
+
+
+def mark_import_pending(conn: duckdb.DuckDBPyConnection, execution_ids: list[str]) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO schema_info VALUES ($key, $ids)",
+        {"key": IMPORT_PENDING_KEY, "ids": json.dumps(sorted(execution_ids))},
+    )
+
+
+def clear_import_pending(conn: duckdb.DuckDBPyConnection) -> None:
+    conn.execute("DELETE FROM schema_info WHERE key = $key", {"key": IMPORT_PENDING_KEY})
+
+
+def sweep_dead_import(conn: duckdb.DuckDBPyConnection) -> int:
+    """Delete the rows a killed import left (its executions without an `executions` row) and
+    its mark, in one transaction; the number of rows deleted (0 when no import was killed)."""
+    row = conn.execute(
+        "SELECT value FROM schema_info WHERE key = $key", {"key": IMPORT_PENDING_KEY}
+    ).fetchone()
+    if row is None:
+        return 0
+    ids = json.loads(row[0])
+    deleted = 0
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for table in STORE_TABLES[1:]:  # every table but executions itself
+            found = conn.execute(
+                f"DELETE FROM {table} WHERE list_contains($ids, execution_id) "
+                "AND execution_id NOT IN (SELECT execution_id FROM executions)",
+                {"ids": ids},
+            ).fetchone()
+            deleted += int(found[0]) if found else 0
+        clear_import_pending(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            conn.execute("ROLLBACK")
+        raise
+    return deleted
+
+
 def stored_schema_version(conn: duckdb.DuckDBPyConnection) -> int | None:
     """The store's schema version, or None when the database has no `schema_info` table."""
     has_info = conn.execute(
@@ -399,6 +447,8 @@ def ensure_schema(
         else:
             _migrate(conn, version)
     check_shape(conn, label)
+    if writable:
+        sweep_dead_import(conn)
     return SCHEMA_VERSION
 
 

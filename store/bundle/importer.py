@@ -30,7 +30,7 @@ from store.bundle.format import (
 from store.bundle.validate import RowSets, Scan, row_digest, scan_bundle
 from store.connection import DEFAULT_LOCK_TIMEOUT_S, first_line, store_paths
 from store.queries import Store
-from store.schema import DERIVED_COLUMNS
+from store.schema import DERIVED_COLUMNS, clear_import_pending, mark_import_pending
 
 log = logging.getLogger(__name__)
 
@@ -302,6 +302,8 @@ def _write_bundle(
                 )
             conn.execute("COMMIT")
             return plan, row_counts
+        if writing:  # until their executions rows are in, the rows are a killed import's
+            mark_import_pending(conn, sorted(writing))
         conn.execute("COMMIT")
     except BaseException:
         rollback(conn)
@@ -319,6 +321,7 @@ def _write_bundle(
         row_counts["executions"] = _insert_table(
             conn, scan, specs[-1], writing, commit_batches=False
         )
+        clear_import_pending(conn)
         # The COMMIT may checkpoint, and merge, itself: it gets the merge's memory too.
         _set_memory_limit(conn, merge_limit)
         conn.execute("RESET max_vacuum_tasks")
@@ -327,6 +330,7 @@ def _write_bundle(
         rollback(conn)
         with contextlib.suppress(duckdb.Error):
             _delete_rows(conn, sorted(writing), orphans_only=True)
+            clear_import_pending(conn)
         raise
     _merge_row_groups(conn, db_label, merge_limit)
     return plan, row_counts
