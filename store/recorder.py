@@ -33,7 +33,14 @@ from store.connection import (
 )
 from store.errors import StoreBusyError, StoreOpenError
 from store.ingest import SegmentRecord, encode_records, ingest_spool
-from store.spool import Journal, WriterIdentity, WriterLease, journal_name, writer_segments
+from store.spool import (
+    Journal,
+    WriterIdentity,
+    WriterLease,
+    ensure_spool_directories,
+    journal_name,
+    writer_segments,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +108,15 @@ class StoreRecorder:
                 pass
         except StoreBusyError:
             log.info("%s is busy; recording into the spool until it is free", self.paths.label)
+        try:
+            # Every directory the journal and segments go to, before anything is sent: a
+            # run whose recording could not be written would make its tool calls unrecorded.
+            ensure_spool_directories(self.paths)
+        except OSError as error:
+            where = error.filename or self.paths.spool
+            raise StoreOpenError(
+                f"{self.paths.label}: cannot use its spool: {where}: {error.strerror or error}"
+            ) from error
         try:
             self._lease = WriterLease(self.paths, self.writer)
         except OSError as error:

@@ -12,6 +12,7 @@ long as it lives; the kernel drops the lock when the process dies, however it di
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -475,6 +476,20 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def ensure_spool_directories(paths: StorePaths) -> None:
+    """Make the spool's directories, or raise OSError naming the one that cannot be used: a
+    file where a directory should be (NotADirectoryError), or one this process cannot write."""
+    for directory in (paths.spool, paths.segments, paths.writers):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except FileExistsError as error:  # exists, but is not a directory
+            raise NotADirectoryError(
+                errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(directory)
+            ) from error
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(directory))
 
 
 class WriterLease:

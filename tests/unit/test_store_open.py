@@ -23,6 +23,7 @@ from store.recorder import StoreRecorder
 from store.schema import SCHEMA_VERSION, stored_schema_version
 from store.spool import WriterIdentity, segment_name, write_segment
 from tests.support.events_factory import small_execution
+from tests.support.tool_server import ToolReply
 
 
 @pytest.mark.parametrize(
@@ -270,6 +271,33 @@ def test_a_spool_that_is_not_a_directory_is_one_line_exit_2(
     assert captured.err.count("\n") == 1
     assert captured.err.startswith(f"truva-console: {path}: cannot use its spool: ")
     assert where in captured.err and "Not a directory" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("break_spool", "where"),
+    [(spool_is_a_file, "x.duckdb.spool"), (segments_is_a_file, "x.duckdb.spool/segments")],
+    ids=["spool-is-a-file", "segments-is-a-file"],
+)
+def test_run_into_a_spool_that_is_not_a_directory_sends_nothing(
+    tmp_path: Path, break_spool, where: str, tool_server
+) -> None:
+    """Found by an outside check: with `segments` a file, `run` sent every request, recorded
+    none of them and ended in a traceback; it now refuses before anything is sent."""
+    from tests.support.plans import capability, plan, run_subprocess, step, write_plan
+
+    path = tmp_path / "x.duckdb"
+    record_one_execution(path)
+    shutil.rmtree(path.with_name(path.name + ".spool"))
+    break_spool(path)
+    tool_server.script("/capabilities/x", ToolReply.ok({"x": 1}))
+    plan_path = write_plan(tmp_path, plan(tool_server.base_url, {"x": capability("x")},
+                                          [step("step-1", "x", {})]))  # fmt: skip
+    ran = run_subprocess("--db", str(path), "run", str(plan_path))
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr.count("\n") == 1 and "Traceback" not in ran.stderr
+    assert ran.stderr.startswith(f"truva-console: {path}: cannot use its spool: ")
+    assert where in ran.stderr and "Not a directory" in ran.stderr
+    assert tool_server.received("/capabilities/x") == []
 
 
 def test_a_store_opened_through_a_symlink_shares_its_spool_and_leases(tmp_path: Path) -> None:
