@@ -279,7 +279,12 @@ class _JournalPieces:
 def read_journal_bytes(
     data: bytes | mmap.mmap, *, name: str = "journal", dictionary_bodies: bool = False
 ) -> pa.Table:
-    """The records of every whole frame of a journal, in order; a torn or damaged tail is skipped.
+    """The records of every whole frame of a journal, in order; a torn last frame is skipped.
+
+    A kill mid-append tears only the last frame: its bytes end early, or (power lost) its
+    checksum fails with nothing after it. A frame whose checksum fails with bytes after it was
+    written whole and changed since: that is damage, pa.ArrowInvalid, and the ingest keeps the
+    file as `*.failed` rather than drop what follows the frame.
 
     With `dictionary_bodies` the body columns are dictionary arrays over `data` (see
     `_JournalPieces.arrays`). Raises pa.ArrowInvalid when the bytes are not a journal.
@@ -298,8 +303,15 @@ def read_journal_bytes(
             break
         length, checksum = _FRAME_HEADER.unpack_from(data, offset)
         frame_end = header_end + length
-        if frame_end > len(data) or _crc32(view[header_end:frame_end]) != checksum:
-            break
+        if frame_end > len(data):
+            break  # torn: the last frame's bytes were never all written
+        if _crc32(view[header_end:frame_end]) != checksum:
+            if frame_end < len(data):
+                raise pa.ArrowInvalid(
+                    f"{name}: a damaged frame at byte {offset}: its checksum fails and "
+                    f"{len(data) - frame_end} bytes follow it"
+                )
+            break  # the last frame, torn
         kind = data[header_end : header_end + 1]
         if kind == _META:
             written = json.loads(bytes(view[header_end + 1 : frame_end]))

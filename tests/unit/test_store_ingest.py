@@ -481,6 +481,38 @@ def test_a_journal_cut_by_a_kill_keeps_every_whole_frame(paths, keep_of_second_f
     assert table.schema.metadata[b"writer_token"] == WRITER.token.encode()
 
 
+def _three_frames(paths) -> tuple[Path, list[int]]:
+    events = small_execution("exec-damaged")
+    journal = store.spool.Journal(paths, store.spool.journal_name(WRITER, 1), WRITER)
+    starts = []
+    for first, last in ((0, 2), (2, 4), (4, len(events))):
+        starts.append(journal.size)
+        journal.append(store.ingest.encode_records(events[first:last], first + 1))
+    journal.close()
+    return journal.path, starts
+
+
+def test_a_whole_frame_changed_with_frames_after_it_is_damage_not_a_torn_tail(paths) -> None:
+    """Found by an outside check: 8 bytes overwritten in a frame in the middle of a complete
+    file were read as a torn tail, so that frame and every one after it were dropped without a
+    word and the file deleted. A kill only tears the last frame."""
+    path, starts = _three_frames(paths)
+    data = bytearray(path.read_bytes())
+    data[starts[1] + 12 : starts[1] + 20] = b"XXXXXXXX"
+    path.write_bytes(bytes(data))
+    with pytest.raises(pa.ArrowInvalid, match=r"a damaged frame at byte .* bytes follow it"):
+        store.spool.read_segment(path)
+
+
+def test_a_last_frame_whose_checksum_fails_is_a_torn_tail(paths) -> None:
+    """Power lost mid-append can leave the last frame's length written and its bytes not."""
+    path, _ = _three_frames(paths)
+    data = bytearray(path.read_bytes())
+    data[-8:] = bytes(8)
+    path.write_bytes(bytes(data))
+    assert store.spool.read_segment(path).column("seq").to_pylist() == [1, 2, 3, 4]
+
+
 def test_rerun_of_recovery_and_impact_are_ingested_and_absent_keys_are_null(conn) -> None:
     from dataclasses import replace
 
