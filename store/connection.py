@@ -324,6 +324,7 @@ def session(
         try:
             if not unchanged:
                 try:
+                    _check_not_truncated(conn, paths)
                     ensure_schema(conn, paths.label, create=create, writable=not read_only)
                 except duckdb.InterruptException:  # a Ctrl-C, not a store problem
                     raise
@@ -347,6 +348,29 @@ def session(
             left = _files_state(paths) if ended else None
             if left is not None:  # still our turn: the files as this session, checked, left them
                 _SCHEMA_CHECKED[str(paths.db)] = left
+
+
+# A DuckDB file is its headers (three of 4 KiB), then `total_blocks` blocks of `block_size`.
+_DUCKDB_HEADER_BYTES = 3 * 4096
+
+
+def _check_not_truncated(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> None:
+    """Refuse a database file shorter than the blocks its own metadata lists (cut by a full
+    disk or a bad copy): some tables would still read, but writing into it fails, after a run
+    has made its tool calls, and leaves a spool that can never be ingested."""
+    row = conn.execute("PRAGMA database_size").fetchone()
+    try:
+        size = os.stat(paths.db).st_size
+    except OSError:
+        return
+    if row is None or row[2] is None or row[3] is None:
+        return
+    needed = _DUCKDB_HEADER_BYTES + int(row[2]) * int(row[3])
+    if size < needed:
+        raise StoreOpenError(
+            f"{paths.label}: the file is truncated: {size:,} bytes where its own blocks need "
+            f"{needed:,}; nothing was read or written (restore it from a copy)"
+        )
 
 
 # Per database, the state of the store files whose schema this process last checked, as a

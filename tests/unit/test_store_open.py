@@ -237,7 +237,31 @@ def test_cli_on_a_truncated_store_exits_2_with_one_line(
     captured = capsys.readouterr()
     assert (exit_code, captured.out) == (2, "")
     assert captured.err.count("\n") == 1
-    assert captured.err.startswith(f"truva-console: {path}: IO Error: Could not read")
+    assert captured.err.startswith(f"truva-console: {path}: the file is truncated: {size:,} "
+                                   "bytes where its own blocks need ")  # fmt: skip
+
+
+@pytest.mark.parametrize("command", [("sql", "SELECT 1"), ("run",)], ids=["sql", "run"])
+def test_a_truncated_store_is_refused_before_anything_is_read_or_sent(
+    tmp_path: Path, command: tuple[str, ...], tool_server
+) -> None:
+    """Found by an outside check: `run` into a store cut in half made its tool calls, then
+    could not ingest them, and from then on every `sql` of the store was refused."""
+    from tests.support.plans import capability, plan, run_subprocess, step, write_plan
+
+    path = tmp_path / "x.duckdb"
+    record_one_execution(path)
+    os.truncate(path, path.stat().st_size // 2)
+    before = path.read_bytes()
+    tool_server.script("/capabilities/x", ToolReply.ok({"x": 1}))
+    if command == ("run",):
+        command = ("run", str(write_plan(tmp_path, plan(
+            tool_server.base_url, {"x": capability("x")}, [step("step-1", "x", {})]))))
+    ran = run_subprocess("--db", str(path), *command)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr.startswith(f"truva-console: {path}: the file is truncated: ")
+    assert tool_server.received("/capabilities/x") == []
+    assert path.read_bytes() == before
 
 
 def spool_is_a_file(path: Path) -> None:
