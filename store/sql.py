@@ -349,6 +349,17 @@ def output_file(target: Path) -> Path:
     return Path(os.path.realpath(target)) if target.is_symlink() else target
 
 
+def replacement_mode(target: Path) -> int:
+    """The permission bits a file written at `target` gets: those of the file it replaces, or
+    what `open()` would give a new one (0o666 less the umask); `mkstemp`'s are 0o600."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 @contextlib.contextmanager
 def _partial_file(target: Path) -> Any:
     """A path beside `target` that is renamed onto it when the block succeeds, else removed."""
@@ -364,6 +375,7 @@ def _partial_file(target: Path) -> Any:
     try:
         yield partial
         try:
+            os.chmod(partial, replacement_mode(target))
             os.replace(partial, target)
         except OSError as error:
             raise SqlError(f"{target}: cannot write: {error.strerror}") from error

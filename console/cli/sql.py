@@ -20,7 +20,7 @@ from console.printable import printable
 from console.render.sql_values import cell_text, jsonable, value_text
 from console.words import counted
 from store.errors import StoreBusyError, StoreError
-from store.sql import QueryResult, SqlError, SqlSession, output_file
+from store.sql import QueryResult, SqlError, SqlSession, output_file, replacement_mode
 
 FORMATS = ("table", "csv", "json", "parquet")
 # What `SqlSession.batches` gives: the column names and the batches, or None (no relation).
@@ -43,12 +43,17 @@ def add_parser(subparsers: Any) -> None:
         "--format", choices=FORMATS, default="table", help="how to write rows (default table)"
     )
     parser.add_argument(
-        "-o", "--output", metavar="FILE", help="write rows to FILE (replaced) instead of stdout"
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write rows to FILE (replaced, its permissions kept) instead of stdout; - is stdout",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the query, or the prompt; 0 on success, 2 with one line on stderr for an error."""
+    if args.output == "-":  # the usual name of stdout, never a file called "-"
+        args.output = None
     if args.format == "parquet" and not args.output:
         return fail("sql: --format parquet needs -o FILE (Parquet is not written to a terminal)")
     if args.query is not None and not args.query.strip():
@@ -227,6 +232,7 @@ def _partial_text_file(target: Path) -> Iterator[TextIO]:
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as partial:
             yield partial
+        os.chmod(name, replacement_mode(target))
         os.replace(name, target)
     finally:
         Path(name).unlink(missing_ok=True)

@@ -205,6 +205,34 @@ def test_sql_writes_through_a_symbolic_link_and_keeps_it(
         assert pq.read_table(real).column("n").to_pylist() == [7]
 
 
+@pytest.mark.parametrize("output_format", ["csv", "json", "table", "parquet"])
+def test_sql_output_keeps_the_mode_of_the_file_it_replaces_or_the_umask(
+    spooled_store: Path, tmp_path: Path, output_format: str
+) -> None:
+    """Found by an outside check: every `sql -o` file was 0600 (mkstemp's), an existing
+    file's 0644 was reset to it too; a bundle or `export --parquet` file is not."""
+    existing, new = tmp_path / "shared.out", tmp_path / "new.out"
+    existing.write_text("old\n")
+    existing.chmod(0o640)
+    umask = os.umask(0o022)
+    try:
+        for target in (existing, new):
+            result = run_cli("sql", "SELECT 1 AS n", "--db", str(spooled_store),
+                             "--format", output_format, "-o", str(target))  # fmt: skip
+            assert result.code == 0, result.stderr
+    finally:
+        os.umask(umask)
+    assert (existing.stat().st_mode & 0o777, new.stat().st_mode & 0o777) == (0o640, 0o644)
+
+
+def test_sql_output_dash_is_stdout(spooled_store: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("sql", "SELECT 1 AS n", "--db", str(spooled_store), "--format", "csv",
+                     "-o", "-")  # fmt: skip
+    assert (result.code, result.stdout) == (0, "n\n1\n")
+    assert not (tmp_path / "-").exists()
+
+
 def test_sql_parquet_needs_an_output_file(spooled_store: Path) -> None:
     result = run_cli("sql", "SELECT 1", "--db", str(spooled_store), "--format", "parquet")
     assert result.code == 2
