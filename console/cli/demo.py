@@ -19,7 +19,7 @@ from console.demo.runner import (
     start_demo_services,
 )
 from console.demo.tools import TOOL_NAMES
-from console.exits import EXIT_BAD_INPUT, EXIT_OK, fail
+from console.exits import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_OK, fail
 from console.words import counted
 
 _LAST_PORT_OFFSET = len(TOOL_NAMES)
@@ -187,13 +187,19 @@ def _record(args: argparse.Namespace) -> int:
             session.close_store()
             # Shown before the telemetry export finishes, which may wait on a slow collector.
             print(f"recorded {counted(len(outcomes), 'demo execution')} into {db_path}:")
-            for plan, outcome in zip(DEMO_PLANS, outcomes, strict=True):
+            for plan, outcome in zip(DEMO_PLANS, outcomes, strict=False):
                 rules = ", ".join(f"{s.id} {s.final_rule or s.status}" for s in outcome.steps)
                 print(f"  {outcome.execution_id}  {outcome.status:<9} {plan.name}: {rules}")
             print_exit_notice(session.exit_notice)
             sys.stdout.flush()
     except StoreError as error:
         return fail(str(error))
+    if len(outcomes) < len(DEMO_PLANS) or (
+        outcomes[-1].status == "cancelled" and not DEMO_PLANS[len(outcomes) - 1].cancel_in_flight
+    ):  # Ctrl-C or SIGTERM: the plan that ran was cancelled, the rest not started
+        print(f"truva-console: cancelled; {len(DEMO_PLANS) - len(outcomes)} demo plan(s) not "
+              "started", file=sys.stderr)
+        return EXIT_CANCELLED
     return EXIT_OK
 
 

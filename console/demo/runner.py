@@ -7,9 +7,11 @@ The bundled plans (`console/demo/plans/*.json`) name their tools and LLM by plac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
+import signal
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -223,18 +225,41 @@ async def run_demo_plans(
     """Run the named demo plans one after another, each reporting to `recorder_for(name)`.
 
     The environment is not read: no TRUVAG3_* or OPENAI_* setting changes what a demo shows.
+    SIGINT and SIGTERM (in the main thread) cancel the plan that runs, as they cancel `run`, and
+    no other starts: the outcomes are those of the plans run, the last one `cancelled`.
     """
     plans = demo_plans(services, fast=fast)
     cancelling = {plan.name for plan in DEMO_PLANS if plan.cancel_in_flight}
     outcomes = {}
-    for name in names:
-        executor = PlanExecutor(
-            parse_demo_plan(name, plans[name]), recorder=recorder_for(name), env={}
-        )
-        if name in cancelling:
-            outcomes[name] = await _run_cancelled_in_flight(executor, services.reports)
-        else:
-            outcomes[name] = await executor.run()
+    running: list[PlanExecutor] = []
+    stopped = asyncio.Event()
+
+    def stop() -> None:
+        stopped.set()
+        for executor in running:
+            executor.cancel()
+
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        for sig in signals:
+            loop.add_signal_handler(sig, stop)
+    try:
+        for name in names:
+            if stopped.is_set():
+                break
+            executor = PlanExecutor(
+                parse_demo_plan(name, plans[name]), recorder=recorder_for(name), env={}
+            )
+            running[:] = [executor]
+            if name in cancelling:
+                outcomes[name] = await _run_cancelled_in_flight(executor, services.reports)
+            else:
+                outcomes[name] = await executor.run()
+    finally:
+        for sig in signals:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
     return outcomes
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -196,3 +197,25 @@ def test_a_killed_run_shows_interrupted_with_every_dispatched_attempt(
     }
     assert set(answered_long_before) <= answered_bodies
     assert spool_files(db) == []
+
+
+@pytest.mark.serial  # a signal sent a few seconds into the run
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_during_demo_record_cancels_as_run_does(tmp_path: Path, sig) -> None:
+    """Found by an outside check: Ctrl-C during `demo record` recorded the execution it was
+    running as `interrupted` ("the recorder stopped"), as if the process had died, and SIGTERM
+    killed it outright. The plan that runs is cancelled, as `run` cancels it, no other starts,
+    exit 130."""
+    db = tmp_path / "demo.duckdb"
+    script = Path(sys.executable).with_name("truva-console")
+    child = subprocess.Popen([str(script), "demo", "record", "--slow", "--db", str(db)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(4.0)  # the demo services are up and a plan is running (--slow: seconds each)
+    child.send_signal(sig)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert "demo plan(s) not started" in err and "Traceback" not in err
+    listed = json.loads(run_subprocess("ls", "--db", str(db), "--json").stdout)["executions"]
+    assert listed, out
+    assert "interrupted" not in {e["status"] for e in listed}
+    assert listed[0]["status"] == "cancelled"  # newest first: the one the signal stopped
