@@ -238,6 +238,11 @@ class ExecutionTable(NavigableTable):
             self.shown_columns = signature[0]
         else:
             self.clear()
+            # The columns are measured on these rows alone: DataTable only ever widens an
+            # auto-width column, so a `● running ⚠2` gone by kept STATUS wide, and the query,
+            # given the width left by `widths`, no longer fit.
+            for column in self.columns.values():
+                column.content_width = column.label.cell_len  # as `add_column` starts it
         for row in rows:
             self.add_row(*(self._styled(column, row, query_width) for column in columns),
                          key=row.execution_id)  # fmt: skip
