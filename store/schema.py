@@ -442,10 +442,17 @@ def ensure_schema(
                 f"{label}: schema version {version} needs an upgrade to {SCHEMA_VERSION}, "
                 "and the file is read-only here"
             )
-        if version == 0:
-            _create(conn)
-        else:
-            _migrate(conn, version)
+        try:
+            if version == 0:
+                _create(conn)
+            else:
+                _migrate(conn, version)
+        except duckdb.CatalogException as error:  # rolled back: nothing was changed
+            first = str(error).strip().splitlines()[0] if str(error).strip() else "a catalog error"
+            raise StoreOpenError(
+                f"{label}: damaged store: schema_info says version {version}, but its tables "
+                f"do not fit that version ({first}); nothing was changed"
+            ) from error
     check_shape(conn, label)
     if writable:
         sweep_dead_import(conn)

@@ -390,3 +390,29 @@ def test_a_store_this_process_may_not_write_is_browsed_read_only(
     assert str(refused.value) == (
         f"{path}: not writable by this process (no write permission on the file or its directory)"
     )
+
+
+@pytest.mark.parametrize("version", ["0", "3"])
+def test_a_schema_version_that_does_not_fit_the_tables_is_named(
+    tmp_path: Path, capsys, version: str
+) -> None:
+    """Found by an outside check: the line was DuckDB's `Table … already exists!`, which did not
+    say that the store's recorded version was wrong."""
+    import duckdb
+
+    path = tmp_path / "x.duckdb"
+    record_one_execution(path)
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("UPDATE schema_info SET value = ? WHERE key = 'schema_version'", [version])
+    before = path.read_bytes()
+    args = cli("--db", str(path), "ls")
+
+    exit_code = args.handler(args)
+
+    captured = capsys.readouterr()
+    assert (exit_code, captured.out) == (2, "")
+    assert captured.err.startswith(
+        f"truva-console: {path}: damaged store: schema_info says version {version}, but its "
+        "tables do not fit that version (Catalog Error: ")
+    assert captured.err.endswith("); nothing was changed\n")
+    assert path.read_bytes() == before
