@@ -350,25 +350,26 @@ def session(
                 _SCHEMA_CHECKED[str(paths.db)] = left
 
 
-# A DuckDB file is its headers (three of 4 KiB), then `total_blocks` blocks of `block_size`.
+# A DuckDB file is its headers (three of 4 KiB), then blocks of `block_size`: at least its
+# `used_blocks` (free ones at the end are cut off the file, so `total_blocks` may be more).
 _DUCKDB_HEADER_BYTES = 3 * 4096
 
 
 def _check_not_truncated(conn: duckdb.DuckDBPyConnection, paths: StorePaths) -> None:
-    """Refuse a database file shorter than the blocks its own metadata lists (cut by a full
-    disk or a bad copy): some tables would still read, but writing into it fails, after a run
-    has made its tool calls, and leaves a spool that can never be ingested."""
+    """Refuse a database file too short to hold the blocks its own metadata says are in use
+    (cut by a full disk or a bad copy): some tables would still read, but writing into it fails,
+    after a run has made its tool calls, and leaves a spool that can never be ingested."""
     row = conn.execute("PRAGMA database_size").fetchone()
     try:
         size = os.stat(paths.db).st_size
     except OSError:
         return
-    if row is None or row[2] is None or row[3] is None:
+    if row is None or row[2] is None or row[4] is None:  # block_size, used_blocks
         return
-    needed = _DUCKDB_HEADER_BYTES + int(row[2]) * int(row[3])
+    needed = _DUCKDB_HEADER_BYTES + int(row[2]) * int(row[4])
     if size < needed:
         raise StoreOpenError(
-            f"{paths.label}: the file is truncated: {size:,} bytes where its own blocks need "
+            f"{paths.label}: the file is truncated: {size:,} bytes where the blocks it uses need "
             f"{needed:,}; nothing was read or written (restore it from a copy)"
         )
 

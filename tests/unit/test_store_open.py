@@ -238,7 +238,7 @@ def test_cli_on_a_truncated_store_exits_2_with_one_line(
     assert (exit_code, captured.out) == (2, "")
     assert captured.err.count("\n") == 1
     assert captured.err.startswith(f"truva-console: {path}: the file is truncated: {size:,} "
-                                   "bytes where its own blocks need ")  # fmt: skip
+                                   "bytes where the blocks it uses need ")  # fmt: skip
 
 
 @pytest.mark.parametrize("command", [("sql", "SELECT 1"), ("run",)], ids=["sql", "run"])
