@@ -7,20 +7,15 @@ import json
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.cli.common import print_exit_notice, store_path
-from console.demo.runner import (
-    DEFAULT_BASE_PORT,
-    DEMO_PLANS,
-    DemoEndpoints,
-    demo_plans,
-    record_demo,
-    start_demo_services,
-)
-from console.demo.tools import TOOL_NAMES
+from console.demo.ports import DEFAULT_BASE_PORT, TOOL_NAMES
 from console.exits import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_OK, fail
 from console.words import counted
+
+if TYPE_CHECKING:
+    from console.demo.runner import DemoEndpoints
 
 _LAST_PORT_OFFSET = len(TOOL_NAMES)
 
@@ -139,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
 
 def write_plans(directory: Path, endpoints: DemoEndpoints, *, fast: bool) -> list[Path]:
     """Write every demo plan as `directory/<name>.json`; returns the paths in plan order."""
+    from console.demo.runner import demo_plans
+
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name, plan in demo_plans(endpoints, fast=fast).items():
@@ -149,6 +146,8 @@ def write_plans(directory: Path, endpoints: DemoEndpoints, *, fast: bool) -> lis
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from console.demo.runner import start_demo_services
+
     problem = _check_base_port(args.base_port, allow_zero=True)
     if problem:
         return fail(problem)
@@ -177,6 +176,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
+    from console.demo.runner import DEMO_PLANS, record_demo
     from console.session import recording
     from store.errors import StoreError
 
@@ -204,6 +204,8 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _plans(args: argparse.Namespace) -> int:
+    from console.demo.runner import DEMO_PLANS, DemoEndpoints
+
     problem = _check_base_port(args.base_port, allow_zero=False)
     if problem:
         return fail(problem)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.cli.common import (
     add_command,
@@ -28,12 +28,14 @@ from console.replay.edits import (
     load_parameter_edits,
     parse_config_override,
 )
-from console.replay.engine import Replayer, ReplayResult
 from console.replay.setup import LLM_LIVE, LLM_MODES, LLM_RECORDED, live_endpoint, prepare_replay
 from console.session import report_recorded
 from console.words import compact_json, counted
 from store.errors import StoreError
 from store.queries import AttemptRecord, StepRecord
+
+if TYPE_CHECKING:  # the engine needs httpx, which only a replay does (every command parses)
+    from console.replay.engine import ReplayResult
 
 
 def add_parser(subparsers: Any) -> None:
@@ -97,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(error))
     try:
         return report_recorded(
-            lambda recorder: Replayer(setup, recorder=recorder),
+            lambda recorder: _replayer(setup, recorder),
             None if args.no_store else db_path,
             lambda recorded: _report(recorded, as_json=args.json),
         )
@@ -122,6 +124,12 @@ def _report(recorded: Any, *, as_json: bool) -> int:
 # ---------------------------------------------------------------------------------------------
 # JSON
 # ---------------------------------------------------------------------------------------------
+
+
+def _replayer(setup: Any, recorder: Any) -> Any:
+    from console.replay.engine import Replayer
+
+    return Replayer(setup, recorder=recorder)
 
 
 def original_step_document(step: StepRecord) -> dict[str, Any]:

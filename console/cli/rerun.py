@@ -9,7 +9,6 @@ from typing import Any
 from console.cli.common import add_command, add_execution_argument, add_json_option, load_execution
 from console.cli.run import run_and_report
 from console.exits import fail
-from console.replay.rerun import RerunError, prepare_rerun, rerun_executor
 from store.errors import StoreError
 
 
@@ -33,6 +32,9 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Re-run one execution; exit codes as `run`: 0, 2 for bad input, 130 on Ctrl-C."""
+    # Imported here: the executor needs httpx, which the commands that do not run one do not.
+    from console.replay.rerun import RerunError, prepare_rerun, rerun_executor
+
     try:
         db_path, detail = load_execution(args)
         setup = prepare_rerun(detail, include_unsafe=args.include_unsafe)

@@ -1,16 +1,27 @@
 """Demo tools, a rule-based demo LLM and demo plans that run offline on 127.0.0.1 (docs/demo.md)."""
 
-from console.demo.runner import (
-    DEMO_PLAN_NAMES,
-    DEMO_PLANS,
-    DemoEndpoints,
-    DemoPlan,
-    DemoServices,
-    arecord_demo,
-    demo_plans,
-    record_demo,
-    record_demo_events,
-    start_demo_services,
+from executor.lazy import lazy_attributes
+
+# Imported on first use: the servers need httpx, which the CLI's parser (and every command but
+# `demo`) does without.
+__getattr__ = lazy_attributes(
+    __name__,
+    dict.fromkeys(
+        (
+            "DEMO_PLAN_NAMES",
+            "DEMO_PLANS",
+            "DemoEndpoints",
+            "DemoPlan",
+            "DemoServices",
+            "arecord_demo",
+            "demo_plans",
+            "record_demo",
+            "record_demo_events",
+            "start_demo_services",
+        ),
+        "console.demo.runner",
+    ),
+    globals(),
 )
 
 __all__ = [

@@ -19,15 +19,15 @@ from importlib import resources
 from typing import Any, Self
 
 from console.demo.llm import start_demo_llm
+from console.demo.ports import TOOL_NAMES
 from console.demo.server import LOOPBACK, DemoHTTPServer
-from console.demo.tools import TOOL_NAMES, DemoTool, SlowReports, build_tools
+from console.demo.tools import DemoTool, SlowReports, build_tools
 from executor.events import Event, ListRecorder, Recorder
 from executor.plan import Plan, parse_plan
 from executor.runtime import ExecutionOutcome, PlanExecutor
 
 PLACEHOLDER_RE = re.compile(r"demo://([a-z_]+)")
 LLM_PLACEHOLDER = "llm"
-DEFAULT_BASE_PORT = 8101
 # Fast timing for recordings: backoff waits of milliseconds. A plan's own config wins, which is
 # how scenario-b keeps the real one-second Retry-After.
 FAST_CONFIG = {"initial_delay_ms": 10, "max_delay_ms": 40}

@@ -510,7 +510,6 @@ class PaymentsBackend:
 
 # -------------------------------------------------------------------------------------- tools
 
-TOOL_NAMES = ("travel", "stocks", "currency", "weather", "payments")
 
 
 def build_tools(reports: SlowReports | None = None) -> dict[str, DemoTool]:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from console.demo import start_demo_services
-from console.demo.runner import DEFAULT_BASE_PORT, DemoEndpoints, DemoServices
+from console.demo.ports import DEFAULT_BASE_PORT
+from console.demo.runner import DemoEndpoints, DemoServices
 from tests.support.plans import run_subprocess
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plans"

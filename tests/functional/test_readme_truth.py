@@ -69,8 +69,8 @@ def test_make_test_runs_lint_first_as_the_readme_says() -> None:
 
 def test_readme_python_example_calls_a_tool_that_demo_serve_provides() -> None:
     """The README's API example names `demo serve`'s weather URL and a capability it has."""
-    from console.demo.runner import DEFAULT_BASE_PORT
-    from console.demo.tools import TOOL_NAMES, build_tools
+    from console.demo.ports import DEFAULT_BASE_PORT, TOOL_NAMES
+    from console.demo.tools import build_tools
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     block = readme.split("```python\n", 1)[1].split("```", 1)[0]

@@ -53,3 +53,15 @@ def test_headless_package_imports_no_ui(module: str, forbidden: set[str]) -> Non
 
 def test_the_check_can_see_a_ui_import() -> None:
     assert "textual" in _modules_after_import("textual.app")
+
+
+def test_the_cli_parser_loads_no_http_client() -> None:
+    """Every command builds the whole parser; the demo servers, the replay engine and the
+    executor (httpx, its TLS, click, rich and pygments: ~9 MB of RSS and ~0.1 s of start-up) are
+    imported by the commands that run something, not by `ls`, `sql` or `import` (found while
+    measuring the import's peak RSS)."""
+    code = ("import sys; from console.cli.main import build_parser; build_parser(lambda a: 0); "
+            "print(sorted(m for m in ('httpx', 'httpcore', 'anyio', 'rich', 'openai') "
+            "if m in sys.modules))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
