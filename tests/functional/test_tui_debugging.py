@@ -213,6 +213,24 @@ async def test_f3_shows_the_focused_body_in_the_pager(
         assert shown.startswith("received      HTTP 400") and area.text.rstrip() in shown
 
 
+async def test_f3_on_the_decision_tab_keeps_the_heading_of_the_folded_inputs(
+    synthetic_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an outside check: the pager's copy of the Decision tab ran the folded inputs on
+    after the verdict without their `all inputs (N more)` heading."""
+    pager, out = _fake_program(tmp_path, "pager")
+    monkeypatch.setenv("PAGER", pager)
+    app = tui_app(synthetic_db, live_refresh=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await trip_at(app, pilot, "step-2", 1, "1")
+        title = screen.query_one("#decision-all-inputs").title
+        screen.query_one(AttemptTable).focus()
+        await pilot.press("f3")
+        await pilot.pause()
+    shown = out.read_text()
+    assert title.startswith("all inputs (") and f"\n{title}\n" in shown
+
+
 async def test_f4_opens_a_read_only_copy_in_the_editor(
     synthetic_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from textual.app import App, SuspendNotSupported
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Static, TextArea
+from textual.widgets import Collapsible, ContentSwitcher, Static, TextArea
 
 from console.tui.widgets.searchable import Searchable, SearchScope
 
@@ -121,7 +121,13 @@ def detail_focused_text(detail: Widget, active_tab: str, focused: Widget | None)
     parts = []
     for selector in selectors:
         widget = detail.query_one(selector)
-        parts.append(widget.text if isinstance(widget, TextArea) else plain_text(widget))
+        text = widget.text if isinstance(widget, TextArea) else plain_text(widget)
+        folded = next((a for a in widget.ancestors if isinstance(a, Collapsible)), None)
+        if folded is not None and text.strip():  # its heading says what it is ("all inputs")
+            if not folded.display:
+                continue
+            text = f"{folded.title}\n{text}"
+        parts.append(text)
     return FocusedText(title, "\n".join(part.rstrip("\n") for part in parts if part) + "\n")
 
 
