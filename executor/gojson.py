@@ -11,39 +11,47 @@ UTF-8 is not JSON to it at all. Outside strings, a bad byte is a syntax error fo
 
 from __future__ import annotations
 
-import codecs
 import json
 import re
 from typing import Any
 
-_ERRORS = "truvag3-go-replace"
-
-
-def _one_replacement_per_byte(error: UnicodeError) -> tuple[str, int]:
-    """Go's `utf8.DecodeRune` rejects a bad sequence one byte at a time: U+FFFD for each."""
-    if not isinstance(error, UnicodeDecodeError):
-        raise error
-    return "\ufffd", error.start + 1
-
-
-codecs.register_error(_ERRORS, _one_replacement_per_byte)
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What may start a JSON text after its leading whitespace (Go's scanner refuses anything else
+# at the first byte, as `json.loads` does).
+_JSON_START = frozenset(b'{["-0123456789tfn')
+_WHITESPACE = b" \t\r\n"
 
 
 def go_text(data: bytes | bytearray | memoryview) -> str:
-    """`data` as UTF-8, each byte that does not decode replaced by U+FFFD, as Go reads it."""
-    return bytes(data).decode("utf-8", _ERRORS)
+    """`data` as UTF-8, each byte that does not decode replaced by U+FFFD, as Go reads it.
+
+    `surrogateescape` gives each rejected byte its own surrogate (U+DC80 + byte: the bytes Go's
+    `utf8.DecodeRune` rejects one at a time, a truncated or overlong sequence byte by byte), and
+    UTF-8 never decodes to a surrogate, so each one left is such a byte."""
+    raw = bytes(data)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _SURROGATE.sub("\ufffd", raw.decode("utf-8", "surrogateescape"))
 
 
 def loads(document: str | bytes | bytearray, **options: Any) -> Any:
-    """`json.loads(document, **options)` with Go's replacements (bytes are read by `go_text`).
+    """`json.loads(document, **options)` with Go's replacements.
 
-    Python pairs valid surrogate escapes itself, so a surrogate left in a decoded string is a
-    lone one. The value is walked only when the text could give one: a `\\uD…` escape, or a
-    surrogate character in text given as `str` (UTF-8 bytes cannot hold one)."""
+    Bytes that are not UTF-8 are decoded with `surrogateescape` (see `go_text`) and parsed as
+    they are, so a body that is not JSON at all fails at once rather than after a pass over
+    all of it; the strings of one that is get U+FFFD for those surrogates. Python pairs valid
+    surrogate escapes itself, so a surrogate left in a decoded string is a lone one or such a
+    byte. The value is walked only when the text could give one: a `\\uD…` escape, or a
+    surrogate character in the text."""
     if isinstance(document, bytes | bytearray):
-        text, raw = go_text(document), False
+        start = bytes(document[:64]).lstrip(_WHITESPACE)[:1]
+        if start and start[0] not in _JSON_START:  # binary, say: not JSON at its first byte,
+            raise json.JSONDecodeError("Expecting value", "", 0)  # as Go's scanner says
+        try:
+            text, raw = bytes(document).decode("utf-8"), False
+        except UnicodeDecodeError:
+            text, raw = bytes(document).decode("utf-8", "surrogateescape"), True
     else:
         text = document
         raw = not text.isascii() and _SURROGATE.search(text) is not None
@@ -54,14 +62,32 @@ def loads(document: str | bytes | bytearray, **options: Any) -> Any:
 
 
 def _replace_lone_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value) if not value.isascii() else value
-    if isinstance(value, dict):
-        # Keys that become equal keep the last value, as a Go map does.
-        return {
-            _replace_lone_surrogates(key): _replace_lone_surrogates(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [_replace_lone_surrogates(item) for item in value]
+    """`value` with U+FFFD for every surrogate in its strings and keys, walked without
+    recursion (a document nested ~990 levels deep, as `json.loads` allows, stays readable)."""
+    if not isinstance(value, dict | list):
+        return _clean(value)
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]  # (source, target, where in it)
+    while stack:
+        source, target, where = stack.pop()
+        if isinstance(source, dict):
+            copied: Any = {}
+            items = [(_clean(key), item) for key, item in source.items()]
+            for key, _ in items:
+                copied[key] = None
+            # Filled in the order they came, so of keys that become equal the last one's value
+            # stays, as in a Go map.
+            stack.extend((item, copied, key) for key, item in reversed(items))
+        elif isinstance(source, list):
+            copied = [None] * len(source)
+            stack.extend((item, copied, index) for index, item in reversed(list(enumerate(source))))
+        else:
+            copied = _clean(source)
+        target[where] = copied
+    return root[0]
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str) and not value.isascii():
+        return _SURROGATE.sub("\ufffd", value)
     return value

@@ -53,3 +53,23 @@ def test_a_tool_body_with_a_latin1_byte_is_a_json_object_as_in_go():
     step succeeds), where strict UTF-8 made it `result.not_json_object`."""
     envelope = parse_envelope(b'{"success":true,"data":{"city":"Z\xfcrich"}}')
     assert envelope.json_value == {"success": True, "data": {"city": f"Z{R}rich"}}
+
+
+def test_keys_that_become_equal_keep_the_last_value_as_a_go_map_does():
+    assert gojson.loads(b'{"\\ud800":1,"\\ud801":2}') == {R: 2}
+
+
+def test_a_deep_document_with_an_escape_pair_stays_json():
+    """Found by review: the walk recursed (two frames a level), so a valid document 500 levels
+    deep holding an escaped emoji became "not JSON"."""
+    depth = 900
+    document = ('{"a":' * depth + '"\\ud83d\\ude00 \\ud800"' + "}" * depth).encode()
+    value = gojson.loads(document)
+    for _ in range(depth):
+        value = value["a"]
+    assert value == f"\U0001f600 {R}"
+
+
+def test_a_binary_body_is_not_json_at_its_first_byte():
+    with pytest.raises(ValueError):
+        gojson.loads(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 1000)
