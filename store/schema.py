@@ -448,6 +448,7 @@ def ensure_schema(
             else:
                 _migrate(conn, version)
         except duckdb.CatalogException as error:  # rolled back: nothing was changed
+            # (version 0 here is a stored "0": a database without schema_info has no tables)
             first = str(error).strip().splitlines()[0] if str(error).strip() else "a catalog error"
             raise StoreOpenError(
                 f"{label}: damaged store: schema_info says version {version}, but its tables "

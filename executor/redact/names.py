@@ -26,8 +26,10 @@ _SENSITIVE_WORDS = frozenset(
     }
 )
 _SENSITIVE_WORD_PAIRS = frozenset(
-    {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")}
+    {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "key")}
 )
+# A last word that names the credential itself: `access_token`, a custom `X-Auth` header.
+_SENSITIVE_LAST_WORDS = frozenset({"token", "auth"})
 
 
 def _name_words(name: str) -> list[str]:
@@ -40,12 +42,14 @@ def is_sensitive_name(name: str) -> bool:
 
     The name is split into words (separators and camelCase); it is sensitive when a word is one
     of secret, password, passwd, pwd, passphrase, apikey, appid, authorization, cookie,
-    credential(s), when its last word is token (`access_token`, not `token_count`), or when two
-    adjacent words are api/access/private/secret + key. Plurals such as `max_tokens` are not
-    sensitive.
+    credential(s), when its last word is token or auth (`access_token`, `X-Auth`; not
+    `token_count`, `auth_method`), or when two adjacent words are api/access/private/secret/auth
+    + key (`X-Auth-Key`). Plurals such as `max_tokens` are not sensitive.
     """
     words = _name_words(name)
-    if any(word in _SENSITIVE_WORDS for word in words) or words[-1:] == ["token"]:
+    if any(word in _SENSITIVE_WORDS for word in words) or (
+        words and words[-1] in _SENSITIVE_LAST_WORDS
+    ):
         return True
     return any(pair in _SENSITIVE_WORD_PAIRS for pair in itertools.pairwise(words))
 

@@ -240,8 +240,11 @@ class SqlScreen(StoreBacked, PaneScreen, Screen):
         self._stopped()
 
     def store_work_crashed(self, problem: str) -> None:
-        """The worker raised something unexpected: one line in the status."""
+        """The worker raised something unexpected: one line in the status, no rows of the query
+        before."""
         self.problem, self.cancelled = problem, False
+        self.outcome = None
+        self.query_one(SqlResultTable).show_result(None)
         self._stopped()
 
     def _stopped(self) -> None:

@@ -58,8 +58,10 @@ class NavigableTable(DataTable):
         the tables to fit a small terminal after the cursor was placed, and the scroll offset
         that showed it at the old height hid it (80×24: the Attempts pane showed #7 while the
         detail was #10's)."""
-        if self.row_count and self.show_cursor:
-            self.call_after_refresh(self._scroll_cursor_into_view)
+        if event.size.height != getattr(self, "_last_height", None):
+            self._last_height = event.size.height
+            if self.row_count and self.show_cursor:
+                self.call_after_refresh(self._scroll_cursor_into_view)
 
     def measure_rows(self) -> None:
         """Size the columns and the scrollable height for the rows added so far now, rather
