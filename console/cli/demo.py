@@ -176,14 +176,18 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from console.demo.runner import DEMO_PLANS, record_demo
+    from console.demo.runner import DEMO_PLANS, DemoCancelled, record_demo
     from console.session import recording
     from store.errors import StoreError
 
     db_path = store_path(args)
+    cancelled = False
     try:
         with recording(db_path) as session:
-            outcomes = record_demo(session.recorder, fast=not args.slow)
+            try:
+                outcomes = record_demo(session.recorder, fast=not args.slow, handle_signals=True)
+            except DemoCancelled as stopped:  # Ctrl-C or SIGTERM: the plan that ran cancelled
+                outcomes, cancelled = stopped.outcomes, True
             session.close_store()
             # Shown before the telemetry export finishes, which may wait on a slow collector.
             print(f"recorded {counted(len(outcomes), 'demo execution')} into {db_path}:")
@@ -194,9 +198,7 @@ def _record(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     except StoreError as error:
         return fail(str(error))
-    if len(outcomes) < len(DEMO_PLANS) or (
-        outcomes[-1].status == "cancelled" and not DEMO_PLANS[len(outcomes) - 1].cancel_in_flight
-    ):  # Ctrl-C or SIGTERM: the plan that ran was cancelled, the rest not started
+    if cancelled:
         print(f"truva-console: cancelled; {len(DEMO_PLANS) - len(outcomes)} demo plan(s) not "
               "started", file=sys.stderr)
         return EXIT_CANCELLED

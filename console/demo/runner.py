@@ -221,12 +221,14 @@ async def run_demo_plans(
     *,
     fast: bool = True,
     names: tuple[str, ...] = DEMO_PLAN_NAMES,
+    handle_signals: bool = False,
 ) -> dict[str, ExecutionOutcome]:
     """Run the named demo plans one after another, each reporting to `recorder_for(name)`.
 
     The environment is not read: no TRUVAG3_* or OPENAI_* setting changes what a demo shows.
-    SIGINT and SIGTERM (in the main thread) cancel the plan that runs, as they cancel `run`, and
-    no other starts: the outcomes are those of the plans run, the last one `cancelled`.
+    With `handle_signals` (the CLI's `demo record`, in the main thread), SIGINT and SIGTERM
+    cancel the plan that runs, as they cancel `run`, and no other starts: DemoCancelled carries
+    the outcomes of the plans run. The loop's handlers of those signals are replaced meanwhile.
     """
     plans = demo_plans(services, fast=fast)
     cancelling = {plan.name for plan in DEMO_PLANS if plan.cancel_in_flight}
@@ -240,7 +242,7 @@ async def run_demo_plans(
             executor.cancel()
 
     loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
+    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
         for sig in signals:
             loop.add_signal_handler(sig, stop)
@@ -260,7 +262,17 @@ async def run_demo_plans(
         for sig in signals:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
+    if stopped.is_set():
+        raise DemoCancelled(list(outcomes.values()))
     return outcomes
+
+
+class DemoCancelled(Exception):
+    """A signal cancelled `run_demo_plans`; `outcomes` are those of the plans run, in order."""
+
+    def __init__(self, outcomes: list[ExecutionOutcome]) -> None:
+        super().__init__(f"cancelled after {len(outcomes)} demo plan(s)")
+        self.outcomes = outcomes
 
 
 async def _run_cancelled_in_flight(
@@ -276,30 +288,43 @@ async def _run_cancelled_in_flight(
 
 
 async def arecord_demo(
-    recorder_or_db_path: Recorder | str | os.PathLike[str], *, fast: bool = True
+    recorder_or_db_path: Recorder | str | os.PathLike[str],
+    *,
+    fast: bool = True,
+    handle_signals: bool = False,
 ) -> list[ExecutionOutcome]:
     """`record_demo` for callers already inside an event loop."""
     if isinstance(recorder_or_db_path, str | os.PathLike):
         from console.session import recording
 
         with recording(recorder_or_db_path, telemetry=False) as session:
-            return await arecord_demo(session.recorder, fast=fast)
+            return await arecord_demo(
+                session.recorder, fast=fast, handle_signals=handle_signals
+            )
     recorder = recorder_or_db_path
     with start_demo_services() as services:
-        outcomes = await run_demo_plans(services, lambda _name: recorder, fast=fast)
+        outcomes = await run_demo_plans(
+            services, lambda _name: recorder, fast=fast, handle_signals=handle_signals
+        )
     return list(outcomes.values())
 
 
 def record_demo(
-    recorder_or_db_path: Recorder | str | os.PathLike[str], *, fast: bool = True
+    recorder_or_db_path: Recorder | str | os.PathLike[str],
+    *,
+    fast: bool = True,
+    handle_signals: bool = False,
 ) -> list[ExecutionOutcome]:
     """Run every demo plan against freshly started demo services and record it.
 
     Give a recorder, or a store path (recorded through `StoreRecorder`, closed at the end).
     `fast` shortens backoff waits to milliseconds (scenario-b still honours its one-second
     Retry-After); without it the executor's default timing applies. Outcomes in DEMO_PLANS order.
+    `handle_signals`: see `run_demo_plans` (DemoCancelled).
     """
-    return asyncio.run(arecord_demo(recorder_or_db_path, fast=fast))
+    return asyncio.run(
+        arecord_demo(recorder_or_db_path, fast=fast, handle_signals=handle_signals)
+    )
 
 
 def record_demo_events(*, fast: bool = True) -> dict[str, list[Event]]:
