@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from console.demo.llm import DEMO_MODEL
 from console.demo.runner import start_demo_services
-from executor import LLM, Plan, Step, Tool, ToolCallFailed, call_tool, run_plan
+from executor import LLM, Plan, Step, Tool, ToolCallError, call_tool, run_plan
 from store import Recording
 
 HOTEL_SCHEMA = {
@@ -52,7 +52,7 @@ async def agent(db_path: str, tools_base_urls: dict[str, str], llm_base_url: str
         try:
             await call_tool(travel, "search_flights",
                             {"origin": "PAR", "destination": "TYO"}, recorder=rec)
-        except ToolCallFailed as error:
+        except ToolCallError as error:
             decision = error.decision
             assert decision is not None
             print(f"flights: {decision.action} [{decision.rule_id}] {decision.recovery}")

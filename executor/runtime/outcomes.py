@@ -117,8 +117,10 @@ class StepOutcome:
 
     @property
     def retry_exhausted(self) -> bool:
-        """TruvaG3's flag: failed with every attempt used."""
-        return self.status == STEP_FAILED and self.attempt_counter >= self.max_attempts
+        """TruvaG3's flag: stopped with every attempt used (failed, or rejected when no attempt
+        reached the tool: every connection refused)."""
+        stopped = self.status in (STEP_FAILED, STEP_REJECTED)
+        return stopped and self.attempt_counter >= self.max_attempts
 
     def to_dict(self) -> dict[str, Any]:
         """SPEC §3.2 step shape, plus TruvaG3's StepResult fields (reference §3.1)."""

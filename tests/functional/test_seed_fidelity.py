@@ -279,6 +279,7 @@ def test_connection_refused_is_not_a_dispatch(tmp_path):
     # SPEC §3.2: a step that never dispatched is rejected or skipped, never failed (found by an
     # outside check: it was "failed — 0 dispatches")
     assert one["status"] == "rejected"
+    assert one["retry_exhausted"] is True  # TruvaG3's flag: every attempt was used
 
 
 @pytest.mark.parametrize("side_effects", ["none", "unsafe"])
