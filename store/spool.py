@@ -297,6 +297,7 @@ def read_journal_bytes(
     metadata: dict[bytes, bytes] | None = None
     view = memoryview(data)
     offset = len(JOURNAL_MAGIC)
+    damage: str | None = None
     while offset < len(data):
         header_end = offset + _FRAME_HEADER.size
         if header_end > len(data):
@@ -307,11 +308,11 @@ def read_journal_bytes(
             break  # torn: the last frame's bytes were never all written
         if _crc32(view[header_end:frame_end]) != checksum:
             if frame_end < len(data):
-                raise pa.ArrowInvalid(
+                damage = (
                     f"{name}: a damaged frame at byte {offset}: its checksum fails and "
                     f"{len(data) - frame_end} bytes follow it"
                 )
-            break  # the last frame, torn
+            break  # damaged (DamagedJournal below), or the last frame, torn
         kind = data[header_end : header_end + 1]
         if kind == _META:
             written = json.loads(bytes(view[header_end + 1 : frame_end]))
@@ -322,14 +323,29 @@ def read_journal_bytes(
             except (ValueError, struct.error) as error:
                 raise pa.ArrowInvalid(f"{name}: a damaged frame at byte {offset}") from error
         offset = frame_end
-    if offset < len(data):
+    if offset < len(data) and damage is None:
         log.info("%s: skipped a torn frame at byte %d of %d", name, offset, len(data))
     try:
         arrays = pieces.arrays(data, SEGMENT_SCHEMA, dictionary_bodies=dictionary_bodies)
     except pa.ArrowInvalid as error:  # a text that is not UTF-8
         raise pa.ArrowInvalid(f"{name}: a damaged frame ({error})") from error
     table = pa.Table.from_arrays(arrays, names=SEGMENT_SCHEMA.names)
-    return table.replace_schema_metadata(metadata) if metadata else table
+    table = table.replace_schema_metadata(metadata) if metadata else table
+    if damage is not None:
+        raise DamagedJournal(damage, table)
+    return table
+
+
+class DamagedJournal(pa.ArrowInvalid):
+    """A journal with a damaged frame before its end; `table` holds the frames before it.
+
+    A kill tears only the last frame, but a crash of the machine can leave an earlier page of
+    an unsynced journal missing while later ones were written: the ingest takes the frames
+    before the damage and keeps the whole file as `*.failed`."""
+
+    def __init__(self, message: str, table: pa.Table) -> None:
+        super().__init__(message)
+        self.table = table
 
 
 _IOV_MAX = 1024  # Linux's limit of buffers per writev

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from store.connection import StorePaths, first_line
 from store.errors import StoreAccessError, StoreOpenError
 from store.ingest.upsert import SegmentDecodeError, apply_segments
 from store.spool import (
+    FAILED_SUFFIX,
+    DamagedJournal,
     dead_writers,
     orphaned_leases,
     read_segment,
@@ -150,6 +153,13 @@ def _load_segments(paths: Sequence[Path]) -> list[tuple[Path, pa.Table]]:
             loaded.append((path, read_segment(path, dictionary_bodies=True)))
         except FileNotFoundError:
             continue  # another thread of this process already ingested it
+        except DamagedJournal as error:  # the frames before the damage go in; the file is kept
+            kept = path.with_name(path.name + FAILED_SUFFIX)
+            shutil.copyfile(path, kept)
+            log.warning("spool segment %s is damaged (%s); its %d event(s) before the damage "
+                        "are ingested, the file is kept as %s", path, error, error.table.num_rows,
+                        kept.name)  # fmt: skip
+            loaded.append((path, error.table))
         except pa.ArrowException as error:
             log.warning("spool segment %s is unreadable (%s); kept as .failed", path, error)
             set_aside_segment(path)

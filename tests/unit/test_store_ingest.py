@@ -500,8 +500,24 @@ def test_a_whole_frame_changed_with_frames_after_it_is_damage_not_a_torn_tail(pa
     data = bytearray(path.read_bytes())
     data[starts[1] + 12 : starts[1] + 20] = b"XXXXXXXX"
     path.write_bytes(bytes(data))
-    with pytest.raises(pa.ArrowInvalid, match=r"a damaged frame at byte .* bytes follow it"):
+    with pytest.raises(store.spool.DamagedJournal, match=r"a damaged frame at byte .* bytes "
+                       "follow it") as raised:  # fmt: skip
         store.spool.read_segment(path)
+    assert raised.value.table.column("seq").to_pylist() == [1, 2]  # the frame before it
+
+
+def test_the_ingest_takes_the_frames_before_damage_and_keeps_the_file(paths) -> None:
+    """What a machine crash can leave in an unsynced journal: a page in the middle lost."""
+    from store.ingest.liveness import _load_segments
+
+    path, starts = _three_frames(paths)
+    data = bytearray(path.read_bytes())
+    data[starts[1] + 12 : starts[1] + 20] = b"XXXXXXXX"
+    path.write_bytes(bytes(data))
+    ((loaded_path, table),) = _load_segments([path])
+    assert loaded_path == path and table.column("seq").to_pylist() == [1, 2]
+    kept = path.with_name(path.name + ".failed")
+    assert kept.read_bytes() == bytes(data)  # every byte kept, to be read by hand
 
 
 def test_a_last_frame_whose_checksum_fails_is_a_torn_tail(paths) -> None:
