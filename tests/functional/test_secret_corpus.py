@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 
 from executor.events import ListRecorder
 from executor.plan import parse_plan
@@ -156,6 +157,7 @@ def _auth_plan(tool_server, llm_server, secrets: dict[str, str]) -> dict[str, An
                 "X-Api-Key": secrets["api_key"],
                 "Proxy-Authorization": f"Basic {secrets['basic']}",
                 "X-Auth": secrets["custom"],
+                "X-Auth-Key": secrets["custom_key"],
             }},
             "env": {"base_url": tool_server.base_url},
             "userinfo": {"base_url": userinfo_url},
@@ -170,15 +172,23 @@ def _auth_plan(tool_server, llm_server, secrets: dict[str, str]) -> dict[str, An
     }  # fmt: skip
 
 
-def _auth_secrets() -> dict[str, str]:
-    return {name: random_chars(32) for name in
-            ("bearer", "api_key", "basic", "custom", "env", "url", "llm")}  # fmt: skip
+_AUTH_SECRET_NAMES = ("bearer", "api_key", "basic", "custom", "custom_key", "env", "url", "llm")
 
 
+def _auth_secrets(kind: str = "random") -> dict[str, str]:
+    """Random values (which the value detector would catch anyway), or ordinary words that only
+    the header's name tells apart (found by an outside check: `X-Auth: hunter2` and
+    `X-Auth-Key: cf-hunter3` were stored and exported as they were)."""
+    if kind == "ordinary":
+        return {name: f"hunter2-{name.replace('_', '-')}" for name in _AUTH_SECRET_NAMES}
+    return {name: random_chars(32) for name in _AUTH_SECRET_NAMES}
+
+
+@pytest.mark.parametrize("kind", ["random", "ordinary"])
 def test_outgoing_auth_header_values_are_in_no_file_of_the_store(
-    tmp_path: Path, tool_server, llm_server, monkeypatch
+    tmp_path: Path, tool_server, llm_server, monkeypatch, kind: str
 ) -> None:
-    secrets = _auth_secrets()
+    secrets = _auth_secrets(kind)
     tool_server.script("/capabilities/report", ToolReply.ok({"rows": 3}))
     monkeypatch.setenv("TRUVAG3_OAUTH_TOKEN", secrets["env"])
     db = tmp_path / "store" / "debug.duckdb"

@@ -250,6 +250,13 @@ NAME_CASES = [
     ("privateKey", True),
     ("password", True),
     ("appid", True),
+    # found by an outside check: custom headers with ordinary values were kept and exported
+    ("X-Auth", True),
+    ("X-Auth-Key", True),
+    ("auth", True),
+    ("auth_method", False),
+    ("X-Auth-Email", False),
+    ("oauth_provider", False),
     ("Content-Type", False),
     ("X-TruvaG3-Request-ID", False),
     ("max_tokens", False),
