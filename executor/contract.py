@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from executor.redact import redact_secrets, redact_sensitive_text
 from executor.wire import (
     RetryPolicy,
     is_success_status,
@@ -37,6 +38,14 @@ _INPUT_ERROR = re.compile(
     r"validation|bad request|no such|does not exist)\b",
     re.IGNORECASE,
 )
+# An outage in words that would otherwise read as an input error ("unknown error", "no such
+# host", "must be retried later", "required dependency … is down", "invalid response").
+_OUTAGE = re.compile(
+    r"\b(unknown (?:error|exception|failure)|no such host|must be retried|"
+    r"required (?:service|dependency|backend)|invalid (?:response|reply|answer) from|"
+    r"upstream status 5\d\d|temporarily|unavailable|timed? ?out|overloaded)\b",
+    re.IGNORECASE,
+)
 _INPUT_CATEGORIES = frozenset({"INPUT_ERROR", "VALIDATION", "VALIDATION_ERROR", "NOT_FOUND"})
 _QUOTED_LIMIT = 80
 # 4xx statuses the executor never corrects (terminal, quota, transient): retryable is moot there.
@@ -51,7 +60,10 @@ class ContractWarning:
     message: str
 
 
-def _quoted(text: str) -> str:
+def quoted_message(text: str) -> str:
+    """A tool's error message as a warning or a lint card quotes it: credentials redacted (the
+    message is the tool's, and may hold a password), cut at `_QUOTED_LIMIT` characters."""
+    text = redact_sensitive_text(redact_secrets(text))
     text = text if len(text) <= _QUOTED_LIMIT else text[: _QUOTED_LIMIT - 1] + "…"
     return f'"{text}"'
 
@@ -83,7 +95,7 @@ def response_warnings(
     if status not in (408, 429) and is_transient_status(status) and _describes_input(envelope):
         warnings.append(ContractWarning(TRANSIENT_INPUT_ERROR, (
             f"HTTP {status} is transient, so the same request is resent, but the body describes "
-            f"an input error ({_quoted(envelope.error_text)}): resending cannot fix it; the "
+            f"an input error ({quoted_message(envelope.error_text)}): resending cannot fix it; the "
             "tool should answer 400 or 422 with error.retryable and a hint"
         )))  # fmt: skip
     if (400 <= status < 500 and status not in _NOT_CORRECTABLE_4XX and envelope.is_json
@@ -97,8 +109,15 @@ def response_warnings(
 
 
 def _describes_input(envelope) -> bool:
+    """Whether a transient answer's body describes an input error: an input category, else not
+    when the message names an outage ("upstream status 500: unknown error", as TruvaG3's
+    ClassifyUpstreamError words one, found by an outside check to fail a tool that followed
+    the seeds); else its code or the words of its message ("location not found" sent as a 503,
+    whatever its retryable says: that is the misclassification)."""
     if envelope.error_category and envelope.error_category.upper() in _INPUT_CATEGORIES:
         return True
+    if envelope.error_text and _OUTAGE.search(envelope.error_text):
+        return False
     code = envelope.error_code or ""
     if code.upper().startswith(("INVALID", "MISSING", "UNKNOWN", "NOT_FOUND")):
         return True

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from executor.contract import TRANSIENT_INPUT_ERROR, warning_codes
+from executor.contract import TRANSIENT_INPUT_ERROR, quoted_message, warning_codes
 from executor.redact import redact_secrets, redact_sensitive_text
 from executor.wire import ErrorCategory, WireEnvelope, http_status_for_category, parse_envelope
 
@@ -36,9 +36,14 @@ GRADE_ORDER = {Grade.PASS: 0, Grade.WARN: 1, Grade.FAIL: 2}
 # 4xx statuses the executor never sends to a correction layer: terminal, quota, transient.
 _UNCORRECTABLE_4XX = frozenset({401, 402, 403, 405, 408, 429})
 _CATEGORIES = tuple(category.value for category in ErrorCategory)
+# Phrases that say the credentials were refused: not a mention of an `api_key` parameter or of
+# "authentication" in a hint (found by an outside check: a 400 INPUT_ERROR about a parameter
+# named api_key failed a well-behaved tool).
 _AUTH_WORDS = re.compile(
-    r"\b(api[ _-]?key|unauthori[sz]ed|forbidden|expired (?:token|key|credential)|"
-    r"invalid (?:token|credentials?)|authenticat\w*|access denied)\b",
+    r"\b(unauthori[sz]ed|unauthenticated|not authenticated|forbidden|access denied|"
+    r"(?:invalid|expired|revoked|missing|bad|wrong) (?:api[ _-]?key|token|credentials?|"
+    r"password|auth\w*)|(?:api[ _-]?key|token|credentials?) (?:is |are |was |were )?"
+    r"(?:invalid|expired|revoked|missing|not valid)|authentication (?:failed|required|error))\b",
     re.IGNORECASE,
 )
 
@@ -145,12 +150,14 @@ def _retryable(r: Response) -> tuple[Grade, str]:
 def _input_error_status(r: Response) -> tuple[Grade, str]:
     if TRANSIENT_INPUT_ERROR in warning_codes(r.status, r.body):
         return Grade.FAIL, (f"HTTP {r.status} for an input error "
-                            f"({r.envelope.error_text[:80]!r}): the same request is resent "
-                            "and cannot succeed; answer 400 or 422")
+                            f"({quoted_message(r.envelope.error_text)}): the same request is "
+                            "resent and cannot succeed; answer 400 or 422")
     return Grade.PASS, "no input error sent as transient"
 
 
 def _says_auth(r: Response) -> bool:
+    """AUTH_ERROR, or a message that says the credentials were refused (an upstream's
+    "invalid API key" relayed as a 502 SERVICE_ERROR is one)."""
     category = (r.envelope.error_category or "").upper()
     return category == ErrorCategory.AUTH_ERROR or bool(
         _AUTH_WORDS.search(r.envelope.error_text or "")
@@ -160,7 +167,9 @@ def _says_auth(r: Response) -> bool:
 def _auth_status(r: Response) -> tuple[Grade, str]:
     if _says_auth(r) and r.status not in (401, 403):
         return Grade.FAIL, (f"an authentication error sent as HTTP {r.status}: the executor "
-                            "retries or corrects it; answer 401 or 403 so it stops")
+                            "routes it by that status, not as refused credentials (it may "
+                            "resend it or ask an LLM to correct it); answer 401 or 403 so it "
+                            "stops at once")
     return Grade.PASS, "authentication errors sent as 401/403"
 
 
