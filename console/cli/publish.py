@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"published {counted(delivered_spans, 'span')} of "
             f"{counted(len(delivered), 'execution')} to "
-            f"{publisher.endpoint} ({publisher.protocol})"
+            f"{publisher.shown_endpoint} ({publisher.protocol})"
         )
         for execution_id in delivered:
             print(f"  {execution_id}")
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if refused:
         print(
-            f"truva-console: publish: {publisher.endpoint} did not accept the spans of "
+            f"truva-console: publish: {publisher.shown_endpoint} did not accept the spans of "
             f"{counted(len(refused), 'execution')} ({', '.join(refused)}), sent in one request; "
             f"{len(delivered)} of {counted(len(chosen), 'execution')} were delivered, by the "
             f"requests before it, and the other {len(chosen) - len(delivered)} not "

@@ -368,6 +368,14 @@ class SpanPublisher:
     resource: Any
     capture_content: bool
 
+    @property
+    def shown_endpoint(self) -> str:
+        """The endpoint as it may be printed: a password in its userinfo (sent as Basic auth)
+        or a credential in its query redacted."""
+        from executor.redact import redact_secrets, redact_sensitive_text
+
+        return redact_sensitive_text(redact_secrets(self.endpoint))
+
     def spans(self, events: Iterable[Event]) -> list[ReadableSpan]:
         """The spans of recorded events, with the live ids and this publisher's resource."""
         return build_spans_from_events(

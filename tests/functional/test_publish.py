@@ -193,6 +193,22 @@ def test_an_endpoint_that_refuses_the_spans_is_exit_1(tmp_path, tool_server, mon
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("accepted", [True, False], ids=["published", "refused"])
+def test_the_endpoints_password_is_never_printed(tmp_path, tool_server, monkeypatch, accepted):
+    """Found by an outside check: the userinfo of OTEL_EXPORTER_OTLP_ENDPOINT, sent as Basic
+    auth, was printed in clear in the `published … to` line and the refusal."""
+    execution_id = record(tmp_path, quote_plan(tool_server))
+    with OTLPReceiver() as receiver:
+        url = receiver.endpoint.replace("http://", "http://robot:otlpSECRETPW@")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                           url + ("/v1/traces" if accepted else "/nowhere"))  # fmt: skip
+        result = run_cli("publish", execution_id)
+    assert result.code == (0 if accepted else 1), result.stderr
+    printed = result.stdout + result.stderr
+    assert "otlpSECRETPW" not in printed
+    assert "[REDACTED]@127.0.0.1" in printed
+
+
 def _executions_per_request(receiver: OTLPReceiver) -> list[tuple[int, dict[str, int]]]:
     """(status, spans per execution) of every trace export request received, in order."""
     requests = []
