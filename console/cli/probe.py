@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from console.cli.common import add_command, add_json_option, emit, print_exit_notice, store_path
@@ -144,9 +143,10 @@ def _target(args: argparse.Namespace) -> Any:
 
 def _read_schema(path: str) -> Any:
     from console.probe import ProbeError
+    from executor.files import read_regular_file
 
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+    try:  # a regular file only: /dev/zero read forever (memory), a pipe waited for a writer
+        text = read_regular_file(path).decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or str(error)
         raise ProbeError(f"--schema {path}: cannot read the schema file: {reason}") from error

@@ -299,6 +299,10 @@ def _bad_inputs(tmp_path: Path, base_url: str) -> dict[str, tuple[list[str], str
                             "http://127.0.0.1:9/x: cannot connect to 127.0.0.1:9"),
         "schema-not-json": (["--url", base_url, "--capability", "/x", "--schema", str(schema)],
                             f"--schema {schema}: invalid JSON"),
+        # found by an outside check: /dev/zero was read until memory ran out, a pipe waited
+        "schema-a-device": (["--url", base_url, "--capability", "/x", "--schema", "/dev/zero"],
+                            "--schema /dev/zero: cannot read the schema file: not a regular "
+                            "file (a device, pipe or socket)"),
         "url-without-schema": (["--url", base_url, "--capability", "/x"],
                                "--url, --capability without --schema"),
         "bad-url": (["--url", "ftp://h", "--capability", "/x", "--schema",
@@ -313,8 +317,8 @@ def _bad_inputs(tmp_path: Path, base_url: str) -> dict[str, tuple[list[str], str
 
 BAD_INPUTS = ["schema-type-typo", "schema-too-deep-to-read", "schema-too-deep-to-check",
               "bad-plan", "unknown-step", "plan-without-step", "unreachable-url",
-              "schema-not-json", "url-without-schema", "bad-url", "bad-path", "nothing",
-              "header-with-plan"]
+              "schema-not-json", "schema-a-device", "url-without-schema", "bad-url", "bad-path",
+              "nothing", "header-with-plan"]
 
 
 @pytest.mark.parametrize("name", BAD_INPUTS)
