@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from executor.contract import TRANSIENT_INPUT_ERROR, quoted_message, warning_codes
+from executor.params import json_type_name
 from executor.redact import redact_secrets, redact_sensitive_text
 from executor.wire import ErrorCategory, WireEnvelope, http_status_for_category, parse_envelope
 
@@ -200,6 +201,11 @@ def _body_json(r: Response) -> tuple[Grade, str]:
     if r.body and not r.envelope.is_json:
         return Grade.FAIL, (f"HTTP {r.status} with a body that is not JSON ({len(r.body)} "
                             "bytes): success, error and retryable cannot be read")
+    if not r.is_error and not r.envelope.is_object:  # found by an outside check: it passed
+        kind = json_type_name(r.envelope.json_value)
+        return Grade.FAIL, (f"HTTP {r.status} with a JSON {kind}, not an object: the executor "
+                            "fails the step (result.not_json_object, seed 003); answer "
+                            '{"success": true, "data": …}')
     return Grade.PASS, "JSON body"
 
 

@@ -51,6 +51,8 @@ CASES = [
      Grade.FAIL, 'is "false"'),
     ("auth-as-502", 502, {}, _error("UPSTREAM", "Amadeus: invalid API key", category=None),
      "auth_status", Grade.FAIL, "answer 401 or 403"),
+    ("a-json-array-on-200", 200, {}, b'[{"id": 1}]', "body_json", Grade.FAIL,
+     "with a JSON array, not an object: the executor fails the step (result.not_json_object"),
     ("auth-as-401", 401, {}, _error("AUTH", "invalid API key", category="AUTH_ERROR"),
      "auth_status", Grade.PASS, "401/403"),
     # found by an outside check: naming an api_key parameter, or a key that does not exist, is
