@@ -262,7 +262,10 @@ class Prober:
             at=self.clock(), method="POST", url=target.url, request_headers=dict(headers),
             request_body=case.body, parameters=dict(case.parameters), correction_layer=None,
         ))
-        answered = await self._send(self._post(http, target.url, case.body, headers))
+        progress = _Progress()
+        answered = await self._send(
+            self._post(http, target.url, case.body, headers, progress.trace), progress
+        )
         self._emit(AttemptResponded(
             execution_id=self.execution_id, step_id=step_id, n=1, at=self.clock(),
             elapsed_ms=answered.elapsed_ms, status=answered.status,
@@ -295,13 +298,17 @@ class Prober:
         return ProbeResult(case, answered, decision, tuple(grade_probe(case, answered)))
 
     async def _post(
-        self, http: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str]
+        self, http: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str],
+        trace: Callable[[str, dict[str, Any]], Awaitable[None]],
     ) -> tuple[httpx.Response, bytes]:
         """POST and read the answer as the executor does (`send_and_read`)."""
-        request = http.build_request("POST", url, content=body, headers=dict(headers))
+        request = http.build_request("POST", url, content=body, headers=dict(headers),
+                                     extensions={"trace": trace})  # fmt: skip
         return await send_and_read(http, request, self.config.max_response_body_bytes)
 
-    async def _send(self, request: Awaitable[tuple[httpx.Response, bytes]]) -> HttpOutcome:
+    async def _send(
+        self, request: Awaitable[tuple[httpx.Response, bytes]], progress: _Progress
+    ) -> HttpOutcome:
         """The answer to `request` within `timeout_s`, or the transport failure; cancellable."""
         started = self.monotonic()
         work = asyncio.ensure_future(asyncio.wait_for(request, timeout=self.timeout_s))
@@ -317,6 +324,10 @@ class Prober:
             return HttpOutcome(0, {}, b"", elapsed_ms, "cancelled", "probe cancelled in flight")
         error = work.exception()
         if isinstance(error, TimeoutError):
+            if progress.traced and not progress.writing:  # as the executor records it
+                return HttpOutcome(0, {}, b"", elapsed_ms, "connect",
+                                   f"request timed out (--timeout {self.timeout_s:g}) while "
+                                   "connecting; nothing was sent")  # fmt: skip
             return HttpOutcome(0, {}, b"", elapsed_ms, "timeout",
                                f"no response within {self.timeout_s:g} s")
         if isinstance(error, httpx.TransportError):
@@ -333,3 +344,18 @@ class Prober:
         with contextlib.suppress(Exception):
             self.recorder.record(event)
 
+
+class _Progress:
+    """httpcore's progress on one request (httpx's `trace` extension): whether it started to
+    write the headers, so a timeout before that is a failed connection, as `run` records it."""
+
+    __slots__ = ("traced", "writing")
+
+    def __init__(self) -> None:
+        self.traced = False
+        self.writing = False
+
+    async def trace(self, name: str, info: dict[str, Any]) -> None:
+        self.traced = True
+        if name.endswith("send_request_headers.started"):
+            self.writing = True

@@ -470,3 +470,22 @@ def test_an_answer_that_does_not_decode_is_a_transport_failure_not_a_crash(tmp_p
     (finding,) = first["findings"]
     assert finding["check"] == "probe_rejected"
     assert "Content-Encoding (gzip) does not decode" in finding["message"]
+
+
+def test_a_probe_that_never_gets_a_connection_records_nothing_as_sent(tmp_path, capsys):
+    """The listener's accept queue holds the start-up check's connection, so every probe after
+    it waits for a connection until --timeout: a failed connection, as `run` records one
+    (found by review: it was a `timeout`, dispatched once)."""
+    import socket
+
+    schema_file = tmp_path / "schema.json"
+    schema_file.write_text(json.dumps(SCHEMA))
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        code, report, _ = _probe(capsys, "--no-store", "--url", url, "--capability", "/x",
+                                 "--schema", str(schema_file), "--side-effects", "none",
+                                 "--timeout", "0.3")  # fmt: skip
+    assert code == 1
+    assert {r["transport_error"] for r in report["requests"]} == {"connect"}
