@@ -156,7 +156,12 @@ def _signal_url(endpoints: Mapping[str, str], signal: str, protocol: str) -> str
     base = endpoints.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if not base:
         return None
-    return base if protocol == "grpc" else f"{base.removesuffix('/')}/v1/{signal}"
+    if protocol == "grpc":
+        return base
+    # The signal's path goes on the base URL's path, before a query or fragment (appended to
+    # the whole text it went into `?api_key=…`, and the spans to `/`: found by an outside check).
+    parts = urlsplit(base)
+    return parts._replace(path=f"{parts.path.removesuffix('/')}/v1/{signal}").geturl()
 
 
 def _headers(variable: str, value: str) -> tuple[tuple[str, str], ...]:

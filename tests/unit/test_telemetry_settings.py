@@ -164,3 +164,19 @@ def test_sdk_disabled_reads_nothing_else():
     settings = telemetry_settings_from_env({**ENDPOINT, "OTEL_SDK_DISABLED": "true",
                                             "OTEL_EXPORTER_OTLP_TIMEOUT": "0"})  # fmt: skip
     assert settings.disabled_by == "OTEL_SDK_DISABLED='true'" and not settings.exports
+
+
+@pytest.mark.parametrize(
+    ("base", "traces"),
+    [
+        ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"),
+        ("http://127.0.0.1:4318/", "http://127.0.0.1:4318/v1/traces"),
+        ("http://127.0.0.1:4318/otlp", "http://127.0.0.1:4318/otlp/v1/traces"),
+        # found by an outside check: the path was appended after the query
+        ("http://127.0.0.1:4318/otlp?api_key=k", "http://127.0.0.1:4318/otlp/v1/traces?api_key=k"),
+    ],
+    ids=["bare", "slash", "path", "query"],
+)
+def test_the_signal_path_goes_on_the_base_urls_path(base: str, traces: str) -> None:
+    settings = telemetry_settings_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": base})
+    assert settings.traces.url == traces
