@@ -41,7 +41,12 @@ CASES = [
      Grade.WARN, "without a category"),
     ("category-input-as-503", 503, {}, _error("X", "upstream", category="INPUT_ERROR"),
      "category_status", Grade.FAIL, "belongs with HTTP 400"),
+    # found by an outside check: what the seeds themselves send was warned about
     ("category-service-as-502", 502, {}, _error("X", "upstream", category="SERVICE_ERROR"),
+     "category_status", Grade.PASS, "ClassifyUpstreamError"),
+    ("category-input-as-422", 422, {}, _error("X", "bad", category="INPUT_ERROR"),
+     "category_status", Grade.PASS, "400 or 422"),
+    ("category-service-as-504", 504, {}, _error("X", "slow", category="SERVICE_ERROR"),
      "category_status", Grade.WARN, "usually HTTP 503"),
     ("unknown-category", 504, {}, _error("X", "slow", category="TIMEOUT"), "category_status",
      Grade.WARN, "none of"),
