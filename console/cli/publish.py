@@ -9,6 +9,7 @@ imported bundle sends the same trace and span ids, and the backend keeps one cop
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -100,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         return fail(f"publish: {error}")
     publisher = span_publisher_from_env()
+    # The exporter's own log lines ("Failed to export span batch code: 404…", with the
+    # endpoint) would come beside the one line below that says what was and was not delivered.
+    logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
     if publisher is None:
         switched_off_by = telemetry_settings_from_env().traces.switched_off_by
         if switched_off_by is not None:

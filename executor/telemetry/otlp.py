@@ -209,8 +209,11 @@ class _NoMetricsEndpointGate:
         if answer is None:
             return True
         self.closed_by = answer
+        from executor.redact import redact_secrets, redact_sensitive_text
+
+        shown = redact_sensitive_text(redact_secrets(self.endpoint))  # a password, never
         self._warn(
-            f"the OTLP endpoint {self.endpoint} does not accept metrics ({answer}); metrics are "
+            f"the OTLP endpoint {shown} does not accept metrics ({answer}); metrics are "
             "not exported for the rest of this command — set OTEL_METRICS_EXPORTER=none "
             "(or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT to a collector that takes metrics)"
         )

@@ -207,6 +207,7 @@ def test_the_endpoints_password_is_never_printed(tmp_path, tool_server, monkeypa
     printed = result.stdout + result.stderr
     assert "otlpSECRETPW" not in printed
     assert "[REDACTED]@127.0.0.1" in printed
+    assert result.stderr.count("\n") == (0 if accepted else 1)  # the one documented line
 
 
 def _executions_per_request(receiver: OTLPReceiver) -> list[tuple[int, dict[str, int]]]:
