@@ -2,28 +2,6 @@
 
 from executor.lazy import lazy_attributes
 
-# Imported on first use: the servers need httpx, which the CLI's parser (and every command but
-# `demo`) does without.
-__getattr__ = lazy_attributes(
-    __name__,
-    dict.fromkeys(
-        (
-            "DEMO_PLAN_NAMES",
-            "DEMO_PLANS",
-            "DemoEndpoints",
-            "DemoPlan",
-            "DemoServices",
-            "arecord_demo",
-            "demo_plans",
-            "record_demo",
-            "record_demo_events",
-            "start_demo_services",
-        ),
-        "console.demo.runner",
-    ),
-    globals(),
-)
-
 __all__ = [
     "DEMO_PLANS",
     "DEMO_PLAN_NAMES",
@@ -36,3 +14,7 @@ __all__ = [
     "record_demo_events",
     "start_demo_services",
 ]
+
+# Imported on first use: the servers need httpx, which the CLI's parser (and every command but
+# `demo`) does without.
+__getattr__ = lazy_attributes(__name__, dict.fromkeys(__all__, "console.demo.runner"), globals())
