@@ -70,7 +70,7 @@ async def test_lint_flags_the_503_for_an_input_error_and_enter_opens_the_example
         assert table.move_to_key(key)
         await pilot.pause()
         detail = shown(screen, "#lint-detail")
-        assert "HTTP 503 for an input error ('location not found: Flower Mound')" in detail
+        assert 'HTTP 503 for an input error ("location not found: Flower Mound")' in detail
         assert f"{example['execution_id']} {example['step_id']} #{example['n']} (HTTP 503)" \
             in detail
         await pilot.press("enter")
